@@ -1,0 +1,77 @@
+"""pytest-openenv: agent episodes in OpenEnv environments as pytest items.
+
+Importing this package is cheap; engines and SDKs load only when an episode needs them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "Episode": "pytest_openenv.episode",
+    "EpisodeSpec": "pytest_openenv.episode",
+    "Policy": "pytest_openenv.policies.base",
+    "Reply": "pytest_openenv.policies.base",
+    "ToolCall": "pytest_openenv.policies.base",
+    "Turn": "pytest_openenv.policies.base",
+    "Usage": "pytest_openenv.policies.base",
+    "EnvFamily": "pytest_openenv.envs.base",
+    "Backend": "pytest_openenv.envs.base",
+    "StepResult": "pytest_openenv.envs.base",
+    "ToolSpec": "pytest_openenv.envs.base",
+    "ProposedCall": "pytest_openenv.envs.base",
+    "ActionRejected": "pytest_openenv.envs.base",
+    "EnvUnavailable": "pytest_openenv.envs.base",
+    "EnvConfigError": "pytest_openenv.envs.base",
+    "run_episode": "pytest_openenv.runner",
+    "EnvFactory": "pytest_openenv.runner",
+    "Limits": "pytest_openenv.runner",
+}
+
+if TYPE_CHECKING:
+    from .envs.base import (
+        ActionRejected,
+        Backend,
+        EnvConfigError,
+        EnvFamily,
+        EnvUnavailable,
+        ProposedCall,
+        StepResult,
+        ToolSpec,
+    )
+    from .episode import Episode, EpisodeSpec
+    from .policies.base import Policy, Reply, ToolCall, Turn, Usage
+    from .runner import EnvFactory, Limits, run_episode
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pytest_openenv' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = [
+    "ActionRejected",
+    "Backend",
+    "EnvConfigError",
+    "EnvFactory",
+    "EnvFamily",
+    "EnvUnavailable",
+    "Episode",
+    "EpisodeSpec",
+    "Limits",
+    "Policy",
+    "ProposedCall",
+    "Reply",
+    "StepResult",
+    "ToolCall",
+    "ToolSpec",
+    "Turn",
+    "Usage",
+    "run_episode",
+]

@@ -1,0 +1,1 @@
+"""Controller side: the JSONL dataset, its card and its upload."""

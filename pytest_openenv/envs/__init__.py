@@ -1,0 +1,1 @@
+"""Env families (adapters) and backends. See ``base`` for the two interfaces."""

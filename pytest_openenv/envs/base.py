@@ -1,0 +1,165 @@
+"""The two interfaces an environment is made of: a family adapter and a backend.
+
+A *backend* is the transport: it holds one live env (an in-process engine, or a
+WebSocket session with a deployed OpenEnv server) and speaks OpenEnv's
+observation shape (``observation`` dict, ``reward``, ``done``).
+
+A *family adapter* knows what the env means: the prompt, the tools, how a tool
+call becomes an action, how an observation is shown to the model, the scripted
+move and the default verdict. The same adapter drives either backend, so an
+embedded episode and a remote one produce records that look alike.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+
+class EnvConfigError(ValueError):
+    """Bad env spec or env config; surfaced to the user as a pytest usage error."""
+
+
+class ActionRejected(Exception):
+    """The env refused an action (illegal move, validation error).
+
+    The message goes back to the policy as a tool error; the episode goes on.
+    """
+
+
+class EnvUnavailable(Exception):
+    """An infrastructure fault: server down, connection dropped, engine crash.
+
+    The episode becomes a setup *error*, not a failure of the agent.
+    """
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One observation in OpenEnv's shape."""
+
+    observation: dict[str, Any]
+    reward: float | None = None
+    done: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A function tool in OpenAI's format."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+@dataclass(frozen=True)
+class ProposedCall:
+    """A tool call the env can suggest: scripted moves and legal-move lists."""
+
+    name: str
+    arguments: dict[str, Any]
+
+    def arguments_json(self) -> str:
+        return json.dumps(self.arguments, sort_keys=True)
+
+
+class Backend(ABC):
+    """One live env session. Not shared between episodes."""
+
+    #: ``embedded`` or ``remote``; stored in every record.
+    kind: ClassVar[str] = "embedded"
+    #: where the env lives (server URL without credentials), if anywhere
+    location: str | None = None
+
+    @abstractmethod
+    def reset(self, *, seed: int, episode_id: str, **options: Any) -> StepResult: ...
+
+    @abstractmethod
+    def step(self, action: dict[str, Any]) -> StepResult: ...
+
+    def close(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
+        pass
+
+
+class EnvFamily(ABC):
+    """A family adapter, built once per (variant, config) and shared by episodes.
+
+    Constructing it validates the variant and config (raise ``EnvConfigError``
+    with a message naming what is wrong and what would be right); it must not
+    import heavy engines at construction unless validation needs them.
+    """
+
+    #: The family name used before the colon in ``family:variant``.
+    name: ClassVar[str]
+    #: An episode passes iff reward >= this, unless ``--openenv-min-reward`` says otherwise.
+    default_min_reward: ClassVar[float] = 0.0
+    #: Shown as the system prompt when the user gives none.
+    system_prompt: ClassVar[str] = (
+        "You are an agent acting in an environment through tools. Call exactly one tool per turn."
+    )
+
+    def __init__(self, variant: str, config: dict[str, Any]) -> None:
+        self.variant = variant
+        self.config = dict(config)
+
+    @property
+    def spec(self) -> str:
+        return f"{self.name}:{self.variant}"
+
+    @abstractmethod
+    def tools(self) -> list[ToolSpec]: ...
+
+    @abstractmethod
+    def embedded_backend(self) -> Backend:
+        """A fresh in-process backend for one episode."""
+
+    def remote_backend(self, server_url: str) -> Backend:
+        raise EnvConfigError(f"env family {self.name!r} cannot run on a remote server")
+
+    def reset_options(self, *, seed: int, episode_id: str) -> dict[str, Any]:
+        """Extra fields for the reset request (beyond seed and episode id)."""
+        return {}
+
+    @abstractmethod
+    def describe_task(self, first: StepResult) -> str:
+        """The first user message: the task and the opening observation."""
+
+    @abstractmethod
+    def describe_result(self, call: ProposedCall, result: StepResult) -> str:
+        """The tool message after an accepted action."""
+
+    @abstractmethod
+    def to_action(self, call: ProposedCall, current: StepResult) -> dict[str, Any]:
+        """Turn a tool call into a backend action; raise ``ActionRejected`` if invalid."""
+
+    def scripted_call(self, current: StepResult) -> ProposedCall | None:
+        """The scripted policy's move (first legal action, or an oracle answer)."""
+        legal = self.legal_calls(current)
+        return legal[0] if legal else None
+
+    def legal_calls(self, current: StepResult) -> list[ProposedCall] | None:
+        """Every legal call now, when the env can enumerate them (random policy)."""
+        return None
+
+    def task_info(self, first: StepResult, prompt: str) -> dict[str, Any]:
+        """The record's ``task`` (fixed keys across families): the prompt and a reference answer."""
+        return {"prompt": prompt, "answer": None}
+
+    def outcome(self, reward: float, done: bool) -> str:
+        """A one-word outcome for summaries and snapshots."""
+        if not done:
+            return "unfinished"
+        return "pass" if reward >= self.default_min_reward else "fail"

@@ -1,0 +1,201 @@
+"""The ``openspiel`` family: any turn-based pyspiel game, one tool ``play_move(action_id)``."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, ClassVar
+
+from .base import (
+    ActionRejected,
+    Backend,
+    EnvConfigError,
+    EnvFamily,
+    ProposedCall,
+    StepResult,
+    ToolSpec,
+)
+from .openspiel_engine import OPPONENTS, OpenSpielEngine, load_game
+from .openspiel_render import render_board
+
+CONFIG_KEYS = ("agent_player", "opponent", "game_params")
+
+
+class OpenSpielFamily(EnvFamily):
+    name: ClassVar[str] = "openspiel"
+    default_min_reward: ClassVar[float] = 0.0
+    system_prompt: ClassVar[str] = (
+        "You are playing a game. On each turn call the play_move tool with the "
+        "action_id of one legal action. Play to win; avoid losing."
+    )
+
+    def __init__(self, variant: str, config: dict[str, Any]) -> None:
+        super().__init__(variant, config)
+        unknown = sorted(set(config) - set(CONFIG_KEYS))
+        if unknown:
+            raise EnvConfigError(
+                f"unknown openspiel env config key(s) {unknown}; valid keys: {list(CONFIG_KEYS)}"
+            )
+        self.opponent = config.get("opponent", "random")
+        if self.opponent not in OPPONENTS:
+            raise EnvConfigError(
+                f"openspiel opponent {self.opponent!r} is not one of {list(OPPONENTS)}"
+            )
+        self.agent_player = config.get("agent_player", 0)
+        if not isinstance(self.agent_player, int) or isinstance(self.agent_player, bool):
+            raise EnvConfigError(
+                f"openspiel agent_player must be an integer, got {self.agent_player!r}"
+            )
+        self.game_params = config.get("game_params", {}) or {}
+        if not isinstance(self.game_params, dict):
+            raise EnvConfigError(
+                f"openspiel game_params must be a JSON object, got {self.game_params!r}"
+            )
+        self._game = self._load()
+
+    def _load(self) -> Any:
+        try:
+            import pyspiel
+        except ImportError as exc:
+            raise EnvConfigError(
+                "the openspiel family needs OpenSpiel: pip install 'pytest-openenv[openspiel]'"
+            ) from exc
+        names = list(pyspiel.registered_names())
+        if self.variant not in names:
+            close = difflib.get_close_matches(self.variant, names, n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise EnvConfigError(
+                f"unknown OpenSpiel game {self.variant!r}{hint} "
+                f"(pyspiel has {len(names)} games, e.g. tic_tac_toe, connect_four, catch)"
+            )
+        try:
+            game = load_game(self.variant, self.game_params)
+        except Exception as exc:  # pyspiel raises plain RuntimeError for bad params
+            raise EnvConfigError(
+                f"OpenSpiel could not load {self.variant!r} with game_params "
+                f"{self.game_params}: {exc}"
+            ) from exc
+        game_type = game.get_type()
+        if game_type.dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL:
+            raise EnvConfigError(
+                f"OpenSpiel game {self.variant!r} is not turn-based "
+                f"({game_type.dynamics.name}); use a sequential game such as tic_tac_toe"
+            )
+        if not 0 <= self.agent_player < game.num_players():
+            raise EnvConfigError(
+                f"agent_player {self.agent_player} is out of range for {self.variant!r} "
+                f"({game.num_players()} player(s): 0..{game.num_players() - 1})"
+            )
+        return game
+
+    def tools(self) -> list[ToolSpec]:
+        return [
+            ToolSpec(
+                name="play_move",
+                description="Play one legal move, given by its action id.",
+                parameters={
+                    "type": "object",
+                    "properties": {
+                        "action_id": {
+                            "type": "integer",
+                            "description": "The id of a legal action.",
+                        }
+                    },
+                    "required": ["action_id"],
+                    "additionalProperties": False,
+                },
+            )
+        ]
+
+    def embedded_backend(self) -> Backend:
+        return OpenSpielEngine(self._game, agent_player=self.agent_player, opponent=self.opponent)
+
+    def remote_backend(self, server_url: str) -> Backend:
+        from .remote import RemoteBackend
+
+        return RemoteBackend(server_url)
+
+    def _show(self, result: StepResult) -> str:
+        obs = result.observation
+        lines = []
+        board = render_board(self.variant, obs.get("info_state") or [], self.agent_player)
+        if board is None:
+            text = result.metadata.get("text")
+            board = str(text).rstrip() if text else None
+        if board:
+            lines += ["Board:", board]
+        if result.done:
+            lines.append("The game is over.")
+        else:
+            legal = obs.get("legal_actions") or []
+            names = result.metadata.get("action_names") or {}
+            if names and self.variant not in ("tic_tac_toe", "connect_four"):
+                shown = ", ".join(f"{a} ({names.get(str(a), a)})" for a in legal)
+            else:
+                shown = ", ".join(str(a) for a in legal)
+            lines.append(f"Legal actions: {shown}")
+        return "\n".join(lines)
+
+    def _you_are(self) -> str:
+        if self.variant == "tic_tac_toe":
+            mark = "X" if self.agent_player == 0 else "O"
+            return (
+                f"You play {mark} (player {self.agent_player}) against a {self.opponent} opponent."
+            )
+        if self._game.num_players() == 1:
+            return "This is a single-player game."
+        return f"You are player {self.agent_player} against a {self.opponent} opponent."
+
+    def describe_task(self, first: StepResult) -> str:
+        opening = ""
+        last = first.observation.get("opponent_last_action")
+        if last is not None:
+            opening = f"Your opponent opened with action {last}.\n"
+        return (
+            f"Game: {self.variant}. {self._you_are()}\n{opening}{self._show(first)}\n"
+            "Call play_move with the action_id of your move."
+        )
+
+    def describe_result(self, call: ProposedCall, result: StepResult) -> str:
+        parts = [f"You played {call.arguments.get('action_id')}."]
+        last = result.observation.get("opponent_last_action")
+        if last is not None and self._game.num_players() > 1 and not result.done:
+            parts.append(f"Opponent played {last}.")
+        elif last is not None and result.done and self._game.num_players() > 1:
+            parts.append(f"Last opponent move: {last}.")
+        parts.append(self._show(result))
+        if result.done:
+            parts.append(f"Final reward: {result.reward if result.reward is not None else 0.0}.")
+        return "\n".join(parts)
+
+    def to_action(self, call: ProposedCall, current: StepResult) -> dict[str, Any]:
+        if call.name != "play_move":
+            raise ActionRejected(f"unknown tool {call.name!r}; the only tool is play_move")
+        extra = sorted(set(call.arguments) - {"action_id"})
+        if extra:
+            raise ActionRejected(f"unexpected argument(s) {extra}; play_move takes only action_id")
+        if "action_id" not in call.arguments:
+            raise ActionRejected("missing argument action_id (an integer legal action id)")
+        action_id = call.arguments["action_id"]
+        if not isinstance(action_id, int) or isinstance(action_id, bool):
+            raise ActionRejected(
+                f"action_id must be an integer, got {action_id!r} ({type(action_id).__name__})"
+            )
+        legal = current.observation.get("legal_actions") or []
+        if action_id not in legal:
+            raise ActionRejected(f"action_id {action_id} is not legal now; legal actions: {legal}")
+        return {"action_id": action_id, "game_name": self.variant, "game_params": self.game_params}
+
+    def legal_calls(self, current: StepResult) -> list[ProposedCall] | None:
+        return [
+            ProposedCall("play_move", {"action_id": int(a)})
+            for a in current.observation.get("legal_actions") or []
+        ]
+
+    def outcome(self, reward: float, done: bool) -> str:
+        if not done:
+            return "unfinished"
+        if self._game.num_players() == 1:
+            return f"score {reward:g}"
+        if reward > 0:
+            return "win"
+        return "draw" if reward == 0 else "loss"

@@ -1,0 +1,49 @@
+"""Find env families through the ``pytest_openenv.envs`` entry point group.
+
+The plugin's own families are registered the same way (see pyproject.toml), so a
+third-party family is a peer of the built-in ones, never a special case.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib.metadata import entry_points
+from typing import Any
+
+from .base import EnvConfigError, EnvFamily
+
+GROUP = "pytest_openenv.envs"
+
+
+@functools.cache
+def installed_families() -> dict[str, Any]:
+    """Family name -> entry point (not loaded: loading may import heavy engines)."""
+    return {ep.name: ep for ep in entry_points(group=GROUP)}
+
+
+def split_spec(spec: str) -> tuple[str, str]:
+    family, sep, variant = spec.partition(":")
+    if not sep or not family or not variant:
+        raise EnvConfigError(
+            f"env spec {spec!r} is not of the form family:variant "
+            "(e.g. openspiel:tic_tac_toe, reasoning_gym:chain_sum)"
+        )
+    return family.strip(), variant.strip()
+
+
+def family_class(name: str) -> type[EnvFamily]:
+    families = installed_families()
+    if name not in families:
+        known = ", ".join(sorted(families)) or "none"
+        raise EnvConfigError(f"unknown env family {name!r}; installed families: {known}")
+    cls = families[name].load()
+    if not (isinstance(cls, type) and issubclass(cls, EnvFamily)):
+        raise EnvConfigError(
+            f"entry point {name!r} in group {GROUP} gives {cls!r}, not an EnvFamily subclass"
+        )
+    return cls
+
+
+def build_family(spec: str, config: dict[str, Any]) -> EnvFamily:
+    name, variant = split_spec(spec)
+    return family_class(name)(variant, config)

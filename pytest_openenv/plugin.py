@@ -1,0 +1,213 @@
+"""pytest hooks and fixtures: thin, they only route to the worker or controller side.
+
+``worker.py`` builds and runs episodes (every test-running process);
+``controller.py`` writes files and figures (the process that sees all reports).
+With ``-n 0`` both live in the one pytest process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .controller import Controller, read_resume_set
+from .envs.base import EnvConfigError
+from .envs.registry import build_family
+from .episode import Episode, EpisodeSpec
+from .options import Settings, check_output_writable, register
+from .policies.adapt import as_policy
+from .policies.base import Policy
+from .runner import EnvFactory, EpisodeError
+from .worker import (
+    EPISODE_KEY,
+    ERROR_KEY,
+    SPEC_KEY,
+    EpisodeService,
+    attach_to_report,
+    suite_specs,
+)
+
+SETTINGS_KEY = pytest.StashKey[Settings]()
+SERVICE_KEY = pytest.StashKey[EpisodeService]()
+CONTROLLER_KEY = pytest.StashKey[Controller]()
+BUNDLED_KEY = pytest.StashKey[bool]()
+RESUME_KEY = pytest.StashKey[frozenset[str]]()
+
+MARKER_HELP = (
+    "openenv(env=None, *, n=None, seed=None, policy=None, **env_config): run this test once "
+    "per episode of the env; what it leaves out comes from --openenv-* options or ini"
+)
+
+
+def is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    register(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER_HELP)
+    settings = Settings.from_config(config)
+    config.stash[SETTINGS_KEY] = settings
+    config.stash[SERVICE_KEY] = EpisodeService(settings)
+    if settings.env:
+        try:
+            build_family(settings.env, settings.env_config)
+        except EnvConfigError as exc:
+            raise pytest.UsageError(f"--openenv-env={settings.env!r}: {exc}") from None
+    config.stash[SERVICE_KEY].policy(settings.policy)  # fail fast on a bad policy
+    no_paths = config.args_source != pytest.Config.ArgsSource.ARGS
+    config.stash[BUNDLED_KEY] = bool(settings.env) and no_paths
+    if config.stash[BUNDLED_KEY]:
+        config.args[:] = []
+    if is_worker(config):
+        done = config.workerinput.get("openenv_resume_done", ())  # type: ignore[attr-defined]
+        config.stash[RESUME_KEY] = frozenset(done)
+        return
+    check_output_writable(settings.output)
+    done_ids: set[str] = set()
+    if settings.resume:
+        done_ids, torn = read_resume_set(settings)
+        if torn:
+            config.issue_config_time_warning(
+                pytest.PytestWarning(
+                    f"{settings.output / 'results.jsonl'} ended in a torn line (an earlier run "
+                    "was killed mid-write); the partial line was removed and will be re-run"
+                ),
+                stacklevel=2,
+            )
+    config.stash[RESUME_KEY] = frozenset(done_ids)
+    dist = config.getoption("dist", None)
+    if settings.env and dist in ("loadscope", "loadfile"):
+        config.issue_config_time_warning(
+            pytest.PytestWarning(
+                f"--dist {dist} sends all episodes of a test to one worker, so they run one "
+                "after another; use --dist load (the default with -n) to spread them"
+            ),
+            stacklevel=2,
+        )
+    controller = Controller(config, settings)
+    config.stash[CONTROLLER_KEY] = controller
+    config.pluginmanager.register(controller, "openenv-controller")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist controller: hand the resume set to each worker (they may not share our disk)."""
+    done = node.config.stash.get(RESUME_KEY, frozenset())
+    node.workerinput["openenv_resume_done"] = sorted(done)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "episode" not in metafunc.fixturenames:
+        return
+    settings = metafunc.config.stash[SETTINGS_KEY]
+    specs = suite_specs(settings, metafunc.definition.get_closest_marker("openenv"))
+    service = metafunc.config.stash[SERVICE_KEY]
+    service.family(specs[0].env, specs[0].config)
+    metafunc.parametrize("episode", specs, ids=[spec.episode_id for spec in specs], indirect=True)
+
+
+class _BundledModule(pytest.Module):
+    def _getobj(self) -> Any:
+        from . import bundled_test
+
+        return bundled_test
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    if config.stash.get(BUNDLED_KEY, False):
+        from . import bundled_test
+
+        module = _BundledModule.from_parent(
+            session, path=Path(bundled_test.__file__), nodeid="openenv"
+        )
+        items[:0] = list(session.genitems(module))
+    done = config.stash.get(RESUME_KEY, frozenset())
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        spec = callspec.params.get("episode") if callspec is not None else None
+        if not isinstance(spec, EpisodeSpec):
+            continue
+        item.stash[SPEC_KEY] = spec
+        if item.nodeid in done:
+            item.add_marker(
+                pytest.mark.skip(reason=f"{spec.episode_id} already in results.jsonl (resume)")
+            )
+
+
+@pytest.fixture
+def openenv_env(request: pytest.FixtureRequest) -> EnvFactory:
+    """The env factory for this episode; override to supply your own family or backend."""
+    spec = _spec_of(request)
+    return request.config.stash[SERVICE_KEY].env_factory(spec)
+
+
+@pytest.fixture
+def openenv_policy(request: pytest.FixtureRequest) -> Policy:
+    """The policy for this episode; override to supply your own."""
+    spec = _spec_of(request)
+    return request.config.stash[SERVICE_KEY].policy(spec.policy)
+
+
+@pytest.fixture
+def episode(request: pytest.FixtureRequest, openenv_env: Any, openenv_policy: Any) -> Episode:
+    """Run the episode during setup and return it finished."""
+    spec = _spec_of(request)
+    service = request.config.stash[SERVICE_KEY]
+    try:
+        finished = service.run(spec, openenv_env, as_policy(openenv_policy))
+    except EpisodeError as exc:
+        request.node.stash[ERROR_KEY] = str(exc)
+        pytest.fail(f"episode error: {exc}", pytrace=False)
+    request.node.stash[EPISODE_KEY] = finished
+    return finished
+
+
+def _spec_of(request: pytest.FixtureRequest) -> EpisodeSpec:
+    spec = request.node.stash.get(SPEC_KEY, None)
+    if spec is None:
+        raise pytest.UsageError(
+            f"{request.node.nodeid} uses an openenv fixture but is not an episode test: "
+            "request the `episode` fixture and set --openenv-env or @pytest.mark.openenv(...)"
+        )
+    return spec
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    attach_to_report(item, report)
+    return report
+
+
+def pytest_report_teststatus(
+    report: pytest.TestReport, config: pytest.Config
+) -> tuple[str, str, tuple[str, dict[str, bool]]] | None:
+    brief = getattr(report, "openenv_brief", None)
+    if brief is None or report.when != "call":
+        return None
+    detail = f"reward={brief['reward']:g} turns={brief['turns']} {brief['outcome']}"
+    if report.passed:
+        return "passed", ".", (f"PASSED ({detail})", {"green": True})
+    if report.failed:
+        return "failed", "F", (f"FAILED ({detail})", {"red": True})
+    return None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    service = session.config.stash.get(SERVICE_KEY, None)
+    if service is not None:
+        service.close()

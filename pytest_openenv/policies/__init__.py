@@ -1,0 +1,1 @@
+"""Policies: who chooses the tool calls. See ``base`` for the interface."""

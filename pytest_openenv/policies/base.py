@@ -1,0 +1,102 @@
+"""The policy interface: given the conversation so far, produce the assistant's turn.
+
+Every policy (scripted, random, OpenAI, Anthropic, a user's callable, a cache in
+front of any of them) is a ``Policy``: one ``act`` call per turn, sync, safe to
+call from several threads at once for different episodes.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..envs.base import ProposedCall
+
+
+class PolicyUnavailable(Exception):
+    """The policy cannot answer for reasons outside the agent (transport, auth, replay miss).
+
+    The episode becomes a setup *error*.
+    """
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call as a model emitted it: ``arguments`` is the raw JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+    @classmethod
+    def from_proposed(cls, call: ProposedCall, call_id: str) -> ToolCall:
+        return cls(id=call_id, name=call.name, arguments=json.dumps(call.arguments))
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One assistant turn."""
+
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+
+    def to_openai(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": self.content or ""}
+        if self.tool_calls:
+            message["tool_calls"] = [c.to_openai() for c in self.tool_calls]
+        return message
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What a policy sees on one turn."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    episode_id: str
+    seed: int
+    turn: int
+    repeat: int = 0
+    #: The family's scripted move (first legal action, oracle answer), if any.
+    scripted: ProposedCall | None = None
+    #: Every legal call, when the env can enumerate them.
+    legal: list[ProposedCall] | None = None
+
+
+class Policy(ABC):
+    #: Recorded as ``policy`` in every row.
+    name: ClassVar[str] = "policy"
+    #: Recorded as ``model`` in every row.
+    model: str | None = None
+
+    @abstractmethod
+    def act(self, turn: Turn) -> Reply: ...
+
+    def close(self) -> None:  # noqa: B027 - optional: most policies hold no resources
+        pass
+
+    def describe(self) -> dict[str, Any]:
+        """Run configuration for metadata.json (never secrets)."""
+        return {"policy": self.name, "model": self.model}

@@ -1,0 +1,1 @@
+"""Controller side: figures, terminal summary, gates."""

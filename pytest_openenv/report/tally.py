@@ -1,0 +1,65 @@
+"""Per-run counts and running figures, fed one episode report at a time (controller)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from .stats import RunningMean, wilson_interval
+
+
+@dataclass
+class Tally:
+    passed: int = 0
+    failed: int = 0
+    errored: int = 0
+    skipped: int = 0
+    reward: RunningMean = field(default_factory=RunningMean)
+    turns: RunningMean = field(default_factory=RunningMean)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    started: float = field(default_factory=time.monotonic)
+    envs: set[str] = field(default_factory=set)
+    policies: set[str] = field(default_factory=set)
+    models: set[str] = field(default_factory=set)
+
+    @property
+    def ran(self) -> int:
+        return self.passed + self.failed + self.errored
+
+    @property
+    def total(self) -> int:
+        return self.ran + self.skipped
+
+    def add_outcome(self, outcome: str) -> None:
+        setattr(self, outcome, getattr(self, outcome) + 1)
+
+    def add_figures(self, *, reward: float, turns: int, prompt: int, completion: int) -> None:
+        self.reward.add(reward)
+        self.turns.add(turns)
+        self.prompt_tokens += prompt
+        self.completion_tokens += completion
+
+    def figures(self, confidence: float = 0.95) -> dict[str, object]:
+        elapsed = time.monotonic() - self.started
+        low, high = wilson_interval(self.passed, self.ran, confidence)
+        return {
+            "episodes": self.total,
+            "ran": self.ran,
+            "passed": self.passed,
+            "failed": self.failed,
+            "errored": self.errored,
+            "skipped": self.skipped,
+            "pass_rate": (self.passed / self.ran) if self.ran else None,
+            "pass_rate_ci95": [low, high],
+            "mean_reward": self.reward.mean,
+            "mean_reward_stderr": self.reward.stderr,
+            "mean_turns": self.turns.mean,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "wall_time_s": round(elapsed, 3),
+            "episodes_per_s": round(self.ran / elapsed, 3) if elapsed > 0 else None,
+            "envs": sorted(self.envs),
+            "policies": sorted(self.policies),
+            "models": sorted(self.models),
+        }

@@ -1,0 +1,311 @@
+"""One episode: an env session driven by a policy through a tool-calling loop.
+
+Pure of pytest: the plugin calls ``run_episode`` and turns its result into an
+item outcome. Mistakes of the agent (no tool call, bad JSON, unknown tool, wrong
+types, illegal move) are tool errors the policy sees and pays a turn for; faults
+of the infrastructure raise ``EpisodeError`` and make the item an *error*.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .envs.base import ActionRejected, Backend, EnvFamily, EnvUnavailable, ProposedCall, StepResult
+from .episode import Episode, EpisodeSpec
+from .policies.base import Policy, PolicyUnavailable, Reply, ToolCall, Turn, Usage
+
+NO_TOOL_CALL_REMINDER = "You did not call a tool. Reply with exactly one tool call: {names}."
+
+
+class EpisodeError(Exception):
+    """An episode could not be run to its end for reasons outside the agent."""
+
+
+class EpisodeTimeout(EpisodeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_turns: int = 10
+    timeout: float | None = None
+    min_reward: float | None = None
+
+
+@dataclass(frozen=True)
+class EnvFactory:
+    """Makes one backend per episode: embedded, or round-robin over deployed servers.
+
+    Users may override the ``openenv_env`` fixture with any object that has a
+    ``family`` and an ``open(spec)`` returning a ``Backend``.
+    """
+
+    family: EnvFamily
+    servers: tuple[str, ...] = ()
+
+    def server_for(self, spec: EpisodeSpec) -> str | None:
+        if not self.servers:
+            return None
+        return self.servers[spec.index % len(self.servers)]
+
+    def open(self, spec: EpisodeSpec) -> Backend:
+        server = self.server_for(spec)
+        if server is None:
+            return self.family.embedded_backend()
+        return self.family.remote_backend(server)
+
+
+def _format_call(name: str, arguments: str) -> str:
+    try:
+        parsed = json.loads(arguments)
+    except (ValueError, TypeError):
+        return f"{name}({arguments})"
+    return f"{name}({json.dumps(parsed, sort_keys=True, ensure_ascii=False)})"
+
+
+class _Loop:
+    """The mutable state of one episode while it runs."""
+
+    def __init__(
+        self,
+        spec: EpisodeSpec,
+        env: EnvFactory,
+        policy: Policy,
+        limits: Limits,
+        system_prompt: str | None,
+        clock: Callable[[], float],
+    ) -> None:
+        self.spec = spec
+        self.family = env.family
+        self.env = env
+        self.policy = policy
+        self.limits = limits
+        self.clock = clock
+        self.started = clock()
+        self.deadline = None if limits.timeout is None else self.started + limits.timeout
+        self.tool_specs = self.family.tools()
+        self.tools = [t.to_openai() for t in self.tool_specs]
+        self.tool_names = [t.name for t in self.tool_specs]
+        self.messages: list[dict[str, Any]] = [
+            {"role": "system", "content": system_prompt or self.family.system_prompt}
+        ]
+        self.tool_trace: list[dict[str, Any]] = []
+        self.steps: list[dict[str, Any]] = []
+        self.usage = Usage()
+        self.reward = 0.0
+        self.done = False
+        self.turns = 0
+        self.tool_calls = 0
+        self.tool_errors = 0
+        self.task_info: dict[str, Any] = {}
+
+    def check_time(self) -> None:
+        if self.deadline is not None and self.clock() > self.deadline:
+            raise EpisodeTimeout(
+                f"episode {self.spec.episode_id} exceeded --openenv-timeout="
+                f"{self.limits.timeout:g}s after {self.turns} turn(s)"
+            )
+
+    def tool_error(self, call: ToolCall, message: str, step: dict[str, Any]) -> None:
+        self.tool_errors += 1
+        content = f"Error: {message}"
+        self.messages.append(
+            {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
+        )
+        self.tool_trace.append(
+            {
+                "tool_name": call.name,
+                "arguments": call.arguments,
+                "result": {"data": content, "done": self.done, "reward": 0.0, "error": message},
+            }
+        )
+        step["error"] = message
+
+    def apply(self, backend: Backend, current: StepResult, call: ToolCall) -> StepResult:
+        self.tool_calls += 1
+        step: dict[str, Any] = {
+            "turn": self.turns,
+            "action": _format_call(call.name, call.arguments),
+        }
+        self.steps.append(step)
+        if self.done:
+            self.tool_error(
+                call, "the episode is already over; no further calls are accepted", step
+            )
+            return current
+        if call.name not in self.tool_names:
+            self.tool_error(
+                call, f"unknown tool {call.name!r}; available tools: {self.tool_names}", step
+            )
+            return current
+        try:
+            arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+        except (ValueError, AttributeError) as exc:
+            self.tool_error(call, f"arguments are not valid JSON ({exc}): {call.arguments!r}", step)
+            return current
+        if not isinstance(arguments, dict):
+            self.tool_error(call, f"arguments must be a JSON object, got {call.arguments!r}", step)
+            return current
+        proposed = ProposedCall(call.name, arguments)
+        try:
+            action = self.family.to_action(proposed, current)
+            result = backend.step(action)
+        except ActionRejected as exc:
+            self.tool_error(call, str(exc), step)
+            return current
+        reward = float(result.reward or 0.0)
+        self.reward += reward
+        self.done = result.done
+        content = self.family.describe_result(proposed, result)
+        self.messages.append(
+            {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
+        )
+        self.tool_trace.append(
+            {
+                "tool_name": call.name,
+                "arguments": call.arguments,
+                "result": {"data": content, "done": result.done, "reward": reward, "error": None},
+            }
+        )
+        step["observation"] = content
+        return result
+
+    def run(self, backend: Backend) -> Episode:
+        spec = self.spec
+        try:
+            current = backend.reset(
+                seed=spec.seed,
+                episode_id=spec.episode_id,
+                **self.family.reset_options(seed=spec.seed, episode_id=spec.episode_id),
+            )
+        except ActionRejected as exc:
+            raise EpisodeError(f"the env rejected reset: {exc}") from exc
+        task = self.family.describe_task(current)
+        self.task_info = self.family.task_info(current, task)
+        self.messages.append({"role": "user", "content": task})
+        self.steps.append({"turn": 0, "observation": task})
+        self.done = current.done
+        self.reward += float(current.reward or 0.0)
+        final_text = task
+        while not self.done and self.turns < self.limits.max_turns:
+            self.check_time()
+            self.turns += 1
+            reply = self.policy.act(
+                Turn(
+                    messages=list(self.messages),
+                    tools=self.tools,
+                    episode_id=spec.episode_id,
+                    seed=spec.seed,
+                    turn=self.turns,
+                    repeat=spec.repeat,
+                    scripted=self.family.scripted_call(current),
+                    legal=self.family.legal_calls(current),
+                )
+            )
+            self.usage = self.usage + reply.usage
+            self.messages.append(reply.to_openai())
+            if not reply.tool_calls:
+                self.remind(reply)
+                continue
+            for call in reply.tool_calls:
+                current = self.apply(backend, current, call)
+                if "observation" in self.steps[-1]:
+                    final_text = self.steps[-1]["observation"]
+        self.check_time()
+        return self.finish(final_text)
+
+    def remind(self, reply: Reply) -> None:
+        self.messages.append(
+            {
+                "role": "user",
+                "content": NO_TOOL_CALL_REMINDER.format(names=", ".join(self.tool_names)),
+            }
+        )
+        self.steps.append({"turn": self.turns, "action": None, "error": "no tool call"})
+
+    def finish(self, final_text: str) -> Episode:
+        spec = self.spec
+        family = self.family
+        min_reward = (
+            family.default_min_reward if self.limits.min_reward is None else self.limits.min_reward
+        )
+        passed = self.done and self.reward >= min_reward
+        outcome = family.outcome(self.reward, self.done)
+        reason = None
+        if not self.done:
+            reason = (
+                f"ran out of turns: the episode did not end within --openenv-max-turns="
+                f"{self.limits.max_turns} ({self.tool_errors} tool error(s))"
+            )
+        elif not passed:
+            reason = f"{outcome}: reward {self.reward:g} is below the pass threshold {min_reward:g}"
+        server = self.env.server_for(spec)
+        return Episode(
+            episode_id=spec.episode_id,
+            seed=spec.seed,
+            env=family.spec,
+            reward=self.reward,
+            passed=passed,
+            done=self.done,
+            turns=self.turns,
+            outcome=outcome,
+            min_reward=min_reward,
+            messages=self.messages,
+            tool_trace=self.tool_trace,
+            tools=self.tools,
+            usage=self.usage,
+            metrics={
+                "turns": self.turns,
+                "tool_calls": self.tool_calls,
+                "tool_errors": self.tool_errors,
+                "prompt_tokens": self.usage.prompt_tokens,
+                "completion_tokens": self.usage.completion_tokens,
+                "wall_time_s": round(self.clock() - self.started, 6),
+            },
+            task={
+                "family": family.name,
+                "variant": family.variant,
+                "config": json.dumps(family.config, sort_keys=True, ensure_ascii=False),
+                **self.task_info,
+            },
+            policy=self.policy.name,
+            model=self.policy.model,
+            repeat=spec.repeat,
+            index=spec.index,
+            backend="remote" if server else "embedded",
+            server=server,
+            reason=reason,
+            steps=self.steps,
+            final_observation=final_text,
+        )
+
+
+def run_episode(
+    spec: EpisodeSpec,
+    env: EnvFactory,
+    policy: Policy,
+    *,
+    limits: Limits = Limits(),
+    system_prompt: str | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Episode:
+    """Run one episode to its end. Raises ``EpisodeError`` for infrastructure faults."""
+    loop = _Loop(spec, env, policy, limits, system_prompt, clock)
+    try:
+        backend = env.open(spec)
+    except EnvUnavailable as exc:
+        raise EpisodeError(f"env unavailable: {exc}") from exc
+    try:
+        return loop.run(backend)
+    except EnvUnavailable as exc:
+        raise EpisodeError(f"env unavailable during {spec.episode_id}: {exc}") from exc
+    except PolicyUnavailable as exc:
+        raise EpisodeError(f"policy unavailable during {spec.episode_id}: {exc}") from exc
+    finally:
+        with contextlib.suppress(Exception):
+            backend.close()

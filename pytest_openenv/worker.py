@@ -1,0 +1,199 @@
+"""Worker side: build episode items, run episodes, attach each result to its report.
+
+Runs in every process that executes tests: each xdist worker, or the single
+process with ``-n 0``. Nothing here writes files; the finished episode travels
+to the controller as a JSON string on the call (or setup) report.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+
+from .envs.base import EnvConfigError, EnvFamily
+from .envs.registry import build_family
+from .episode import Episode, EpisodeSpec, dumps_record
+from .options import Settings
+from .policies.base import Policy, Usage
+from .policies.registry import build_policy
+from .runner import EnvFactory, Limits, run_episode
+
+SPEC_KEY = pytest.StashKey[EpisodeSpec]()
+EPISODE_KEY = pytest.StashKey[Episode]()
+ERROR_KEY = pytest.StashKey[str]()
+
+#: marker kwargs that are not env config
+MARKER_KEYS = ("env", "n", "seed", "policy")
+
+
+def suite_specs(settings: Settings, marker: pytest.Mark | None) -> list[EpisodeSpec]:
+    """The episodes of one test function: marker values over command line over ini."""
+    kwargs: dict[str, Any] = dict(marker.kwargs) if marker else {}
+    env = marker.args[0] if marker and marker.args else kwargs.pop("env", None)
+    kwargs.pop("env", None)
+    env = env or settings.env
+    if not env:
+        raise EnvConfigError(
+            "this test uses the `episode` fixture but no env is set: pass "
+            "--openenv-env=family:variant or mark it @pytest.mark.openenv('openspiel:tic_tac_toe')"
+        )
+    n = kwargs.pop("n", None)
+    n = settings.n if n is None else n
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        raise EnvConfigError(f"openenv marker n={n!r} is invalid: expected a positive integer")
+    seed = kwargs.pop("seed", None)
+    seed = settings.seed if seed is None else seed
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise EnvConfigError(f"openenv marker seed={seed!r} is invalid: expected an integer")
+    policy = kwargs.pop("policy", None) or settings.policy
+    config = {**settings.env_config, **kwargs}
+    config_text = json.dumps(config, sort_keys=True)
+    repeats = int(settings.extra.get("repeats") or 1)
+    return [
+        EpisodeSpec(
+            env=env,
+            index=i,
+            seed=seed + i,
+            repeat=r,
+            repeats=repeats,
+            policy=policy,
+            config=config_text,
+        )
+        for i in range(n)
+        for r in range(repeats)
+    ]
+
+
+class EpisodeService:
+    """Per-process cache of env families and policies, and the episode executor."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._families: dict[tuple[str, str], EnvFamily] = {}
+        self._policies: dict[str, Policy] = {}
+        self._lock = threading.Lock()
+
+    def family(self, env: str, config: str) -> EnvFamily:
+        key = (env, config)
+        with self._lock:
+            if key not in self._families:
+                self._families[key] = build_family(env, json.loads(config))
+            return self._families[key]
+
+    def policy(self, name: str) -> Policy:
+        with self._lock:
+            if name not in self._policies:
+                self._policies[name] = build_policy(name, self.settings)
+            return self._policies[name]
+
+    def env_factory(self, spec: EpisodeSpec) -> EnvFactory:
+        servers = tuple(self.settings.extra.get("server") or ())
+        return EnvFactory(self.family(spec.env, spec.config), servers)
+
+    def limits(self) -> Limits:
+        return Limits(
+            max_turns=self.settings.max_turns,
+            timeout=self.settings.extra.get("timeout"),
+            min_reward=self.settings.min_reward,
+        )
+
+    def run(self, spec: EpisodeSpec, env: Any, policy: Policy) -> Episode:
+        return run_episode(
+            spec,
+            env,
+            policy,
+            limits=self.limits(),
+            system_prompt=self.settings.system_prompt,
+        )
+
+    def close(self) -> None:
+        for policy in self._policies.values():
+            policy.close()
+
+
+def placeholder_episode(spec: EpisodeSpec, reason: str) -> Episode:
+    """A record-shaped stand-in for an episode that errored before it finished."""
+    return Episode(
+        episode_id=spec.episode_id,
+        seed=spec.seed,
+        env=spec.env,
+        reward=0.0,
+        passed=False,
+        done=False,
+        turns=0,
+        outcome="error",
+        min_reward=0.0,
+        messages=[],
+        tool_trace=[],
+        tools=[],
+        usage=Usage(),
+        metrics={
+            "turns": 0,
+            "tool_calls": 0,
+            "tool_errors": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "wall_time_s": 0.0,
+        },
+        task={
+            "family": spec.env.partition(":")[0],
+            "variant": spec.env.partition(":")[2],
+            "config": spec.config,
+            "prompt": "",
+            "answer": None,
+        },
+        policy=spec.policy,
+        model=None,
+        repeat=spec.repeat,
+        index=spec.index,
+        reason=reason,
+    )
+
+
+def failure_message(report: pytest.TestReport) -> str:
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", None)
+    text = message if message else str(report.longrepr)
+    return text[-4000:]
+
+
+def attach_to_report(item: pytest.Item, report: pytest.TestReport) -> None:
+    """Put the episode on the report as JSON text: the controller is the only writer."""
+    spec = item.stash.get(SPEC_KEY, None)
+    if spec is None:
+        return
+    report.openenv_episode_id = spec.episode_id  # type: ignore[attr-defined]
+    episode = item.stash.get(EPISODE_KEY, None)
+    record: dict[str, Any] | None = None
+    if report.when == "setup" and report.failed:
+        reason = item.stash.get(ERROR_KEY, None) or failure_message(report)
+        base = episode or placeholder_episode(spec, reason)
+        record = base.record(test=item.nodeid, passed=False)
+        record["failure"] = {"outcome": "error", "message": reason}
+    elif report.when == "call" and episode is not None:
+        record = episode.record(test=item.nodeid, passed=report.passed)
+        if not report.passed:
+            record["failure"] = {"outcome": "failed", "message": failure_message(report)}
+    elif report.when == "call" and report.failed:
+        # the test failed without ever building the episode (e.g. it raised before use)
+        reason = failure_message(report)
+        record = placeholder_episode(spec, reason).record(test=item.nodeid, passed=False)
+        record["failure"] = {"outcome": "error", "message": reason}
+    if record is not None:
+        report.openenv_record = dumps_record(record)  # type: ignore[attr-defined]
+        report.openenv_brief = {  # type: ignore[attr-defined]
+            "reward": record["reward"],
+            "turns": record["metrics"]["turns"],
+            "outcome": record["verify_metrics"]["outcome"],
+            "prompt_tokens": record["metrics"]["prompt_tokens"],
+            "completion_tokens": record["metrics"]["completion_tokens"],
+            "env": record["env"],
+            "policy": record["policy"],
+            "model": record["model"],
+        }
+    if report.when == "teardown" and EPISODE_KEY in item.stash:
+        # release the transcript: items live for the whole session
+        del item.stash[EPISODE_KEY]

@@ -1,0 +1,39 @@
+"""Shared helpers for the suite: most tests drive pytest itself through pytester."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Every line must be a whole JSON object: a torn line fails the test."""
+    if not path.exists():
+        return []
+    raw = path.read_bytes()
+    assert raw == b"" or raw.endswith(b"\n"), f"{path} does not end with a newline"
+    return [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
+
+
+def assert_clean(result: pytest.RunResult) -> None:
+    """No pytest internal error, whatever the outcome."""
+    text = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in text, text[-4000:]
+    assert "Traceback (most recent call last)" not in result.stderr.str(), result.stderr.str()
+
+
+@pytest.fixture
+def run_pytest(pytester: pytest.Pytester):
+    """Run pytest in a subprocess in the pytester folder; returns the RunResult."""
+
+    def run(*args: str, timeout: float = 300) -> pytest.RunResult:
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=timeout)
+        assert_clean(result)
+        return result
+
+    return run
