@@ -7,6 +7,7 @@ so a run that collects no episode test writes nothing and prints nothing.
 
 from __future__ import annotations
 
+import json
 import platform
 import re
 import sys
@@ -20,6 +21,9 @@ from .dataset.card import build_card
 from .dataset.jsonl import CorruptLine, scan
 from .dataset.writer import CARD, METADATA, SUMMARY, DatasetWriter
 from .options import Settings
+from .report.gates import GateConfig, RunFigures, Verdict, evaluate
+from .report.passk import PassKTally
+from .report.step_summary import append_step_summary, summary_markdown
 from .report.summary import summary_lines
 from .report.tally import Tally
 
@@ -48,15 +52,54 @@ class Controller:
         self.active = False
         self.started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.write_error: str | None = None
+        # evaluation (issue 5): gate config is read here so a bad baseline is a usage error
+        self.gate = GateConfig.from_settings(
+            settings, invocation_dir=Path(config.invocation_params.dir)
+        )
+        self.passk = PassKTally(int(settings.extra.get("repeats") or 1))
+        self.other_failures = 0
+        self.verdict: Verdict | None = None
+        self.step_summary_error: str | None = None
+        # reliability (issue 7): how far a run got, and what could not be saved
+        self.session: pytest.Session | None = None
+        self.expected: int | None = None
+        self.exit_status: int | None = None
+        self.unsaved = 0
+        self.seen_tests: dict[str, dict[str, Any]] = {}
 
     # -- hooks (registered as a plugin on the controller only) -----------------
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        # -n 0: this process collected the items itself
+        self.expected = sum(1 for item in session.items if episode_id_from_nodeid(item.nodeid))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        # xdist: the controller never collects; every worker collects the same ids
+        if self.expected is None:
+            self.expected = sum(1 for nodeid in ids if episode_id_from_nodeid(nodeid))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+        """A worker died mid-episode: xdist's report has none of our fields, so add them."""
+        episode_id = episode_id_from_nodeid(crashitem)
+        if episode_id is not None:
+            self.decorate_crash_report(report, episode_id, str(report.longrepr))
+
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.on_report(report)
 
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.other_failures += 1
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        self.finish(int(exitstatus))
+        self.apply_gate(session)
+        self.finish(int(session.exitstatus))
         if self.write_error and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -70,8 +113,11 @@ class Controller:
     # -- reports ---------------------------------------------------------------
     def on_report(self, report: pytest.TestReport) -> None:
         episode_id = getattr(report, "openenv_episode_id", None)
-        if episode_id is None:
-            return
+        if episode_id is None or (report.when == "teardown" and report.failed):
+            # not an episode's verdict: the gate never excuses it
+            self.other_failures += int(report.failed)
+            if episode_id is None:
+                return
         self.active = True
         record = getattr(report, "openenv_record", None)
         brief = getattr(report, "openenv_brief", None)
@@ -79,11 +125,17 @@ class Controller:
             self.tally.add_outcome("skipped")
         elif report.when == "setup" and report.failed:
             self.tally.add_outcome("errored")
+            self.passk.add(report.nodeid, False)
         elif report.when == "call":
             self.tally.add_outcome("passed" if report.passed else "failed")
+            self.passk.add(report.nodeid, report.passed)
             if brief is not None:
                 self.tally.reward.add(float(brief["reward"]))
                 self.tally.turns.add(int(brief["turns"]))
+        elif report.when not in ("setup", "teardown") and report.failed:
+            # xdist's report for an item whose worker died (when="???")
+            self.tally.add_outcome("errored")
+            self.passk.add(report.nodeid, False)
         if brief is not None:
             self.tally.prompt_tokens += int(brief.get("prompt_tokens", 0))
             self.tally.completion_tokens += int(brief.get("completion_tokens", 0))
@@ -95,17 +147,77 @@ class Controller:
                 if brief.get(key):
                     bucket.add(brief[key])
         if record is not None:
+            self.remember_test(report.nodeid, record)
             self._write(record, passed=report.when == "call" and report.passed)
             # Reports stay alive in the terminal reporter's stats for the whole session.
             del report.openenv_record  # type: ignore[attr-defined]
 
     def _write(self, line: str, *, passed: bool) -> None:
         if self.write_error is not None:
+            self.unsaved += 1
             return
         try:
             self.writer.append(line, passed=passed)
         except OSError as exc:
-            self.write_error = f"cannot write to {self.settings.output}: {exc}"
+            self.unsaved += 1
+            self.write_error = f"cannot write to {self.writer.folder}: {exc}"
+            self.stop(f"openenv: {self.write_error}")
+
+    def stop(self, reason: str) -> None:
+        """End the run after the items in flight: episodes that cannot be saved are waste."""
+        if self.session is not None:
+            self.session.shouldstop = reason
+        # xdist's controller loop reads its own flag, not the session's
+        dsession = self.config.pluginmanager.getplugin("dsession")
+        if dsession is not None and not getattr(dsession, "shouldstop", False):
+            dsession.shouldstop = reason
+
+    def remember_test(self, nodeid: str, record: str) -> None:
+        """Per test function (not per episode): what a crashed item's row is rebuilt from."""
+        function = nodeid.rpartition("[")[0]
+        if function in self.seen_tests:
+            return
+        row = json.loads(record)
+        self.seen_tests[function] = {
+            "env": row.get("env"),
+            "policy": row.get("policy"),
+            "base_seed": int(row["seed"]) - int(row.get("extra", {}).get("index", 0)),
+            "config": row.get("task", {}).get("config"),
+        }
+
+    def decorate_crash_report(self, report: pytest.TestReport, episode_id: str, why: str) -> None:
+        from .episode import EpisodeSpec, dumps_record
+        from .worker import placeholder_episode
+
+        index_text, _, repeat_text = episode_id.removeprefix("ep-").partition("-r")
+        index, repeat = int(index_text), int(repeat_text or 0)
+        # A sibling episode of the same test tells env, policy and seeds; without one the
+        # run's settings do (exact for the bundled test and for unmarked test functions).
+        known = self.seen_tests.get(report.nodeid.rpartition("[")[0], {})
+        spec = EpisodeSpec(
+            env=known.get("env") or self.settings.env or "unknown",
+            index=index,
+            seed=known.get("base_seed", self.settings.seed) + index,
+            repeat=repeat,
+            repeats=int(self.settings.extra.get("repeats") or 1),
+            policy=known.get("policy") or self.settings.policy,
+            config=known.get("config") or json.dumps(self.settings.env_config, sort_keys=True),
+        )
+        reason = f"{why} (the process running this episode died: os._exit, a signal or OOM)"
+        record = placeholder_episode(spec, reason).record(test=report.nodeid, passed=False)
+        record["failure"] = {"outcome": "error", "message": reason}
+        report.openenv_episode_id = episode_id  # type: ignore[attr-defined]
+        report.openenv_record = dumps_record(record)  # type: ignore[attr-defined]
+        report.openenv_brief = {  # type: ignore[attr-defined]
+            "reward": 0.0,
+            "turns": 0,
+            "outcome": "error",
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "env": spec.env,
+            "policy": spec.policy,
+            "model": None,
+        }
 
     # -- session end -----------------------------------------------------------
     def figures(self) -> dict[str, Any]:
@@ -114,9 +226,29 @@ class Controller:
     def summary(self, exitstatus: int) -> dict[str, Any]:
         return {
             "figures": self.figures(),
+            "passk": self.passk.result().to_json(),
+            "gate": self.verdict.to_json() if self.verdict else None,
             "exit_status": int(exitstatus),
-            "output": str(self.settings.output),
+            "output": str(self.writer.folder),
+            "episodes_expected": self.expected,
+            "interrupted": int(exitstatus) == pytest.ExitCode.INTERRUPTED,
         }
+
+    def apply_gate(self, session: pytest.Session) -> None:
+        """With a gate set the gate decides the exit code; other failures still fail it."""
+        if not (self.active and self.gate.active):
+            return
+        figures = RunFigures(
+            passed=self.tally.passed,
+            ran=self.tally.ran,
+            reward=self.tally.reward,
+            passk=self.passk.result(),
+        )
+        self.verdict = evaluate(self.gate, figures, other_failures=self.other_failures)
+        if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            session.exitstatus = (
+                pytest.ExitCode.OK if self.verdict.passed else pytest.ExitCode.TESTS_FAILED
+            )
 
     def metadata(self) -> dict[str, Any]:
         from . import __version__
@@ -133,27 +265,75 @@ class Controller:
         }
 
     def finish(self, exitstatus: int) -> None:
+        self.exit_status = exitstatus
         if not self.active:
             return
         try:
             if not self.writer.opened and not self.settings.output.exists():
                 self.writer.open()
             self.writer.finalize()
+            if self.writer.restored:
+                self.write_error = self.write_error or (
+                    f"output folder {self.settings.output} was deleted or replaced during the "
+                    "run; the rows written so far were restored to "
+                    + ", ".join(str(path) for path in self.writer.restored)
+                )
             summary = self.summary(exitstatus)
             metadata = self.metadata()
             self.writer.write_json(METADATA, metadata)
             self.writer.write_json(SUMMARY, summary)
             self.writer.write_text(CARD, build_card(summary, metadata))
         except OSError as exc:
-            self.write_error = self.write_error or f"cannot write to {self.settings.output}: {exc}"
+            self.write_error = self.write_error or f"cannot write to {self.writer.folder}: {exc}"
+        markdown = summary_markdown(
+            self.figures(), self.passk.result(), self.verdict, str(self.settings.output)
+        )
+        self.step_summary_error = append_step_summary(markdown)
 
     def terminal_lines(self) -> list[str]:
         lines = summary_lines(self.figures(), str(self.settings.output))
+        passk = self.passk.result()
+        if passk.k > 1:
+            lines.append(
+                f"repeats: {passk.k} per seed over {passk.problems} seed(s): "
+                + "    ".join(
+                    f"{name.replace('k', str(passk.k))} {_pct(passk.metric(name))}"
+                    for name in PASSK_NAMES
+                )
+                + (
+                    f" (pass@{passk.k}/pass^{passk.k} over {passk.problems_scored} seeds "
+                    f"with all {passk.k} runs)"
+                    if passk.problems_scored != passk.problems
+                    else ""
+                )
+            )
+        if self.verdict is not None:
+            lines.extend(self.verdict.lines())
+        if self.step_summary_error:
+            lines.append(f"WARNING: {self.step_summary_error}")
         for moved in self.writer.moved:
             lines.append(f"earlier run's {moved.name.split('.')[0]}.jsonl kept as {moved}")
+        if self.exit_status == pytest.ExitCode.INTERRUPTED:
+            of = f" of {self.expected}" if self.expected is not None else ""
+            lines.append(
+                f"interrupted after {self.tally.total}{of} episodes; everything finished is "
+                f"in {self.writer.folder}. Run the same command with --openenv-resume to finish"
+            )
         if self.write_error:
             lines.append(f"ERROR: {self.write_error}")
+            if self.unsaved:
+                lines.append(
+                    f"ERROR: {self.unsaved} finished episode(s) could not be saved; fix the "
+                    "output folder and run again with --openenv-resume to redo them"
+                )
         return lines
+
+
+PASSK_NAMES = ("pass@1", "pass@k", "pass^k")
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
 def episode_id_from_nodeid(nodeid: str) -> str | None:

@@ -96,8 +96,14 @@ class Episode:
         return "\n".join(lines)
 
     def record(self, *, test: str = "", passed: bool | None = None) -> dict[str, Any]:
-        """The dataset row: OpenEnv ``EpisodeRecord`` keys plus ours (DESIGN §4)."""
-        return {
+        """The dataset row: OpenEnv ``EpisodeRecord`` keys plus ours (DESIGN §4).
+
+        ``stable_row`` keeps every field in one JSON type across rows and families,
+        so ``datasets``/pyarrow and the Hub viewer load the files as they are.
+        """
+        from .dataset.layout import stable_row
+
+        row = {
             "schema_version": SCHEMA_VERSION,
             "episode_id": self.episode_id,
             "messages": self.messages,
@@ -127,6 +133,7 @@ class Episode:
             "test": test,
             "passed": self.passed if passed is None else passed,
         }
+        return stable_row(row)
 
 
 def dumps_record(record: dict[str, Any]) -> str:

@@ -50,6 +50,46 @@ def _float(flag: str, raw: Any) -> float:
     return value
 
 
+def _fraction(flag: str, raw: Any) -> float:
+    value = _float(flag, raw)
+    if not 0.0 <= value <= 1.0:
+        raise _bad(flag, raw, "a fraction between 0 and 1 inclusive, e.g. 0.8")
+    return value
+
+
+def _confidence(flag: str, raw: Any) -> float:
+    value = _float(flag, raw)
+    if not 0.0 < value < 1.0:
+        raise _bad(flag, raw, "a confidence level strictly between 0 and 1, e.g. 0.95")
+    return value
+
+
+GATE_METRICS = ("pass@1", "pass@k", "pass^k")
+
+
+def _gate_metric(flag: str, raw: Any) -> str:
+    value = str(raw).strip()
+    if value not in GATE_METRICS:
+        raise _bad(flag, raw, f"one of {', '.join(GATE_METRICS)}")
+    return value
+
+
+def _server_urls(flag: str, raw: Any) -> tuple[str, ...]:
+    """Repeatable server URLs (CLI list or ini list); credentials stay only in memory."""
+    from .envs.endpoints import ServerURL, ServerURLError
+
+    values = [raw] if isinstance(raw, str) else list(raw)
+    urls = []
+    for value in values:
+        for text in str(value).split():
+            try:
+                ServerURL.parse(text)
+            except ServerURLError as exc:
+                raise pytest.UsageError(f"--openenv-{flag}: {exc}") from None
+            urls.append(text)
+    return tuple(urls)
+
+
 def _json_object(flag: str, raw: Any) -> dict[str, Any]:
     if isinstance(raw, dict):
         return raw
@@ -79,6 +119,39 @@ def _flag(flag: str, raw: Any) -> bool:
     raise _bad(flag, raw, "true or false")
 
 
+def _non_negative_int(flag: str, raw: Any) -> int:
+    value = _int(flag, raw)
+    if value < 0:
+        raise _bad(flag, raw, "an integer >= 0, e.g. 2")
+    return value
+
+
+def _positive_float(flag: str, raw: Any) -> float:
+    value = _float(flag, raw)
+    if value <= 0:
+        raise _bad(flag, raw, "a number of seconds > 0, e.g. 60")
+    return value
+
+
+def _non_negative_float(flag: str, raw: Any) -> float:
+    value = _float(flag, raw)
+    if value < 0:
+        raise _bad(flag, raw, "a number >= 0, e.g. 0.2")
+    return value
+
+
+def _http_url(flag: str, raw: Any) -> str:
+    text = str(raw).strip()
+    if not text.startswith(("http://", "https://")) or len(text.split("://", 1)[1]) == 0:
+        raise _bad(
+            flag,
+            raw,
+            "an http(s) base URL such as http://localhost:8000/v1 (vLLM) or "
+            "http://localhost:11434/v1 (Ollama)",
+        )
+    return text
+
+
 @dataclass(frozen=True)
 class Option:
     flag: str
@@ -87,6 +160,9 @@ class Option:
     default: Any = None
     metavar: str | None = None
     is_flag: bool = False
+    #: may be given several times; the CLI values (or the ini's whitespace-separated list)
+    #: reach ``convert`` as one list
+    repeat: bool = False
 
     @property
     def dest(self) -> str:
@@ -109,10 +185,20 @@ OPTIONS: list[Option] = [
         "JSON",
     ),
     Option(
+        "server",
+        "deployed OpenEnv server URL (HF Space, container, uvicorn); repeat it to spread "
+        "episodes round-robin over several (default: embedded engine)",
+        _server_urls,
+        None,
+        "URL",
+        repeat=True,
+    ),
+    Option(
         "policy",
-        "scripted, random, or another installed policy (default scripted)",
+        "scripted, random, openai, anthropic, or pkg.module:callable (default scripted; "
+        "openai when --openenv-llm-endpoint is given)",
         _text,
-        "scripted",
+        None,
         "P",
     ),
     Option(
@@ -140,6 +226,91 @@ OPTIONS: list[Option] = [
         None,
         "R",
     ),
+    # -- evaluation: gates, repeats, baseline (report/gates.py, report/passk.py) --
+    Option(
+        "min-pass-rate",
+        "gate: the session fails iff the pass rate is below F (episode failures alone then "
+        "do not fail it)",
+        _fraction,
+        None,
+        "F",
+    ),
+    Option("min-mean-reward", "gate: the session fails iff mean reward < R", _float, None, "R"),
+    Option(
+        "gate-confidence",
+        "gate on the lower bound of the C confidence interval instead of the point estimate; "
+        "also the level of the --openenv-baseline test (default 0.95 there)",
+        _confidence,
+        None,
+        "C",
+    ),
+    Option(
+        "repeats",
+        "run each seed K times (ids ep-000000-r0 ...); report pass@1, pass@k, pass^k",
+        _positive_int,
+        1,
+        "K",
+    ),
+    Option(
+        "gate-metric",
+        "what the pass-rate gate reads: pass@1, pass@k or pass^k (default pass@1)",
+        _gate_metric,
+        "pass@1",
+        "M",
+    ),
+    Option(
+        "baseline",
+        "earlier summary.json or output folder; fail only on a significant pass-rate drop",
+        _text,
+        None,
+        "PATH",
+    ),
+    # -- LLM policies (policies/llm.py, cache.py; concurrency in prefetch.py) --
+    Option("model", "model id for LLM policies (openai, anthropic)", _text, None, "M"),
+    Option(
+        "llm-endpoint",
+        "any OpenAI-compatible base URL (vLLM, TGI, Ollama, ...); implies --openenv-policy=openai",
+        _http_url,
+        None,
+        "URL",
+    ),
+    Option("temperature", "sampling temperature (default 0.2)", _non_negative_float, 0.2, "T"),
+    Option("max-tokens", "max tokens per model reply (default 256)", _positive_int, 256, "N"),
+    Option(
+        "timeout",
+        "wall-clock limit per episode in seconds; over it the item errors (default none)",
+        _positive_float,
+        None,
+        "SEC",
+    ),
+    Option(
+        "max-retries",
+        "transport retries per model call on 429, 5xx, connection errors (default: the SDK's)",
+        _non_negative_int,
+        None,
+        "K",
+    ),
+    Option(
+        "concurrency",
+        "episodes in flight per pytest process; items are still reported in order (default 1)",
+        _positive_int,
+        1,
+        "C",
+    ),
+    Option(
+        "cache",
+        "response cache folder for LLM policies: hit = reuse, miss = call and store",
+        _text,
+        None,
+        "DIR",
+    ),
+    Option(
+        "replay",
+        "with --openenv-cache: a cache miss is an episode error, never a network call",
+        _flag,
+        False,
+        is_flag=True,
+    ),
 ]
 
 
@@ -150,6 +321,16 @@ def register(parser: pytest.Parser) -> None:
         if opt.is_flag:
             group.addoption(flag, action="store_true", default=None, dest=opt.dest, help=opt.help)
             parser.addini(opt.dest, opt.help, type="bool", default=False)
+        elif opt.repeat:
+            group.addoption(
+                flag,
+                action="append",
+                default=None,
+                dest=opt.dest,
+                metavar=opt.metavar,
+                help=opt.help,
+            )
+            parser.addini(opt.dest, opt.help, type="args", default=[])
         else:
             group.addoption(
                 flag,
@@ -203,7 +384,7 @@ class Settings:
             n=values["n"],
             seed=values["seed"],
             env_config=values["env-config"] or {},
-            policy=values["policy"],
+            policy=_default_policy(values),
             system_prompt=values["system-prompt"],
             max_turns=values["max-turns"],
             output=folder,
@@ -225,7 +406,28 @@ class Settings:
             "output": str(self.output),
             "resume": self.resume,
             "min_reward": self.min_reward,
+            "servers": self.public_servers(),
+            "llm": self.public_llm(),
         }
+
+    def public_llm(self) -> dict[str, Any]:
+        """Model, endpoint (without credentials), sampling, cache: what an LLM run used."""
+        from .policies.llm import public_llm_settings
+
+        return public_llm_settings(self.extra)
+
+    def public_servers(self) -> list[str]:
+        """``--openenv-server`` URLs without their credentials."""
+        from .envs.endpoints import redact
+
+        return [redact(url) for url in self.extra.get("server") or ()]
+
+
+def _default_policy(values: dict[str, Any]) -> str:
+    """No policy named: ``--openenv-llm-endpoint`` means the OpenAI-compatible client."""
+    if values["policy"] is None:
+        values["policy"] = "openai" if values.get("llm-endpoint") else "scripted"
+    return str(values["policy"])
 
 
 def check_output_writable(folder: Path) -> None:

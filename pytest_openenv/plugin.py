@@ -7,6 +7,7 @@ With ``-n 0`` both live in the one pytest process.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -15,11 +16,11 @@ import pytest
 
 from .controller import Controller, read_resume_set
 from .envs.base import EnvConfigError
-from .envs.registry import build_family
 from .episode import Episode, EpisodeSpec
 from .options import Settings, check_output_writable, register
 from .policies.adapt import as_policy
 from .policies.base import Policy
+from .preflight import check_servers
 from .runner import EnvFactory, EpisodeError
 from .worker import (
     EPISODE_KEY,
@@ -56,9 +57,14 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = Settings.from_config(config)
     config.stash[SETTINGS_KEY] = settings
     config.stash[SERVICE_KEY] = EpisodeService(settings)
+    if settings.extra.get("server") and not is_worker(config):
+        check_servers(settings)  # one GET /health each: a down server is one usage error
     if settings.env:
         try:
-            build_family(settings.env, settings.env_config)
+            # cached: the family is built (and a generic one reads /schema) once per process
+            config.stash[SERVICE_KEY].family(
+                settings.env, json.dumps(settings.env_config, sort_keys=True)
+            )
         except EnvConfigError as exc:
             raise pytest.UsageError(f"--openenv-env={settings.env!r}: {exc}") from None
     config.stash[SERVICE_KEY].policy(settings.policy)  # fail fast on a bad policy
@@ -157,6 +163,14 @@ def openenv_policy(request: pytest.FixtureRequest) -> Policy:
     """The policy for this episode; override to supply your own."""
     spec = _spec_of(request)
     return request.config.stash[SERVICE_KEY].policy(spec.policy)
+
+
+@pytest.fixture
+def openenv_snapshot(snapshot: Any) -> Any:
+    """syrupy's ``snapshot`` storing one readable JSON file per episode test."""
+    from .snapshots import TrajectorySnapshotExtension
+
+    return snapshot.use_extension(TrajectorySnapshotExtension)
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .envs.base import ActionRejected, Backend, EnvFamily, EnvUnavailable, ProposedCall, StepResult
+from .envs.endpoints import redact
 from .episode import Episode, EpisodeSpec
 from .policies.base import Policy, PolicyUnavailable, Reply, ToolCall, Turn, Usage
 
@@ -58,14 +59,6 @@ class EnvFactory:
         if server is None:
             return self.family.embedded_backend()
         return self.family.remote_backend(server)
-
-
-def _format_call(name: str, arguments: str) -> str:
-    try:
-        parsed = json.loads(arguments)
-    except (ValueError, TypeError):
-        return f"{name}({arguments})"
-    return f"{name}({json.dumps(parsed, sort_keys=True, ensure_ascii=False)})"
 
 
 class _Loop:
@@ -128,10 +121,7 @@ class _Loop:
 
     def apply(self, backend: Backend, current: StepResult, call: ToolCall) -> StepResult:
         self.tool_calls += 1
-        step: dict[str, Any] = {
-            "turn": self.turns,
-            "action": _format_call(call.name, call.arguments),
-        }
+        step: dict[str, Any] = {"turn": self.turns, "action": f"{call.name}({call.arguments})"}
         self.steps.append(step)
         if self.done:
             self.tool_error(
@@ -151,6 +141,8 @@ class _Loop:
         if not isinstance(arguments, dict):
             self.tool_error(call, f"arguments must be a JSON object, got {call.arguments!r}", step)
             return current
+        # Normalised so that snapshots do not depend on a model's JSON spacing.
+        step["action"] = f"{call.name}({json.dumps(arguments, sort_keys=True, ensure_ascii=False)})"
         proposed = ProposedCall(call.name, arguments)
         try:
             action = self.family.to_action(proposed, current)
@@ -204,7 +196,8 @@ class _Loop:
                     turn=self.turns,
                     repeat=spec.repeat,
                     scripted=self.family.scripted_call(current),
-                    legal=self.family.legal_calls(current),
+                    legal=self.family.legal_calls(current) if self.policy.wants_legal else None,
+                    deadline=self.deadline,
                 )
             )
             self.usage = self.usage + reply.usage
@@ -234,7 +227,10 @@ class _Loop:
         min_reward = (
             family.default_min_reward if self.limits.min_reward is None else self.limits.min_reward
         )
-        passed = self.done and self.reward >= min_reward
+        if self.limits.min_reward is None:
+            passed = self.done and family.passes(self.reward)
+        else:
+            passed = self.done and self.reward >= min_reward
         outcome = family.outcome(self.reward, self.done)
         reason = None
         if not self.done:
@@ -242,9 +238,12 @@ class _Loop:
                 f"ran out of turns: the episode did not end within --openenv-max-turns="
                 f"{self.limits.max_turns} ({self.tool_errors} tool error(s))"
             )
+        elif not passed and self.limits.min_reward is None and family.pass_rule():
+            reason = f"{outcome}: reward {self.reward:g} fails the rule {family.pass_rule()}"
         elif not passed:
             reason = f"{outcome}: reward {self.reward:g} is below the pass threshold {min_reward:g}"
         server = self.env.server_for(spec)
+        server = redact(server) if server else None
         return Episode(
             episode_id=spec.episode_id,
             seed=spec.seed,
@@ -270,7 +269,7 @@ class _Loop:
             task={
                 "family": family.name,
                 "variant": family.variant,
-                "config": json.dumps(family.config, sort_keys=True, ensure_ascii=False),
+                "config": family.config_json,
                 **self.task_info,
             },
             policy=self.policy.name,
@@ -301,6 +300,9 @@ def run_episode(
     except EnvUnavailable as exc:
         raise EpisodeError(f"env unavailable: {exc}") from exc
     try:
+        limit_time = getattr(backend, "limit_time", None)
+        if limit_time is not None:
+            limit_time(limits.timeout)
         return loop.run(backend)
     except EnvUnavailable as exc:
         raise EpisodeError(f"env unavailable during {spec.episode_id}: {exc}") from exc

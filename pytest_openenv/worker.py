@@ -80,7 +80,7 @@ class EpisodeService:
         key = (env, config)
         with self._lock:
             if key not in self._families:
-                self._families[key] = build_family(env, json.loads(config))
+                self._families[key] = build_family(env, json.loads(config), self.servers())
             return self._families[key]
 
     def policy(self, name: str) -> Policy:
@@ -89,9 +89,12 @@ class EpisodeService:
                 self._policies[name] = build_policy(name, self.settings)
             return self._policies[name]
 
+    def servers(self) -> tuple[str, ...]:
+        """``--openenv-server`` URLs (with credentials, if given: connection use only)."""
+        return tuple(self.settings.extra.get("server") or ())
+
     def env_factory(self, spec: EpisodeSpec) -> EnvFactory:
-        servers = tuple(self.settings.extra.get("server") or ())
-        return EnvFactory(self.family(spec.env, spec.config), servers)
+        return EnvFactory(self.family(spec.env, spec.config), self.servers())
 
     def limits(self) -> Limits:
         return Limits(
@@ -194,6 +197,15 @@ def attach_to_report(item: pytest.Item, report: pytest.TestReport) -> None:
             "policy": record["policy"],
             "model": record["model"],
         }
+        # junitxml writes the teardown report's user_properties, copied from the item
+        # when that report is made; a few scalars only, never the record itself.
+        item.user_properties.extend(
+            [
+                ("openenv.reward", record["reward"]),
+                ("openenv.turns", record["metrics"]["turns"]),
+                ("openenv.outcome", record["verify_metrics"]["outcome"]),
+            ]
+        )
     if report.when == "teardown" and EPISODE_KEY in item.stash:
         # release the transcript: items live for the whole session
         del item.stash[EPISODE_KEY]

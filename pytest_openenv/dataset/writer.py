@@ -8,6 +8,7 @@ each file is rewritten sorted by episode id through a temp file and
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -25,11 +26,56 @@ CARD = "README.md"
 
 def atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with tmp.open("wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        _discard(tmp)  # a full disk must not leave half a temp file behind
+        raise
+
+
+def _discard(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
+
+
+def remove_stale_temps(folder: Path) -> None:
+    """Temp files of an earlier run killed mid-rewrite (the file they replace is intact)."""
+    with contextlib.suppress(OSError):
+        for stale in folder.glob(".*.tmp-*"):
+            if stale.name.rpartition("-")[2].isdigit():
+                _discard(stale)
+
+
+def same_file(fd: int, path: Path) -> bool:
+    try:
+        held, named = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
+
+
+def copy_out(fd: int, path: Path) -> None:
+    """Write everything an open descriptor holds to ``path`` (which need not be its name)."""
+    with path.open("wb") as target:
+        offset = 0
+        while chunk := os.pread(fd, 1 << 20, offset):
+            target.write(chunk)
+            offset += len(chunk)
+        target.flush()
+        os.fsync(target.fileno())
+
+
+def sibling_folder(folder: Path, label: str) -> Path:
+    target = folder.with_name(f"{folder.name}.{label}")
+    counter = 1
+    while target.exists():
+        target = folder.with_name(f"{folder.name}.{label}-{counter}")
+        counter += 1
+    return target
 
 
 def move_aside(path: Path) -> Path | None:
@@ -56,16 +102,21 @@ class DatasetWriter:
         self.moved: list[Path] = []
         self._fds: dict[bool, int] = {}
         self.opened = False
+        #: set when the folder or its files vanished mid-run and the rows were written back
+        self.restored: list[Path] = []
 
     def open(self) -> None:
         """Called at the first episode report: before it the plugin writes nothing."""
         self.folder.mkdir(parents=True, exist_ok=True)
+        remove_stale_temps(self.folder)
         if not self.resume:
             for path in (self.results_path, self.failures_path):
                 moved = move_aside(path)
                 if moved is not None:
                     self.moved.append(moved)
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        # Read access too: if the folder is deleted mid-run the rows survive in these
+        # descriptors, and finalize() writes them back (see restore_if_lost).
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT
         self._fds[True] = os.open(self.results_path, flags, 0o644)
         self._fds[False] = os.open(self.failures_path, flags, 0o644)
         self.opened = True
@@ -75,9 +126,16 @@ class DatasetWriter:
             self.open()
         data = (line + "\n").encode("utf-8")
         fd = self._fds[passed]
-        written = os.write(fd, data)
-        while written < len(data):  # a short write on a full disk: finish the line or fail
-            written += os.write(fd, data[written:])
+        written = 0
+        try:
+            written = os.write(fd, data)
+            while written < len(data):  # a short write on a full disk: finish the line or fail
+                written += os.write(fd, data[written:])
+        except OSError:
+            if written:  # cut the part-line off again: the file keeps only whole lines
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, os.fstat(fd).st_size - written)
+            raise
 
     def close(self) -> None:
         for fd in self._fds.values():
@@ -85,8 +143,41 @@ class DatasetWriter:
         self._fds.clear()
         self.opened = False
 
+    def restore_if_lost(self) -> None:
+        """Write rows back if the folder or a file in it was deleted or replaced mid-run.
+
+        Our descriptors still hold every row written; a folder that is now a file sends
+        them to a sibling folder instead (``DIR.recovered``), and so does the rest.
+        """
+        lost = [passed for passed, fd in self._fds.items() if not same_file(fd, self._path(passed))]
+        if not lost:
+            return
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            self._move_to(sibling_folder(self.folder, "recovered"))
+            self.folder.mkdir(parents=True)
+            lost = list(self._fds)
+        for passed in lost:
+            path = self._path(passed)
+            moved = move_aside(path)  # whatever now sits at our path is kept, not overwritten
+            if moved is not None:
+                self.moved.append(moved)
+            copy_out(self._fds[passed], path)
+            self.restored.append(path)
+
+    def _path(self, passed: bool) -> Path:
+        return self.results_path if passed else self.failures_path
+
+    def _move_to(self, folder: Path) -> None:
+        self.folder = folder
+        self.results_path = folder / RESULTS
+        self.failures_path = folder / FAILURES
+
     def finalize(self) -> None:
         """Dedupe (last row wins), drop failures that later passed, sort, replace atomically."""
+        if self.opened:
+            self.restore_if_lost()
         self.close()
         results, _ = scan(self.results_path, repair_torn_tail=True)
         kept = _last_per_key(results)
@@ -120,11 +211,15 @@ def _rewrite_sorted(path: Path, rows: list[Row]) -> None:
             path.touch()
         return
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with path.open("rb") as source, tmp.open("wb") as target:
-        for row in rows:
-            source.seek(row.offset)
-            line = source.read(row.length)
-            target.write(line if line.endswith(b"\n") else line + b"\n")
-        target.flush()
-        os.fsync(target.fileno())
-    os.replace(tmp, path)
+    try:
+        with path.open("rb") as source, tmp.open("wb") as target:
+            for row in rows:
+                source.seek(row.offset)
+                line = source.read(row.length)
+                target.write(line if line.endswith(b"\n") else line + b"\n")
+            target.flush()
+            os.fsync(target.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        _discard(tmp)  # the unsorted original stays whole and readable
+        raise

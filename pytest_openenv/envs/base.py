@@ -93,6 +93,13 @@ class Backend(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         pass
 
+    def limit_time(self, seconds: float | None) -> None:  # noqa: B027 - optional hook
+        """The episode must end within ``seconds`` from now (None: no limit).
+
+        Called once right after the backend is opened; backends that wait on a
+        network bound their waits by it, so an episode never outlives its timeout.
+        """
+
 
 class EnvFamily(ABC):
     """A family adapter, built once per (variant, config) and shared by episodes.
@@ -114,10 +121,29 @@ class EnvFamily(ABC):
     def __init__(self, variant: str, config: dict[str, Any]) -> None:
         self.variant = variant
         self.config = dict(config)
+        #: canonical JSON of the config, stored in every record's ``task``
+        self.config_json = json.dumps(self.config, sort_keys=True, ensure_ascii=False)
+        self.servers: tuple[str, ...] = ()
 
     @property
     def spec(self) -> str:
         return f"{self.name}:{self.variant}"
+
+    def bind_servers(self, servers: tuple[str, ...]) -> None:
+        """The ``--openenv-server`` URLs episodes will run on (empty: embedded).
+
+        Called once after construction. Raise ``EnvConfigError`` if the family
+        cannot run that way (e.g. a generic family with no server to read from).
+        """
+        self.servers = tuple(servers)
+
+    def passes(self, reward: float) -> bool:
+        """The family's default verdict on a finished episode's total reward."""
+        return reward >= self.default_min_reward
+
+    def pass_rule(self) -> str | None:
+        """Words for ``passes`` when it is not ``reward >= default_min_reward``."""
+        return None
 
     @abstractmethod
     def tools(self) -> list[ToolSpec]: ...
@@ -162,4 +188,4 @@ class EnvFamily(ABC):
         """A one-word outcome for summaries and snapshots."""
         if not done:
             return "unfinished"
-        return "pass" if reward >= self.default_min_reward else "fail"
+        return "pass" if self.passes(reward) else "fail"

@@ -15,7 +15,7 @@ from .base import (
     ToolSpec,
 )
 from .openspiel_engine import OPPONENTS, OpenSpielEngine, load_game
-from .openspiel_render import render_board
+from .openspiel_render import DRAWN_GAMES, render_board
 
 CONFIG_KEYS = ("agent_player", "opponent", "game_params")
 
@@ -107,7 +107,12 @@ class OpenSpielFamily(EnvFamily):
         ]
 
     def embedded_backend(self) -> Backend:
-        return OpenSpielEngine(self._game, agent_player=self.agent_player, opponent=self.opponent)
+        return OpenSpielEngine(
+            self._game,
+            agent_player=self.agent_player,
+            opponent=self.opponent,
+            name_actions=self.variant not in DRAWN_GAMES,
+        )
 
     def remote_backend(self, server_url: str) -> Backend:
         from .remote import RemoteBackend
@@ -128,7 +133,7 @@ class OpenSpielFamily(EnvFamily):
         else:
             legal = obs.get("legal_actions") or []
             names = result.metadata.get("action_names") or {}
-            if names and self.variant not in ("tic_tac_toe", "connect_four"):
+            if names and self.variant not in DRAWN_GAMES:
                 shown = ", ".join(f"{a} ({names.get(str(a), a)})" for a in legal)
             else:
                 shown = ", ".join(str(a) for a in legal)
@@ -184,6 +189,10 @@ class OpenSpielFamily(EnvFamily):
         if action_id not in legal:
             raise ActionRejected(f"action_id {action_id} is not legal now; legal actions: {legal}")
         return {"action_id": action_id, "game_name": self.variant, "game_params": self.game_params}
+
+    def scripted_call(self, current: StepResult) -> ProposedCall | None:
+        legal = current.observation.get("legal_actions") or []
+        return ProposedCall("play_move", {"action_id": int(legal[0])}) if legal else None
 
     def legal_calls(self, current: StepResult) -> list[ProposedCall] | None:
         return [

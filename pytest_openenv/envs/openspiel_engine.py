@@ -26,13 +26,16 @@ def load_game(name: str, params: dict[str, Any]) -> Any:
 class OpenSpielEngine(Backend):
     kind = "embedded"
 
-    def __init__(self, game: Any, *, agent_player: int, opponent: str) -> None:
+    def __init__(
+        self, game: Any, *, agent_player: int, opponent: str, name_actions: bool = True
+    ) -> None:
         self._game = game
         self._agent = agent_player
         self._opponent = opponent
+        self._name_actions = name_actions
         self._state: Any = None
-        self._chance_rng = random.Random(0)
-        self._opponent_rng = random.Random(0)
+        self._chance_rng = random.Random()
+        self._opponent_rng = random.Random()
         self._last_opponent_action: int | None = None
         self._returns_seen = 0.0
         self._moves = 0
@@ -109,11 +112,11 @@ class OpenSpielEngine(Backend):
             "current_player_id": int(state.current_player()),
             "opponent_last_action": self._last_opponent_action,
         }
-        legal = observation["legal_actions"]
-        names = {str(a): state.action_to_string(self._agent, a) for a in legal}
-        return StepResult(
-            observation=observation,
-            reward=reward,
-            done=done,
-            metadata={"text": str(state), "action_names": names},
-        )
+        metadata: dict[str, Any] = {}
+        if self._name_actions:
+            legal = observation["legal_actions"]
+            metadata["text"] = str(state)
+            metadata["action_names"] = {
+                str(a): state.action_to_string(self._agent, a) for a in legal
+            }
+        return StepResult(observation=observation, reward=reward, done=done, metadata=metadata)

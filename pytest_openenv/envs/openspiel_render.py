@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+#: games whose board we draw from the tensor; others show pyspiel's text and action names
+DRAWN_GAMES = frozenset({"tic_tac_toe", "connect_four"})
+
 
 def render_board(game: str, info_state: Sequence[float], agent_player: int) -> str | None:
     if game == "tic_tac_toe" and len(info_state) == 27:

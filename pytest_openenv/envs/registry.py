@@ -44,6 +44,8 @@ def family_class(name: str) -> type[EnvFamily]:
     return cls
 
 
-def build_family(spec: str, config: dict[str, Any]) -> EnvFamily:
+def build_family(spec: str, config: dict[str, Any], servers: tuple[str, ...] = ()) -> EnvFamily:
     name, variant = split_spec(spec)
-    return family_class(name)(variant, config)
+    family = family_class(name)(variant, config)
+    family.bind_servers(tuple(servers))
+    return family

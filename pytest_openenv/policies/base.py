@@ -83,6 +83,9 @@ class Turn:
     scripted: ProposedCall | None = None
     #: Every legal call, when the env can enumerate them.
     legal: list[ProposedCall] | None = None
+    #: ``time.monotonic()`` by which the episode must end (``--openenv-timeout``), or None.
+    #: Policies that wait on a network bound each request by it.
+    deadline: float | None = None
 
 
 class Policy(ABC):
@@ -90,6 +93,8 @@ class Policy(ABC):
     name: ClassVar[str] = "policy"
     #: Recorded as ``model`` in every row.
     model: str | None = None
+    #: Whether ``Turn.legal`` should be filled in (enumerating legal calls has a cost).
+    wants_legal: ClassVar[bool] = False
 
     @abstractmethod
     def act(self, turn: Turn) -> Reply: ...

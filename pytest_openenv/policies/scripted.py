@@ -27,6 +27,7 @@ class RandomPolicy(Policy):
     """Uniform over legal calls; seeded by episode seed, repeat and turn, so replays match."""
 
     name: ClassVar[str] = "random"
+    wants_legal: ClassVar[bool] = True
 
     def act(self, turn: Turn) -> Reply:
         options = turn.legal or ([turn.scripted] if turn.scripted else [])

@@ -1,0 +1,79 @@
+"""Plugin overhead per episode item vs pytest's own per-item cost, measured in one run.
+
+    python bench/overhead.py [--n 2000] [--repeat 3]
+
+Runs, in fresh empty folders and with identical pytest flags:
+  A. N trivial parametrized tests (pytest's own per-item cost);
+  B. N built-in episode items (scripted policy on embedded tic-tac-toe, files written);
+and prints both wall times (best of --repeat) and the ratio B/A (target <= 1.5).
+Then measures the import cost of the plugin module when no option is given
+(``python -X importtime``, target < 50 ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+FLAGS = ["-q", "-p", "no:cacheprovider", "--tb=no", "-o", "console_output_style=classic"]
+
+
+def timed(args: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "pytest", *FLAGS, *args], cwd=cwd,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    return time.perf_counter() - start
+
+
+def trivial_suite(folder: Path, n: int) -> None:
+    (folder / "test_trivial.py").write_text(
+        "import pytest\n\n"
+        f"@pytest.mark.parametrize('i', range({n}))\n"
+        "def test_item(i):\n    assert i >= 0\n"
+    )
+
+
+def import_cost_ms() -> float:
+    """Cumulative import time of pytest_openenv.plugin once pytest itself is loaded."""
+    code = "import pytest, _pytest.pytester; import pytest_openenv.plugin"
+    out = subprocess.run([sys.executable, "-X", "importtime", "-c", code],
+                         capture_output=True, text=True, check=True).stderr
+    best = None
+    for line in out.splitlines():
+        match = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|\s+(\s*)pytest_openenv\.plugin$", line)
+        if match:
+            best = int(match.group(2)) / 1000
+    if best is None:
+        raise SystemExit("could not find pytest_openenv.plugin in -X importtime output")
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=2000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    trivial, episodes = [], []
+    for _ in range(args.repeat):
+        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+            trivial_suite(Path(a), args.n)
+            trivial.append(timed(["test_trivial.py"], Path(a)))
+            episodes.append(
+                timed(["--openenv-env=openspiel:tic_tac_toe", f"--openenv-n={args.n}"], Path(b))
+            )
+    t, e = min(trivial), min(episodes)
+    print(f"N={args.n} items, best of {args.repeat}, flags: {' '.join(FLAGS)}")
+    print(f"  trivial parametrized tests : {t:7.2f} s  ({1000 * t / args.n:.3f} ms/item)")
+    print(f"  openenv episode items      : {e:7.2f} s  ({1000 * e / args.n:.3f} ms/item)")
+    print(f"  ratio episodes/trivial     : {e / t:7.2f}   (target <= 1.5)")
+    costs = sorted(import_cost_ms() for _ in range(5))
+    print(f"plugin import (no options), median of 5: {costs[2]:.1f} ms  (target < 50 ms)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""The dataset row layout: one JSON type per field across rows, for every family.
+
+Rows are built where episodes finish (the worker, ``Episode.record``) and read by
+``datasets``/pyarrow, which infer one column type per field from the rows they
+see first and cast the rest to it. So a field that is a number in one row and a
+string in the next, a struct whose nested keys change type, or an empty struct
+(Parquet cannot store a struct with no fields) breaks loading or the Hub viewer.
+
+The rules, applied to every row:
+
+- ``messages`` stay OpenAI chat format: ``content`` always a string, assistant
+  ``tool_calls[].function.arguments`` a JSON *string*, ``tool`` messages with a
+  string ``tool_call_id``; keys that do not apply to a role are left out, as in
+  OpenAI's own format.
+- ``tools`` stay OpenAI function tools (what TRL passes to the chat template);
+  empty objects inside a parameter schema are dropped (``"properties": {}``
+  means the same as no ``properties``).
+- ``tool_trace`` entries are ``{tool_name, arguments: str, result: {data: str,
+  done: bool, reward: float, error: str | null}}``.
+- ``task`` values are strings or null (a family's extra task fields included).
+- ``metrics``, ``verify_metrics``, ``artifacts``, ``extra`` are flat: scalars as
+  they are, nested lists/objects as JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+SCALARS = (str, int, float, bool, type(None))
+
+
+def json_text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def as_text(value: Any) -> str:
+    """A string field: strings as they are, anything else as JSON text."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    return json_text(value)
+
+
+def optional_text(value: Any) -> str | None:
+    return None if value is None else as_text(value)
+
+
+def flat(section: dict[str, Any] | None) -> dict[str, Any]:
+    """Scalars kept; nested values become JSON text so each key has one type."""
+    return {
+        str(key): value if isinstance(value, SCALARS) else json_text(value)
+        for key, value in (section or {}).items()
+    }
+
+
+def text_values(section: dict[str, Any] | None) -> dict[str, str | None]:
+    return {str(key): optional_text(value) for key, value in (section or {}).items()}
+
+
+def message_content(content: Any) -> str:
+    """OpenAI content parts (``[{"type": "text", "text": ...}]``) joined to one string."""
+    if isinstance(content, list) and all(
+        isinstance(part, dict) and isinstance(part.get("text"), str) for part in content
+    ):
+        return "".join(part["text"] for part in content)
+    return as_text(content)
+
+
+def tool_call(call: dict[str, Any]) -> dict[str, Any]:
+    function = call.get("function") or {}
+    return {
+        "id": as_text(call.get("id")),
+        "type": "function",
+        "function": {
+            "name": as_text(function.get("name")),
+            "arguments": as_text(function.get("arguments", "")),
+        },
+    }
+
+
+def chat_message(message: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "role": as_text(message.get("role")),
+        "content": message_content(message.get("content")),
+    }
+    calls = message.get("tool_calls")
+    if calls:
+        out["tool_calls"] = [tool_call(call) for call in calls]
+    if message.get("tool_call_id") is not None:
+        out["tool_call_id"] = as_text(message["tool_call_id"])
+    if message.get("name") is not None:
+        out["name"] = as_text(message["name"])
+    return out
+
+
+def schema(value: Any) -> Any:
+    """A JSON schema without empty objects (each is equivalent to the key being absent)."""
+    if isinstance(value, dict):
+        pruned = {key: schema(item) for key, item in value.items()}
+        return {key: item for key, item in pruned.items() if item != {}}
+    if isinstance(value, list):
+        return [schema(item) for item in value]
+    return value
+
+
+def tool(spec: dict[str, Any]) -> dict[str, Any]:
+    function = spec.get("function") or {}
+    parameters = schema(function.get("parameters") or {"type": "object"})
+    return {
+        "type": "function",
+        "function": {
+            "name": as_text(function.get("name")),
+            "description": as_text(function.get("description")),
+            "parameters": parameters or {"type": "object"},
+        },
+    }
+
+
+def trace_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    result = entry.get("result") or {}
+    return {
+        "tool_name": as_text(entry.get("tool_name")),
+        "arguments": as_text(entry.get("arguments", "")),
+        "result": {
+            "data": as_text(result.get("data")),
+            "done": bool(result.get("done", False)),
+            "reward": float(result.get("reward") or 0.0),
+            "error": optional_text(result.get("error")),
+        },
+    }
+
+
+def stable_row(row: dict[str, Any]) -> dict[str, Any]:
+    """The row with every field in its one type (see the module docstring)."""
+    out = dict(row)
+    out["messages"] = [chat_message(m) for m in row.get("messages") or []]
+    out["tools"] = [tool(t) for t in row.get("tools") or []]
+    out["tool_trace"] = [trace_entry(e) for e in row.get("tool_trace") or []]
+    out["reward"] = float(row.get("reward") or 0.0)
+    out["done"] = bool(row.get("done"))
+    out["task"] = text_values(row.get("task"))
+    for section in ("metrics", "verify_metrics", "artifacts", "extra"):
+        out[section] = flat(row.get(section))
+    out["model"] = optional_text(row.get("model"))
+    for key in ("episode_id", "env", "policy", "test"):
+        out[key] = as_text(row.get(key))
+    return out

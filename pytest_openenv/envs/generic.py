@@ -1,0 +1,160 @@
+"""The generic ``openenv`` family: any OpenEnv server, no adapter code.
+
+``--openenv-env=openenv:<label> --openenv-server URL`` reads the server's
+``GET /schema`` once per process and exposes one tool, ``step``, whose
+parameters are the server's action JSON schema. Observations are shown to the
+model as JSON; reward and done come from the server, and the server validates
+actions (its ``VALIDATION_ERROR`` reaches the model as a tool error). An episode
+passes when its total reward is positive. ``<label>`` only names the env in
+records and summaries.
+
+There is no scripted move: drive it with an LLM policy or your own
+``openenv_policy`` fixture.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+from .base import (
+    ActionRejected,
+    Backend,
+    EnvConfigError,
+    EnvFamily,
+    ProposedCall,
+    StepResult,
+    ToolSpec,
+)
+from .endpoints import ServerURL, ServerUnreachable
+
+TOOL_NAME = "step"
+SCHEMA_TIMEOUT = 10.0
+#: fields every OpenEnv Action has that are plumbing, not the agent's choice
+PLUMBING_FIELDS = ("metadata",)
+
+
+def action_parameters(schema: dict[str, Any]) -> dict[str, Any]:
+    """The server's action JSON schema as function-tool parameters."""
+    params = {k: v for k, v in schema.items() if k not in ("title", "description")}
+    properties = dict(params.get("properties") or {})
+    for name in PLUMBING_FIELDS:
+        properties.pop(name, None)
+    params["type"] = "object"
+    params["properties"] = properties
+    required = [r for r in params.get("required") or [] if r in properties]
+    if required:
+        params["required"] = required
+    else:
+        params.pop("required", None)
+    return params
+
+
+def show(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+class GenericFamily(EnvFamily):
+    name: ClassVar[str] = "openenv"
+    #: the verdict is "reward > 0" (see ``passes``); 0.0 is what summaries show
+    default_min_reward: ClassVar[float] = 0.0
+    system_prompt: ClassVar[str] = (
+        "You are an agent acting in an environment. Each observation is JSON. On each turn "
+        f"call the {TOOL_NAME} tool once with an action that follows its schema."
+    )
+
+    def __init__(self, variant: str, config: dict[str, Any]) -> None:
+        super().__init__(variant, config)
+        self._tool: ToolSpec | None = None
+        self._description = ""
+
+    def bind_servers(self, servers: tuple[str, ...]) -> None:
+        super().bind_servers(servers)
+        if not servers:
+            raise EnvConfigError(
+                f"the generic family ({self.spec}) runs on a deployed OpenEnv server: pass "
+                "--openenv-server URL (e.g. http://127.0.0.1:8000 or https://user-space.hf.space)"
+            )
+        self._tool = self._read_schema(ServerURL.parse(servers[0]))
+
+    def _read_schema(self, server: ServerURL) -> ToolSpec:
+        try:
+            schemas = server.get_json("/schema", timeout=SCHEMA_TIMEOUT)
+        except ServerUnreachable as exc:
+            raise EnvConfigError(
+                f"cannot read the action schema of {server.public}: {exc} (the generic family "
+                "needs an OpenEnv server that serves GET /schema)"
+            ) from None
+        action = schemas.get("action") if isinstance(schemas, dict) else None
+        if not isinstance(action, dict):
+            raise EnvConfigError(
+                f"GET {server.public}/schema has no 'action' JSON schema; is it an OpenEnv server?"
+            )
+        try:
+            metadata = server.get_json("/metadata", timeout=SCHEMA_TIMEOUT)
+        except ServerUnreachable:
+            metadata = {}
+        if isinstance(metadata, dict) and metadata.get("description"):
+            self._description = str(metadata["description"]).strip()
+        title = action.get("title") or "the action"
+        return ToolSpec(
+            name=TOOL_NAME,
+            description=(
+                f"Send one action to the environment ({self.variant}); the arguments are the "
+                f"fields of {title}."
+            ),
+            parameters=action_parameters(action),
+        )
+
+    def tools(self) -> list[ToolSpec]:
+        if self._tool is None:
+            raise EnvConfigError(f"{self.spec} has no server bound; pass --openenv-server URL")
+        return [self._tool]
+
+    def embedded_backend(self) -> Backend:
+        raise EnvConfigError(
+            f"the generic family ({self.spec}) has no embedded engine: pass --openenv-server URL"
+        )
+
+    def remote_backend(self, server_url: str) -> Backend:
+        from .remote import RemoteBackend
+
+        return RemoteBackend(server_url)
+
+    def describe_task(self, first: StepResult) -> str:
+        lines = [f"Environment: {self.variant}."]
+        if self._description:
+            lines.append(self._description)
+        lines.append(f"Observation: {show(first.observation)}")
+        if first.done:
+            lines.append("The episode is already over.")
+        else:
+            lines.append(f"Call {TOOL_NAME} with your action.")
+        return "\n".join(lines)
+
+    def describe_result(self, call: ProposedCall, result: StepResult) -> str:
+        reward = 0.0 if result.reward is None else result.reward
+        return (
+            f"Observation: {show(result.observation)}\n"
+            f"Reward: {reward:g}. Done: {'yes' if result.done else 'no'}."
+        )
+
+    def to_action(self, call: ProposedCall, current: StepResult) -> dict[str, Any]:
+        if call.name != TOOL_NAME:
+            raise ActionRejected(f"unknown tool {call.name!r}; the only tool is {TOOL_NAME}")
+        # The server validates against its own schema; its error comes back as a tool error.
+        return dict(call.arguments)
+
+    def scripted_call(self, current: StepResult) -> ProposedCall | None:
+        return None
+
+    def passes(self, reward: float) -> bool:
+        return reward > 0
+
+    def pass_rule(self) -> str | None:
+        return "reward > 0"
+
+    def outcome(self, reward: float, done: bool) -> str:
+        if not done:
+            return "unfinished"
+        return "pass" if self.passes(reward) else "fail"

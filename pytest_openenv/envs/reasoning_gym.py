@@ -1,0 +1,215 @@
+"""The ``reasoning_gym`` family: any reasoning_gym dataset, one question per episode.
+
+``reasoning_gym:chain_sum`` asks the question of ``create_dataset("chain_sum",
+size=1, seed=episode seed, **env_config)``; the agent answers with one tool,
+``answer(answer)``; the dataset's ``score_answer`` is the verifier, and a fully
+correct answer (score >= 1.0) passes. The ``scripted`` policy plays the oracle
+answer, so a pipeline can be smoke-tested without a model.
+
+Remote episodes speak OpenEnv's reasoning_gym server: reset ``{dataset_name,
+dataset_config, seed, size}``, action ``{answer}``, observation ``{question,
+score, correct_answer}``. The server builds the same size-1 dataset from the same
+seed, so the oracle (computed here when reasoning_gym is installed) still holds.
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+from collections import OrderedDict
+from typing import Any, ClassVar
+
+from .base import (
+    ActionRejected,
+    Backend,
+    EnvConfigError,
+    EnvFamily,
+    ProposedCall,
+    StepResult,
+    ToolSpec,
+)
+
+#: create_dataset arguments the family sets itself
+RESERVED_KEYS = ("seed", "size")
+#: size-1 datasets kept per process (one per episode seed in flight, plus slack)
+CACHE_SIZE = 256
+INSTALL_HINT = "pip install 'pytest-openenv[reasoning-gym]'"
+
+
+def _import_reasoning_gym() -> Any | None:
+    try:
+        import reasoning_gym
+    except ImportError:
+        return None
+    return reasoning_gym
+
+
+class ReasoningGymFamily(EnvFamily):
+    name: ClassVar[str] = "reasoning_gym"
+    default_min_reward: ClassVar[float] = 1.0
+    system_prompt: ClassVar[str] = (
+        "You solve reasoning tasks. Work the problem out, then call the answer tool "
+        "exactly once with your final answer only (no explanation, no units unless asked)."
+    )
+
+    def __init__(self, variant: str, config: dict[str, Any]) -> None:
+        super().__init__(variant, config)
+        reserved = sorted(set(config) & set(RESERVED_KEYS))
+        if reserved:
+            raise EnvConfigError(
+                f"reasoning_gym env config may not set {reserved}: the episode seed is the "
+                "dataset seed and every episode is one question (size 1); pass only the "
+                f"dataset's own options, e.g. {{'min_terms': 2, 'max_terms': 4}}"
+            )
+        self._rg = _import_reasoning_gym()
+        self._lock = threading.Lock()
+        self._datasets: OrderedDict[int, Any] = OrderedDict()
+        #: question text -> oracle answer, so remote episodes get a scripted move too
+        self._oracle: OrderedDict[str, str] = OrderedDict()
+        if self._rg is not None:
+            self._validate()
+
+    # -- validation -------------------------------------------------------------
+    def _validate(self) -> None:
+        from reasoning_gym.factory import DATASETS
+
+        names = sorted(DATASETS)
+        if self.variant not in DATASETS:
+            close = difflib.get_close_matches(self.variant, names, n=5, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise EnvConfigError(
+                f"unknown reasoning_gym dataset {self.variant!r}{hint} "
+                f"(reasoning_gym has {len(names)} datasets, e.g. chain_sum, leg_counting, "
+                "basic_arithmetic)"
+            )
+        try:
+            self.dataset_for(0)
+        except Exception as exc:  # dataset configs raise TypeError/ValueError/AssertionError
+            raise EnvConfigError(
+                f"reasoning_gym could not build {self.variant!r} with env config "
+                f"{self.config}: {type(exc).__name__}: {exc}"
+            ) from None
+
+    def bind_servers(self, servers: tuple[str, ...]) -> None:
+        super().bind_servers(servers)
+        if not servers and self._rg is None:
+            raise EnvConfigError(
+                f"the reasoning_gym family needs reasoning_gym to run embedded: {INSTALL_HINT} "
+                "(or pass --openenv-server URL of an OpenEnv reasoning_gym server)"
+            )
+
+    # -- datasets and the oracle ---------------------------------------------------
+    def dataset_for(self, seed: int) -> Any:
+        """The size-1 dataset of one episode seed (cached: the backend and oracle share it)."""
+        with self._lock:
+            if seed in self._datasets:
+                self._datasets.move_to_end(seed)
+                return self._datasets[seed]
+        if self._rg is None:
+            raise EnvConfigError(f"reasoning_gym is not installed: {INSTALL_HINT}")
+        dataset = self._rg.create_dataset(self.variant, size=1, seed=seed, **self.config)
+        with self._lock:
+            self._datasets[seed] = dataset
+            while len(self._datasets) > CACHE_SIZE:
+                self._datasets.popitem(last=False)
+        return dataset
+
+    def _remember_oracle(self, seed: int) -> None:
+        if self._rg is None:
+            return
+        entry = self.dataset_for(seed)[0]
+        with self._lock:
+            self._oracle[str(entry["question"])] = str(entry["answer"])
+            while len(self._oracle) > CACHE_SIZE:
+                self._oracle.popitem(last=False)
+
+    def _oracle_answer(self, current: StepResult) -> str | None:
+        question = current.observation.get("question")
+        if question is None:
+            return None
+        with self._lock:
+            return self._oracle.get(str(question))
+
+    # -- EnvFamily -------------------------------------------------------------------
+    def tools(self) -> list[ToolSpec]:
+        return [
+            ToolSpec(
+                name="answer",
+                description="Submit your final answer to the question. Ends the episode.",
+                parameters={
+                    "type": "object",
+                    "properties": {
+                        "answer": {
+                            "type": "string",
+                            "description": "The final answer only, as text.",
+                        }
+                    },
+                    "required": ["answer"],
+                    "additionalProperties": False,
+                },
+            )
+        ]
+
+    def embedded_backend(self) -> Backend:
+        from .reasoning_gym_engine import ReasoningGymEngine
+
+        if self._rg is None:
+            raise EnvConfigError(f"reasoning_gym is not installed: {INSTALL_HINT}")
+        return ReasoningGymEngine(self.dataset_for)
+
+    def remote_backend(self, server_url: str) -> Backend:
+        from .remote import RemoteBackend
+
+        return RemoteBackend(server_url)
+
+    def reset_options(self, *, seed: int, episode_id: str) -> dict[str, Any]:
+        self._remember_oracle(seed)
+        return {"dataset_name": self.variant, "dataset_config": dict(self.config), "size": 1}
+
+    def describe_task(self, first: StepResult) -> str:
+        question = first.observation.get("question")
+        if not question:
+            return "The environment sent no question. Call the answer tool with an empty answer."
+        return f"{question}\n\nCall the answer tool with your final answer."
+
+    def describe_result(self, call: ProposedCall, result: StepResult) -> str:
+        score = result.observation.get("score")
+        score = result.reward if score is None else score
+        shown = "none" if score is None else f"{float(score):g}"
+        parts = [f"Submitted answer: {call.arguments.get('answer')!s}.", f"Score: {shown}."]
+        correct = result.observation.get("correct_answer")
+        if correct is not None:
+            parts.append(f"Correct answer: {correct}.")
+        return " ".join(parts)
+
+    def to_action(self, call: ProposedCall, current: StepResult) -> dict[str, Any]:
+        if call.name != "answer":
+            raise ActionRejected(f"unknown tool {call.name!r}; the only tool is answer")
+        extra = sorted(set(call.arguments) - {"answer"})
+        if extra:
+            raise ActionRejected(f"unexpected argument(s) {extra}; answer takes only answer")
+        if "answer" not in call.arguments:
+            raise ActionRejected("missing argument answer (your final answer as a string)")
+        answer = call.arguments["answer"]
+        if isinstance(answer, (int, float)) and not isinstance(answer, bool):
+            # Models often send numbers bare; the verifier compares text.
+            answer = str(answer)
+        if not isinstance(answer, str):
+            raise ActionRejected(
+                f"answer must be a string, got {answer!r} ({type(answer).__name__})"
+            )
+        return {"answer": answer}
+
+    def scripted_call(self, current: StepResult) -> ProposedCall | None:
+        answer = self._oracle_answer(current)
+        return None if answer is None else ProposedCall("answer", {"answer": answer})
+
+    def task_info(self, first: StepResult, prompt: str) -> dict[str, Any]:
+        return {"prompt": prompt, "answer": self._oracle_answer(first)}
+
+    def outcome(self, reward: float, done: bool) -> str:
+        if not done:
+            return "unanswered"
+        if self.passes(reward):
+            return "correct"
+        return "partial" if reward > 0 else "wrong"

@@ -1,0 +1,261 @@
+"""The remote backend: one env session on a deployed OpenEnv server, over its ``/ws``.
+
+OpenEnv's HTTP ``/reset`` and ``/step`` build a fresh env per request, so a
+multi-step episode needs the WebSocket session protocol (one env per
+connection; DESIGN §7). Outcomes of the server's answers:
+
+- ``VALIDATION_ERROR`` / ``EXECUTION_ERROR``: the env refused the action; it goes
+  back to the policy as a tool error (``ActionRejected``), the episode goes on.
+- ``CAPACITY_REACHED``: the server has no free session; wait with backoff and try
+  again, within the episode's time limit.
+- a dropped connection, a silent server, any other error code: an infrastructure
+  fault (``EnvUnavailable``) that makes the episode an *error*. Every wait has a
+  timeout, so nothing hangs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import time
+from typing import Any
+
+from .base import ActionRejected, Backend, EnvUnavailable, StepResult
+from .endpoints import ServerURL
+
+#: error codes that mean "the env refused this request": the agent's problem
+REJECTION_CODES = ("VALIDATION_ERROR", "EXECUTION_ERROR")
+CAPACITY_CODE = "CAPACITY_REACHED"
+
+#: how long to wait for a free session when the episode has no --openenv-timeout
+DEFAULT_CAPACITY_WAIT = 120.0
+#: longest silence accepted from a server for one request (bounded by the episode's time)
+DEFAULT_MESSAGE_TIMEOUT = 300.0
+DEFAULT_CONNECT_TIMEOUT = 10.0
+FIRST_BACKOFF = 0.05
+MAX_BACKOFF = 2.0
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+class CapacityReached(EnvUnavailable):
+    """The server refused a new session because all of its sessions are taken.
+
+    Retried while a session is being opened; anywhere else it is a plain fault.
+    """
+
+
+def describe_error(data: dict[str, Any]) -> str:
+    """An error frame as one readable line, with pydantic's field errors when present."""
+    message = str(data.get("message") or "error")
+    errors = data.get("errors")
+    if isinstance(errors, list) and errors:
+        details = []
+        for err in errors[:5]:
+            if not isinstance(err, dict):
+                continue
+            where = ".".join(str(p) for p in err.get("loc") or ()) or "action"
+            details.append(f"{where}: {err.get('msg', 'invalid')}")
+        if details:
+            message = f"{message} ({'; '.join(details)})"
+    return message
+
+
+class RemoteBackend(Backend):
+    kind = "remote"
+
+    def __init__(
+        self,
+        server_url: str | ServerURL,
+        *,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        message_timeout: float = DEFAULT_MESSAGE_TIMEOUT,
+        capacity_wait: float = DEFAULT_CAPACITY_WAIT,
+    ) -> None:
+        self.server = (
+            server_url if isinstance(server_url, ServerURL) else ServerURL.parse(server_url)
+        )
+        self.location = self.server.public
+        self._connect_timeout = connect_timeout
+        self._message_timeout = message_timeout
+        self._capacity_wait = capacity_wait
+        self._deadline: float | None = None
+        self._ws: Any = None
+        #: sessions the server refused for capacity before one was granted (for tests/metrics)
+        self.capacity_retries = 0
+
+    # -- Backend ---------------------------------------------------------------
+    def limit_time(self, seconds: float | None) -> None:
+        self._deadline = None if seconds is None else time.monotonic() + seconds
+
+    def reset(self, *, seed: int, episode_id: str, **options: Any) -> StepResult:
+        data = {"seed": seed, "episode_id": episode_id, **options}
+        if self._ws is None:
+            return self._open_session(data)
+        return self._result(self._request({"type": "reset", "data": data}))
+
+    def step(self, action: dict[str, Any]) -> StepResult:
+        if self._ws is None:
+            raise EnvUnavailable("step before reset: no session is open")
+        return self._result(self._request({"type": "step", "data": action}))
+
+    def state(self) -> dict[str, Any]:
+        if self._ws is None:
+            raise EnvUnavailable("state before reset: no session is open")
+        frame = self._request({"type": "state"})
+        data = frame.get("data")
+        return data if isinstance(data, dict) else {}
+
+    def close(self) -> None:
+        ws, self._ws = self._ws, None
+        if ws is None:
+            return
+        with contextlib.suppress(Exception):
+            ws.send(json.dumps({"type": "close"}))
+        with contextlib.suppress(Exception):
+            ws.close()
+
+    # -- session ---------------------------------------------------------------
+    def _open_session(self, reset_data: dict[str, Any]) -> StepResult:
+        """Connect and reset; a full server is retried with backoff until time runs out."""
+        started = time.monotonic()
+        give_up = started + self._capacity_wait
+        if self._deadline is not None:
+            give_up = self._deadline
+        delay = FIRST_BACKOFF
+        rng = random.Random()
+        while True:
+            try:
+                self._connect()
+                return self._result(self._request({"type": "reset", "data": reset_data}))
+            except CapacityReached as exc:
+                self._drop()
+                self.capacity_retries += 1
+                now = time.monotonic()
+                if now >= give_up:
+                    raise EnvUnavailable(
+                        f"{self.location} stayed at capacity for {now - started:.1f}s "
+                        f"({self.capacity_retries} refused session(s)): {exc}"
+                    ) from None
+                time.sleep(min(rng.uniform(delay / 2, delay), max(0.0, give_up - now)))
+                delay = min(MAX_BACKOFF, delay * 2)
+
+    def _connect(self) -> None:
+        from websockets.exceptions import InvalidHandshake, InvalidURI
+        from websockets.sync.client import connect
+
+        url = self.server.ws_session_url
+        try:
+            self._ws = connect(
+                url,
+                additional_headers=self.server.headers() or None,
+                open_timeout=self._bounded(self._connect_timeout),
+                proxy=None if self.server.is_loopback else True,
+                compression=None,
+                max_size=MAX_MESSAGE_BYTES,
+            )
+        except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
+            self._ws = None
+            raise EnvUnavailable(
+                f"cannot open a session at {self.location}/ws: {self._why(exc)}"
+            ) from None
+
+    def _drop(self) -> None:
+        ws, self._ws = self._ws, None
+        if ws is not None:
+            with contextlib.suppress(Exception):
+                ws.close()
+
+    def _bounded(self, seconds: float) -> float:
+        if self._deadline is None:
+            return seconds
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            raise EnvUnavailable(f"the episode ran out of time talking to {self.location}")
+        return min(seconds, remaining)
+
+    def _why(self, exc: BaseException) -> str:
+        return self.server.scrub(str(exc)) or type(exc).__name__
+
+    def _request(self, message: dict[str, Any]) -> dict[str, Any]:
+        from websockets.exceptions import ConnectionClosed
+
+        ws = self._ws
+        try:
+            ws.send(json.dumps(message))
+        except ConnectionClosed:
+            # A refused session sends its error frame and closes; if the close won the
+            # race against our send, the frame is still queued for recv below.
+            pass
+        except OSError as exc:
+            self._drop()
+            raise EnvUnavailable(
+                f"connection to {self.location} failed: {self._why(exc)}"
+            ) from None
+        try:
+            raw = ws.recv(timeout=self._bounded(self._message_timeout))
+        except TimeoutError:
+            self._drop()
+            raise EnvUnavailable(
+                f"{self.location} sent no answer to {message['type']!r} in time"
+            ) from None
+        except ConnectionClosed as exc:
+            self._drop()
+            raise EnvUnavailable(
+                f"connection to {self.location} dropped during {message['type']!r}: "
+                f"{self._why(exc)}"
+            ) from None
+        except OSError as exc:
+            self._drop()
+            raise EnvUnavailable(
+                f"connection to {self.location} failed: {self._why(exc)}"
+            ) from None
+        try:
+            frame = json.loads(raw)
+        except ValueError:
+            self._drop()
+            raise EnvUnavailable(f"{self.location} sent a frame that is not JSON") from None
+        if not isinstance(frame, dict):
+            self._drop()
+            raise EnvUnavailable(f"{self.location} sent a frame that is not a JSON object")
+        if frame.get("type") == "error":
+            self._raise_for_error(frame.get("data") or {})
+        return frame
+
+    def _raise_for_error(self, data: dict[str, Any]) -> None:
+        code = str(data.get("code") or "UNKNOWN")
+        text = describe_error(data)
+        if code in REJECTION_CODES:
+            raise ActionRejected(f"the env rejected the request ({code}): {text}")
+        if code == CAPACITY_CODE:
+            raise CapacityReached(text)
+        self._drop()
+        raise EnvUnavailable(f"{self.location} answered {code}: {text}")
+
+    def _result(self, frame: dict[str, Any]) -> StepResult:
+        if frame.get("type") != "observation":
+            raise EnvUnavailable(
+                f"{self.location} answered a {frame.get('type')!r} frame where an "
+                "observation was expected"
+            )
+        data = frame.get("data")
+        observation = data.get("observation") if isinstance(data, dict) else None
+        if not isinstance(observation, dict):
+            raise EnvUnavailable(f"{self.location} sent an observation frame without observation")
+        observation = dict(observation)
+        metadata = observation.pop("metadata", None)
+        metadata = dict(metadata) if isinstance(metadata, dict) else {}
+        if isinstance(data.get("metadata"), dict):
+            metadata.update(data["metadata"])
+        try:
+            reward = None if data.get("reward") is None else float(data["reward"])
+        except (TypeError, ValueError):
+            raise EnvUnavailable(
+                f"{self.location} sent a non-numeric reward {data.get('reward')!r}"
+            ) from None
+        return StepResult(
+            observation=observation,
+            reward=reward,
+            done=bool(data.get("done", False)),
+            metadata=metadata,
+        )

@@ -1,0 +1,309 @@
+"""What the OpenAI and Anthropic policies share: settings, keys, time budget, transport faults.
+
+Worker side: one policy object per pytest process, shared by every episode
+thread (``--openenv-concurrency``), so everything here is thread-safe.
+
+Transport faults are retried by the SDK itself (``max_retries``: it honours
+``Retry-After`` and backs off on 429, 5xx and connection errors). What is left
+after that becomes ``PolicyUnavailable`` (the episode is an *error*) with the
+status and the server's message, scrubbed of secrets. An endpoint that cannot be
+reached or refuses the key (401/403) is remembered: later episodes of this
+process fail at once with the same message instead of each waiting it out.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from abc import abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar, NamedTuple
+
+import pytest
+
+from .base import Policy, PolicyUnavailable, Reply, Turn
+
+#: Environment variables whose values must never reach a file, a log or a message.
+SECRET_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+
+#: Placeholder key for self-hosted OpenAI-compatible servers that ignore it (vLLM's convention).
+PLACEHOLDER_KEY = "EMPTY"
+
+#: Longest server message kept in an episode error.
+MAX_MESSAGE = 500
+
+_SECRET_SHAPES = re.compile(
+    r"(?i)(bearer\s+|x-api-key[\"']?\s*[:=]\s*[\"']?|api[_-]?key[\"']?\s*[:=]\s*[\"']?)"
+    r"([^\s\"',;}]+)"
+    r"|\b(sk-[A-Za-z0-9_\-]{6,}|hf_[A-Za-z0-9]{6,})"
+)
+
+
+def scrub(text: str, secrets: tuple[str, ...] = ()) -> str:
+    """``text`` without any secret we know of, nor anything shaped like a key or token."""
+    known = [v for v in (*secrets, *(os.environ.get(name, "") for name in SECRET_VARS)) if v]
+    for value in sorted(set(known), key=len, reverse=True):
+        if len(value) >= 4:
+            text = text.replace(value, "***")
+
+    def hide(match: re.Match[str]) -> str:
+        if match.group(3):
+            return "***"
+        return f"{match.group(1)}***"
+
+    return _SECRET_SHAPES.sub(hide, text)
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """The model call settings from ``--openenv-*`` options (no secrets)."""
+
+    model: str
+    temperature: float = 0.2
+    max_tokens: int = 256
+    #: ``--openenv-timeout``: the episode budget, also the client's default request timeout
+    timeout: float | None = None
+    #: ``--openenv-max-retries``; None keeps the SDK's default
+    max_retries: int | None = None
+    #: ``--openenv-llm-endpoint``; None is the provider's official API
+    base_url: str | None = None
+
+    @classmethod
+    def from_extra(cls, extra: dict[str, Any], model: str) -> LLMConfig:
+        return cls(
+            model=model,
+            temperature=float(extra.get("temperature", 0.2)),
+            max_tokens=int(extra.get("max-tokens", 256)),
+            timeout=extra.get("timeout"),
+            max_retries=extra.get("max-retries"),
+            base_url=extra.get("llm-endpoint"),
+        )
+
+    def sampling(self) -> dict[str, Any]:
+        return {"temperature": self.temperature, "max_tokens": self.max_tokens}
+
+    def client_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {}
+        if self.base_url:
+            options["base_url"] = self.base_url
+        if self.timeout is not None:
+            options["timeout"] = self.timeout
+        if self.max_retries is not None:
+            options["max_retries"] = self.max_retries
+        return options
+
+
+def public_llm_settings(extra: dict[str, Any]) -> dict[str, Any]:
+    """For metadata.json: what the LLM policies used, endpoint without credentials."""
+    from ..envs.endpoints import redact
+
+    endpoint = extra.get("llm-endpoint")
+    return {
+        "model": extra.get("model"),
+        "endpoint": redact(endpoint) if endpoint else None,
+        "temperature": extra.get("temperature"),
+        "max_tokens": extra.get("max-tokens"),
+        "timeout": extra.get("timeout"),
+        "max_retries": extra.get("max-retries"),
+        "concurrency": extra.get("concurrency"),
+        "cache": extra.get("cache"),
+        "replay": bool(extra.get("replay")),
+    }
+
+
+class Failure(NamedTuple):
+    message: str
+    #: the same call would fail for every later episode too (unreachable, key refused)
+    sticky: bool
+
+
+#: Statuses the SDKs retry; an error after them says how many retries were spent.
+def _retried(status: int) -> bool:
+    return status in (408, 409, 429) or status >= 500
+
+
+def _server_message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+        if isinstance(inner, str):
+            return inner
+    return str(getattr(exc, "message", "") or exc)
+
+
+class RemoteModelPolicy(Policy):
+    """A policy that asks a hosted model over HTTP through its provider's SDK."""
+
+    #: recorded in cache keys and error messages
+    provider: ClassVar[str]
+    #: the environment variable holding the key
+    key_env: ClassVar[str]
+    #: ``pip install 'pytest-openenv[<extra>]'``
+    extra: ClassVar[str]
+    #: importable name of the SDK
+    sdk: ClassVar[str]
+
+    def __init__(self, config: LLMConfig, api_key: str | None) -> None:
+        self.config = config
+        self.model = config.model
+        self._api_key = api_key
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self._blocked: str | None = None
+
+    # -- the SDK -------------------------------------------------------------
+    @abstractmethod
+    def _make_client(self, module: Any, api_key: str) -> Any: ...
+
+    @abstractmethod
+    def _complete(self, client: Any, turn: Turn, timeout: float | None) -> Reply:
+        """One model call; SDK exceptions propagate to ``act``."""
+
+    def _module(self) -> Any:
+        import importlib
+
+        try:
+            return importlib.import_module(self.sdk)
+        except ImportError:
+            raise PolicyUnavailable(
+                f"--openenv-policy={self.provider} needs the {self.sdk} SDK: "
+                f"pip install 'pytest-openenv[{self.extra}]'"
+            ) from None
+
+    def client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                if not self._api_key:
+                    raise PolicyUnavailable(
+                        f"--openenv-policy={self.provider} needs {self.key_env} in the environment"
+                    )
+                self._client = self._make_client(self._module(), self._api_key)
+            return self._client
+
+    @property
+    def where(self) -> str:
+        from ..envs.endpoints import redact
+
+        return redact(self.config.base_url) if self.config.base_url else f"the {self.provider} API"
+
+    # -- one turn ------------------------------------------------------------
+    def act(self, turn: Turn) -> Reply:
+        blocked = self._blocked
+        if blocked is not None:
+            raise PolicyUnavailable(blocked)
+        timeout = self._request_timeout(turn)
+        client = self.client()
+        try:
+            return self._complete(client, turn, timeout)
+        except PolicyUnavailable:
+            raise
+        except Exception as exc:
+            failure = self._classify(exc, timeout)
+            if failure is None:
+                raise
+        message = scrub(failure.message, (self._api_key or "",))
+        if failure.sticky:
+            with self._lock:
+                if self._blocked is None:
+                    self._blocked = (
+                        f"{message} [first seen in {turn.episode_id}; later episodes of this "
+                        "process fail at once]"
+                    )
+        raise PolicyUnavailable(message)
+
+    def _request_timeout(self, turn: Turn) -> float | None:
+        if turn.deadline is None:
+            return None
+        remaining = turn.deadline - time.monotonic()
+        if remaining <= 0.01:
+            raise PolicyUnavailable(
+                f"--openenv-timeout={self.config.timeout:g}s ran out before the model was asked"
+            )
+        return remaining
+
+    def _classify(self, exc: Exception, timeout: float | None) -> Failure | None:
+        sdk = self._module()
+        retries = (
+            self.config.max_retries
+            if self.config.max_retries is not None
+            else getattr(sdk, "DEFAULT_MAX_RETRIES", 2)
+        )
+        if isinstance(exc, sdk.APITimeoutError):
+            budget = (
+                f" (the episode's --openenv-timeout={self.config.timeout:g}s budget ran out)"
+                if timeout is not None
+                else ""
+            )
+            return Failure(f"{self.provider} request to {self.where} timed out{budget}", False)
+        if isinstance(exc, sdk.APIConnectionError):
+            cause = exc.__cause__ or exc.__context__
+            why = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
+            return Failure(
+                f"{self.provider} endpoint {self.where} is unreachable after {retries} "
+                f"retries ({why[:MAX_MESSAGE]})",
+                True,
+            )
+        if isinstance(exc, sdk.APIStatusError):
+            status = int(exc.status_code)
+            said = _server_message(exc)[:MAX_MESSAGE]
+            spent = f" after {retries} retries" if _retried(status) else ""
+            hint = ""
+            if status in (401, 403):
+                hint = f" (check {self.key_env})" if not self.config.base_url else ""
+            return Failure(
+                f"{self.provider} API error from {self.where}: HTTP {status}{spent}: {said}{hint}",
+                status in (401, 403),
+            )
+        if isinstance(exc, getattr(sdk, "APIError", ())):
+            return Failure(f"{self.provider} API error from {self.where}: {exc}", False)
+        return None
+
+    def close(self) -> None:
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # closing is best effort; the process is ending
+                pass
+
+    def describe(self) -> dict[str, Any]:
+        return {"policy": self.name, "model": self.model, **self.config.sampling()}
+
+
+def build_llm_policy(provider: str, extra: dict[str, Any]) -> RemoteModelPolicy:
+    """``--openenv-policy=openai|anthropic``: check model, SDK and key before any episode."""
+    if provider == "openai":
+        from .openai_policy import OpenAIPolicy as cls
+    else:
+        from .anthropic_policy import AnthropicPolicy as cls  # type: ignore[assignment]
+    model = extra.get("model")
+    replay = bool(extra.get("replay"))
+    endpoint = extra.get("llm-endpoint")
+    if not model:
+        example = "gpt-4o-mini" if provider == "openai" else "claude-sonnet-4-5"
+        raise pytest.UsageError(
+            f"--openenv-policy={provider} needs --openenv-model (e.g. --openenv-model={example})"
+        )
+    if not replay:
+        try:
+            __import__(cls.sdk)
+        except ImportError:
+            raise pytest.UsageError(
+                f"--openenv-policy={provider} needs the {cls.sdk} SDK, which is not installed: "
+                f"pip install 'pytest-openenv[{cls.extra}]'"
+            ) from None
+    key = os.environ.get(cls.key_env) or None
+    if key is None and endpoint:
+        key = PLACEHOLDER_KEY
+    if key is None and not replay:
+        raise pytest.UsageError(
+            f"--openenv-policy={provider} needs an API key: set {cls.key_env} in the "
+            "environment (keys are never read from options or files), or replay a cache "
+            "with --openenv-cache DIR --openenv-replay"
+        )
+    return cls(LLMConfig.from_extra(extra, str(model)), key)

@@ -1,0 +1,150 @@
+"""Compare this run with an earlier one: fail only on a statistically significant drop.
+
+``--openenv-baseline PATH`` names an earlier ``summary.json`` or the output folder
+holding one. It is read once at configure time (controller), so pointing it at the
+folder this run will overwrite works: the baseline is the previous run's summary.
+
+The test is one-sided: H0 "the pass rate did not drop", rejected when the
+two-proportion z statistic falls below the normal quantile of the confidence
+level (``--openenv-gate-confidence``, default 0.95), i.e. when a drop this large
+would happen by chance less than 1 - C of the time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import NormalDist
+from typing import Any
+
+import pytest
+
+from ..dataset.writer import SUMMARY
+
+DEFAULT_CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A pass rate as (successes, trials); successes may be fractional for pass@k."""
+
+    successes: float
+    trials: int
+
+    @property
+    def value(self) -> float:
+        return self.successes / self.trials
+
+
+@dataclass(frozen=True)
+class Baseline:
+    path: Path
+    rates: dict[str, Rate]
+
+    def rate(self, metric: str) -> Rate | None:
+        return self.rates.get(metric)
+
+
+def _usage(path: str, why: str) -> pytest.UsageError:
+    return pytest.UsageError(
+        f"--openenv-baseline={path!r} is not usable: {why}; pass an earlier run's summary.json "
+        "or the output folder that holds it"
+    )
+
+
+def load_baseline(raw: str, *, relative_to: Path) -> Baseline:
+    """Read an earlier summary; any problem is a usage error naming the option."""
+    path = Path(raw).expanduser()
+    if not path.is_absolute():
+        path = relative_to / path
+    if path.is_dir():
+        path = path / SUMMARY
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise _usage(raw, f"{path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _usage(raw, f"cannot read {path} ({exc})") from None
+    except ValueError as exc:
+        raise _usage(raw, f"{path} is not valid JSON ({exc})") from None
+    figures = payload.get("figures") if isinstance(payload, dict) else None
+    if not isinstance(figures, dict):
+        raise _usage(raw, f"{path} has no 'figures' object (is it a pytest-openenv summary?)")
+    passed, ran = figures.get("passed"), figures.get("ran")
+    if not (_count(passed) and _count(ran)) or passed > ran:
+        raise _usage(raw, f"{path} has no valid figures.passed / figures.ran counts")
+    if ran == 0:
+        raise _usage(raw, f"{path} records no episode that ran, so there is nothing to compare")
+    rates = {"pass@1": Rate(float(passed), int(ran))}
+    passk = payload.get("passk")
+    if isinstance(passk, dict) and _count(passk.get("problems_scored")):
+        scored = int(passk["problems_scored"])
+        for metric in ("pass@k", "pass^k"):
+            value = passk.get(metric)
+            if scored > 0 and isinstance(value, (int, float)):
+                rates[metric] = Rate(float(value) * scored, scored)
+    return Baseline(path=path, rates=rates)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+@dataclass(frozen=True)
+class Comparison:
+    metric: str
+    before: float
+    after: float
+    before_trials: int
+    after_trials: int
+    z: float | None
+    p_value: float
+    confidence: float
+
+    @property
+    def change(self) -> float:
+        return self.after - self.before
+
+    @property
+    def significant_drop(self) -> bool:
+        return self.p_value < 1.0 - self.confidence
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "baseline": self.before,
+            "current": self.after,
+            "change": self.change,
+            "baseline_n": self.before_trials,
+            "current_n": self.after_trials,
+            "z": self.z,
+            "p_value": self.p_value,
+            "confidence": self.confidence,
+            "significant_drop": self.significant_drop,
+        }
+
+
+def compare(before: Rate, after: Rate, *, metric: str, confidence: float) -> Comparison:
+    """One-sided two-proportion z-test (pooled variance) for a drop from ``before``."""
+    if before.trials <= 0 or after.trials <= 0:
+        raise ValueError("both rates need at least one trial")
+    pooled = (before.successes + after.successes) / (before.trials + after.trials)
+    variance = pooled * (1.0 - pooled) * (1.0 / before.trials + 1.0 / after.trials)
+    if variance <= 0.0:
+        # Both runs all-pass or both all-fail: identical, nothing dropped.
+        z, p_value = None, 1.0
+    else:
+        z = (after.value - before.value) / math.sqrt(variance)
+        p_value = NormalDist().cdf(z)
+    return Comparison(
+        metric=metric,
+        before=before.value,
+        after=after.value,
+        before_trials=before.trials,
+        after_trials=after.trials,
+        z=z,
+        p_value=p_value,
+        confidence=confidence,
+    )

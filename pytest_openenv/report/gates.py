@@ -1,0 +1,320 @@
+"""Gate rules and the session verdict (controller only).
+
+With any gate option set (``--openenv-min-pass-rate``, ``--openenv-min-mean-reward``,
+``--openenv-baseline``), a failing episode no longer fails the session by itself:
+the gate decides. Errored episodes count as not passed. Each check names the rule
+it applied, the figure it read and the threshold, so a red CI job says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .baseline import DEFAULT_CONFIDENCE, Baseline, Comparison, Rate, compare, load_baseline
+from .passk import PassAtK
+from .stats import RunningMean, wilson_interval, z_for
+
+if TYPE_CHECKING:
+    from ..options import Settings
+
+GATE_FLAGS = ("min-pass-rate", "min-mean-reward", "baseline")
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    min_pass_rate: float | None = None
+    min_mean_reward: float | None = None
+    #: None: compare point estimates
+    confidence: float | None = None
+    metric: str = "pass@1"
+    baseline: Baseline | None = None
+
+    @property
+    def active(self) -> bool:
+        return (
+            self.min_pass_rate is not None
+            or self.min_mean_reward is not None
+            or self.baseline is not None
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, invocation_dir: Path) -> GateConfig:
+        """Read the gate options; loading the baseline here makes a bad path a usage error."""
+        extra = settings.extra
+        raw_baseline = extra.get("baseline")
+        baseline = load_baseline(raw_baseline, relative_to=invocation_dir) if raw_baseline else None
+        return cls(
+            min_pass_rate=extra.get("min-pass-rate"),
+            min_mean_reward=extra.get("min-mean-reward"),
+            confidence=extra.get("gate-confidence"),
+            metric=extra.get("gate-metric") or "pass@1",
+            baseline=baseline,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "min_pass_rate": self.min_pass_rate,
+            "min_mean_reward": self.min_mean_reward,
+            "confidence": self.confidence,
+            "metric": self.metric,
+            "baseline": str(self.baseline.path) if self.baseline else None,
+        }
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    #: the rule in words, e.g. "lower 95% Wilson bound of pass@1 >= 0.8"
+    rule: str
+    #: the point estimate
+    value: float | None
+    #: the figure compared with the threshold (the estimate, or its lower bound)
+    compared: float | None
+    threshold: float | None
+    passed: bool
+    detail: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "check": self.name,
+            "rule": self.rule,
+            "value": self.value,
+            "compared": self.compared,
+            "threshold": self.threshold,
+            "passed": self.passed,
+            "detail": self.detail,
+            **self.extra,
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    config: GateConfig
+    checks: list[Check]
+    #: failed or errored tests that are not episodes: they fail the run whatever the gate says
+    other_failures: int = 0
+
+    @property
+    def gate_passed(self) -> bool:
+        return all(check.passed for check in self.checks)
+
+    @property
+    def passed(self) -> bool:
+        return self.gate_passed and self.other_failures == 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": "pass" if self.gate_passed else "fail",
+            "passed": self.gate_passed,
+            "config": self.config.to_json(),
+            "checks": [check.to_json() for check in self.checks],
+            "other_failures": self.other_failures,
+            "policy": POLICY_TEXT,
+        }
+
+    def lines(self) -> list[str]:
+        word = "PASSED" if self.gate_passed else "FAILED"
+        lines = [f"gate: {word}"]
+        for check in self.checks:
+            mark = "ok  " if check.passed else "FAIL"
+            lines.append(f"  [{mark}] {check.name}: {check.rule} -- {check.detail}")
+        lines.append(f"  rule: {POLICY_TEXT}")
+        if self.other_failures:
+            lines.append(
+                f"  {self.other_failures} non-episode test(s) failed: the run fails regardless"
+            )
+        return lines
+
+    def markdown(self) -> str:
+        rows = [
+            "| check | rule | figure | threshold | result |",
+            "|---|---|---|---|---|",
+        ]
+        for check in self.checks:
+            rows.append(
+                f"| {check.name} | {_md(check.rule)} | {_md(check.detail)} | "
+                f"{_fmt(check.threshold)} | {'pass' if check.passed else '**FAIL**'} |"
+            )
+        head = f"**Gate: {'PASSED' if self.gate_passed else 'FAILED'}**"
+        tail = f"_{POLICY_TEXT}_"
+        if self.other_failures:
+            tail += f" {self.other_failures} non-episode test(s) failed."
+        return "\n".join([head, "", *rows, "", tail])
+
+
+POLICY_TEXT = (
+    "with a gate set, failing episodes alone do not fail the session; the gate decides "
+    "(errored episodes count as not passed)"
+)
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.4g}"
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _level(confidence: float) -> str:
+    return f"{100 * confidence:g}%"
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """What the gate reads: episode counts, rewards of finished episodes, pass@k."""
+
+    passed: int
+    ran: int
+    reward: RunningMean
+    passk: PassAtK
+
+
+def pass_rate_sample(figures: RunFigures, metric: str) -> Rate | None:
+    """The measured rate for a metric as (successes, trials); None when nothing ran."""
+    if metric == "pass@1":
+        return Rate(float(figures.passed), figures.ran) if figures.ran else None
+    value = figures.passk.metric(metric)
+    scored = figures.passk.problems_scored
+    if value is None or scored == 0:
+        return None
+    return Rate(value * scored, scored)
+
+
+def check_pass_rate(config: GateConfig, figures: RunFigures) -> Check:
+    threshold = config.min_pass_rate
+    assert threshold is not None
+    metric = config.metric
+    k = figures.passk.k
+    name_of = metric.replace("k", str(k)) if metric != "pass@1" else metric
+    sample = pass_rate_sample(figures, metric)
+    if config.confidence is None:
+        rule = f"{name_of} >= {threshold:g} (point estimate)"
+    else:
+        rule = f"lower {_level(config.confidence)} Wilson bound of {name_of} >= {threshold:g}"
+    if sample is None:
+        return Check(
+            "pass rate",
+            rule,
+            None,
+            None,
+            threshold,
+            False,
+            f"no {name_of} figure: no episode ran"
+            + ("" if metric == "pass@1" else f" {k} times for one seed"),
+        )
+    unit = "episodes" if metric == "pass@1" else "seeds"
+    counts = (
+        f"{int(sample.successes)}/{sample.trials}"
+        if metric == "pass@1"
+        else f"over {sample.trials} {unit}"
+    )
+    if config.confidence is None:
+        compared = sample.value
+        detail = f"{name_of} = {_pct(sample.value)} ({counts})"
+    else:
+        compared = wilson_interval(sample.successes, sample.trials, config.confidence)[0]  # type: ignore[arg-type]
+        detail = f"{name_of} = {_pct(sample.value)} ({counts}), lower bound {_pct(compared)}"
+    return Check(
+        "pass rate",
+        rule,
+        sample.value,
+        compared,
+        threshold,
+        compared >= threshold,
+        detail,
+        {"metric": metric, "k": k, "trials": sample.trials},
+    )
+
+
+def check_mean_reward(config: GateConfig, figures: RunFigures) -> Check:
+    threshold = config.min_mean_reward
+    assert threshold is not None
+    reward = figures.reward
+    if config.confidence is None:
+        rule = f"mean reward >= {threshold:g} (point estimate)"
+    else:
+        rule = f"lower {_level(config.confidence)} normal bound of mean reward >= {threshold:g}"
+    mean = reward.mean
+    if mean is None:
+        return Check("mean reward", rule, None, None, threshold, False, "no episode finished")
+    detail = f"mean reward = {mean:.4g} over {reward.count} finished episode(s)"
+    compared = mean
+    if config.confidence is not None:
+        stderr = reward.stderr
+        if stderr is None:
+            return Check(
+                "mean reward",
+                rule,
+                mean,
+                None,
+                threshold,
+                False,
+                detail + "; a confidence bound needs at least 2 finished episodes",
+            )
+        compared = mean - z_for(config.confidence) * stderr
+        detail += f" (s.e. {stderr:.3g}), lower bound {compared:.4g}"
+    return Check(
+        "mean reward",
+        rule,
+        mean,
+        compared,
+        threshold,
+        compared >= threshold,
+        detail,
+        {"finished": reward.count},
+    )
+
+
+def check_baseline(config: GateConfig, figures: RunFigures) -> Check:
+    baseline = config.baseline
+    assert baseline is not None
+    metric = config.metric
+    confidence = config.confidence or DEFAULT_CONFIDENCE
+    rule = (
+        f"no significant drop in {metric} vs {baseline.path} "
+        f"(one-sided two-proportion z-test, {_level(confidence)})"
+    )
+    before = baseline.rate(metric)
+    after = pass_rate_sample(figures, metric)
+    if before is None:
+        return Check(
+            "baseline", rule, None, None, None, False, f"the baseline has no {metric} figure"
+        )
+    if after is None:
+        return Check("baseline", rule, None, None, before.value, False, "no episode ran")
+    result: Comparison = compare(before, after, metric=metric, confidence=confidence)
+    sign = "+" if result.change >= 0 else ""
+    detail = (
+        f"{metric} {_pct(result.before)} (n={result.before_trials}) -> {_pct(result.after)} "
+        f"(n={result.after_trials}), change {sign}{100 * result.change:.1f} points, "
+        f"p = {result.p_value:.3g}" + (" (significant drop)" if result.significant_drop else "")
+    )
+    return Check(
+        "baseline",
+        rule,
+        result.after,
+        result.p_value,
+        1.0 - confidence,
+        not result.significant_drop,
+        detail,
+        {"comparison": result.to_json()},
+    )
+
+
+def evaluate(config: GateConfig, figures: RunFigures, *, other_failures: int = 0) -> Verdict:
+    checks: list[Check] = []
+    if config.min_pass_rate is not None:
+        checks.append(check_pass_rate(config, figures))
+    if config.min_mean_reward is not None:
+        checks.append(check_mean_reward(config, figures))
+    if config.baseline is not None:
+        checks.append(check_baseline(config, figures))
+    return Verdict(config=config, checks=checks, other_failures=other_failures)

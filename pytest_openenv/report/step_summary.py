@@ -1,0 +1,77 @@
+"""The run summary as Markdown for ``$GITHUB_STEP_SUMMARY`` (controller only).
+
+GitHub Actions renders whatever a step appends to the file named by that
+variable on the job's summary page; we append (never truncate) so several
+pytest invocations in one step each add their own table.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .gates import Verdict
+from .passk import PassAtK
+
+ENV_VAR = "GITHUB_STEP_SUMMARY"
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def summary_markdown(
+    figures: dict[str, Any], passk: PassAtK | None, verdict: Verdict | None, output: str
+) -> str:
+    f = figures
+    low, high = f["pass_rate_ci95"]
+    rows = [
+        ("env", ", ".join(f["envs"]) or "n/a"),
+        ("policy", ", ".join(f["policies"]) or "n/a"),
+    ]
+    if f["models"]:
+        rows.append(("model", ", ".join(f["models"])))
+    rows += [
+        (
+            "episodes",
+            f"{f['passed']} passed, {f['failed']} failed, {f['errored']} errored, "
+            f"{f['skipped']} skipped",
+        ),
+        ("pass rate", f"{_pct(f['pass_rate'])} (95% Wilson CI {_pct(low)} - {_pct(high)})"),
+    ]
+    if f["mean_reward"] is not None:
+        se = f["mean_reward_stderr"]
+        rows.append(
+            ("mean reward", f"{f['mean_reward']:.3f}" + (f" ± {se:.3f}" if se is not None else ""))
+        )
+    if passk is not None and passk.k > 1:
+        rows.append(
+            (
+                f"pass@{passk.k} / pass^{passk.k}",
+                f"{_pct(passk.pass_at_k)} / {_pct(passk.pass_hat_k)} "
+                f"over {passk.problems_scored} seeds (pass@1 {_pct(passk.pass_at_1)})",
+            )
+        )
+    rows.append(("output", f"`{output}`"))
+    lines = ["### pytest-openenv", "", "| | |", "|---|---|"]
+    lines += [f"| {name} | {_md(value)} |" for name, value in rows]
+    if verdict is not None:
+        lines += ["", verdict.markdown()]
+    return "\n".join(lines) + "\n\n"
+
+
+def append_step_summary(markdown: str) -> str | None:
+    """Append to ``$GITHUB_STEP_SUMMARY`` if set; returns an error text instead of raising."""
+    target = os.environ.get(ENV_VAR)
+    if not target:
+        return None
+    try:
+        with open(target, "a", encoding="utf-8") as handle:
+            handle.write(markdown)
+    except OSError as exc:
+        return f"cannot append to ${ENV_VAR} ({target}): {exc}"
+    return None

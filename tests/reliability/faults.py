@@ -1,0 +1,192 @@
+"""Fault injection helpers: pytest runs we can kill, interrupt and starve mid-flight.
+
+``pytester.runpytest_subprocess`` waits for the run to end, so these tests start
+pytest with ``subprocess.Popen`` in a fresh folder, in a new process group (so a
+kill reaches xdist workers too and nothing outlives the test), with stdout and
+stderr in files (a full pipe must never stall the run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ENV = "openspiel:tic_tac_toe"
+
+#: An episode test whose policy can be slowed down or made to kill its own process,
+#: steered by environment variables so one file serves every fault test.
+EPISODE_TEST = '''
+import os
+import time
+
+import pytest
+
+from pytest_openenv.policies.scripted import ScriptedPolicy
+
+
+class FaultyScripted(ScriptedPolicy):
+    """The scripted teacher, slowed down, and dying on the episode seeds it is told to."""
+
+    def act(self, turn):
+        time.sleep(float(os.environ.get("FAULT_DELAY", "0")))
+        if str(turn.seed) in os.environ.get("FAULT_EXIT_SEEDS", "").split(","):
+            os._exit(13)
+        if str(turn.seed) in os.environ.get("FAULT_SEGV_SEEDS", "").split(","):
+            import ctypes
+
+            ctypes.string_at(0)  # a real segmentation fault inside the policy
+        return super().act(turn)
+
+
+@pytest.fixture
+def openenv_policy():
+    return FaultyScripted()
+
+
+def test_ep(episode):
+    assert episode.passed, episode.explain()
+'''
+
+
+@dataclass
+class Finished:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def text(self) -> str:
+        return self.stdout + self.stderr
+
+    def assert_clean(self) -> None:
+        assert "INTERNALERROR" not in self.text, self.text[-4000:]
+        assert "Traceback (most recent call last)" not in self.stderr, self.stderr[-4000:]
+
+
+@dataclass
+class Run:
+    proc: subprocess.Popen[bytes]
+    folder: Path
+    output: Path
+    logs: tuple[Path, Path]
+    started: float = field(default_factory=time.monotonic)
+
+    def lines(self, name: str = "results.jsonl") -> int:
+        try:
+            return (self.output / name).read_bytes().count(b"\n")
+        except OSError:
+            return 0
+
+    def rows(self) -> int:
+        return self.lines("results.jsonl") + self.lines("failures.jsonl")
+
+    def wait_rows(self, count: int, timeout: float = 60) -> bool:
+        """Until ``count`` rows are on disk; False if the run ended first."""
+        deadline = time.monotonic() + timeout
+        while self.rows() < count:
+            if self.proc.poll() is not None:
+                return False
+            assert time.monotonic() < deadline, f"no {count} rows after {timeout}s"
+            time.sleep(0.002)
+        return True
+
+    def signal_group(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
+
+    def signal_controller(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.proc.pid, sig)
+
+    def wait(self, timeout: float = 120) -> Finished:
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.signal_group(signal.SIGKILL)
+            self.proc.wait()
+            raise AssertionError(
+                f"pytest did not end within {timeout}s: {self.read()[0][-3000:]}"
+            ) from None
+        stdout, stderr = self.read()
+        return Finished(self.proc.returncode, stdout, stderr)
+
+    def read(self) -> tuple[str, str]:
+        return tuple(p.read_text(errors="replace") for p in self.logs)  # type: ignore[return-value]
+
+
+class Launcher:
+    """Starts pytest runs in one folder; kills whatever is left at teardown."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.output = folder / "out"
+        self.runs: list[Run] = []
+
+    def write_episode_test(self) -> None:
+        (self.folder / "test_eps.py").write_text(EPISODE_TEST)
+
+    def start(self, *args: str, env: dict[str, str] | None = None) -> Run:
+        number = len(self.runs)
+        logs = (self.folder.parent / f"run{number}.out", self.folder.parent / f"run{number}.err")
+        full_env = {
+            key: value
+            for key, value in os.environ.items()
+            if not key.startswith(("PYTEST_", "FAULT_", "GITHUB_STEP_SUMMARY"))
+        }
+        full_env.update(env or {})
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            f"--openenv-output={self.output}",
+            *args,
+        ]
+        with logs[0].open("wb") as out, logs[1].open("wb") as err:
+            proc = subprocess.Popen(
+                command,
+                cwd=self.folder,
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                env=full_env,
+                start_new_session=True,
+            )
+        run = Run(proc, self.folder, self.output, logs)
+        self.runs.append(run)
+        return run
+
+    def run(self, *args: str, env: dict[str, str] | None = None, timeout: float = 120) -> Finished:
+        finished = self.start(*args, env=env).wait(timeout)
+        finished.assert_clean()
+        return finished
+
+    def close(self) -> None:
+        for run in self.runs:
+            if run.proc.poll() is None:
+                run.signal_group(signal.SIGKILL)
+                run.proc.wait()
+            # xdist workers of a killed controller: same process group, gone with it
+            run.signal_group(signal.SIGKILL)
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """Every line whole and a JSON object; a torn line fails the test."""
+    if not path.exists():
+        return []
+    raw = path.read_bytes()
+    assert raw == b"" or raw.endswith(b"\n"), f"{path} ends in a torn line: {raw[-200:]!r}"
+    return [json.loads(line) for line in raw.splitlines() if line.strip()]
+
+
+def episode_ids(rows: list[dict[str, Any]]) -> list[str]:
+    return [row["episode_id"] for row in rows]

@@ -1,0 +1,273 @@
+"""Issue 2 end to end: episodes as items, one writer, xdist, resume, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import read_jsonl
+
+EPISODE_RECORD_KEYS = {
+    "episode_id",
+    "messages",
+    "reward",
+    "done",
+    "tool_trace",
+    "metrics",
+    "verify_metrics",
+    "artifacts",
+    "task",
+    "extra",
+}
+OUR_KEYS = {"schema_version", "env", "seed", "policy", "model", "tools", "test", "passed"}
+TTT = "--openenv-env=openspiel:tic_tac_toe"
+
+
+def outcome_counts(result: pytest.RunResult) -> dict[str, int]:
+    return result.parseoutcomes()
+
+
+def test_headline_command_with_8_workers(run_pytest, pytester: pytest.Pytester) -> None:
+    result = run_pytest(TTT, "--openenv-n=200", "-n", "8")
+    counts = outcome_counts(result)
+    assert counts.get("passed", 0) + counts.get("failed", 0) == 200
+    out = pytester.path / "openenv-results"
+    results = read_jsonl(out / "results.jsonl")
+    failures = read_jsonl(out / "failures.jsonl")
+    assert len(results) == counts["passed"]
+    assert len(failures) == counts.get("failed", 0) + counts.get("errors", 0)
+    ids = [r["episode_id"] for r in results + failures]
+    assert len(ids) == len(set(ids)) == 200
+    assert [r["episode_id"] for r in results] == sorted(r["episode_id"] for r in results)
+    for row in results + failures:
+        assert EPISODE_RECORD_KEYS | OUR_KEYS <= set(row), set(row) ^ (EPISODE_RECORD_KEYS | OUR_KEYS)
+    assert all(r["passed"] and r["reward"] >= 0 for r in results)
+    assert all(not r["passed"] and r["failure"]["outcome"] == "failed" for r in failures)
+    for name in ("metadata.json", "summary.json", "README.md"):
+        assert (out / name).exists(), name
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["figures"]["passed"] == len(results)
+    assert "pass rate:" in result.stdout.str()
+    assert "95% Wilson CI" in result.stdout.str()
+
+
+def _episodes(folder: Path) -> dict[str, tuple[float, list[str]]]:
+    rows = read_jsonl(folder / "results.jsonl") + read_jsonl(folder / "failures.jsonl")
+    return {
+        r["episode_id"]: (r["reward"], [t["arguments"] for t in r["tool_trace"]]) for r in rows
+    }
+
+
+def test_same_seed_same_episodes_across_worker_counts_and_runs(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    seen = []
+    for extra in (["-n", "0"], ["-n", "3"], ["-n", "0"]):
+        out = f"out{len(seen)}"
+        run_pytest(
+            TTT, "--openenv-n=12", "--openenv-seed=5", "--openenv-policy=random",
+            f"--openenv-output={out}", *extra,
+        )
+        seen.append(_episodes(pytester.path / out))
+    assert len(seen[0]) == 12
+    assert seen[0] == seen[1] == seen[2]
+    assert len({tuple(v[1]) for v in seen[0].values()}) > 1, "random policy should vary by seed"
+
+
+SLOW_SUITE = """
+import time
+import pytest
+from pytest_openenv.policies.scripted import ScriptedPolicy
+
+class SlowScripted(ScriptedPolicy):
+    def act(self, turn):
+        time.sleep(0.02)
+        return super().act(turn)
+
+@pytest.fixture
+def openenv_policy():
+    return SlowScripted()
+
+@pytest.mark.openenv("openspiel:tic_tac_toe", n=300)
+def test_game(episode):
+    assert episode.passed, episode.explain()
+"""
+
+
+def test_sigkill_leaves_whole_lines_and_resume_completes(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_slow=SLOW_SUITE)
+    results = pytester.path / "openenv-results" / "results.jsonl"
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_slow.py"]
+    proc = subprocess.Popen(
+        cmd, cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if results.exists() and results.read_bytes().count(b"\n") >= 20:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    before = read_jsonl(results)  # fails on a torn line
+    assert 20 <= len(before) < 300
+    resumed = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--openenv-resume")
+    counts = resumed.parseoutcomes()
+    assert counts.get("skipped", 0) >= len(before)
+    after = read_jsonl(results)
+    failures = read_jsonl(pytester.path / "openenv-results" / "failures.jsonl")
+    ids = [r["episode_id"] for r in after]
+    assert len(ids) == len(set(ids)), "a passing episode was written twice"
+    assert {r["episode_id"] for r in before} <= set(ids), "resume lost earlier rows"
+    assert len(after) + len(failures) == 300
+    assert "skipped" in resumed.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("env", "config"),
+    [("openspiel:connect_four", "{}"), ("openspiel:catch", "{}"), ("openspiel:tic_tac_toe",
+                                                                    '{"agent_player": 1}')],
+)
+def test_other_games_and_seats(run_pytest, pytester: pytest.Pytester, env: str, config: str) -> None:
+    result = run_pytest(
+        f"--openenv-env={env}", "--openenv-n=4", f"--openenv-env-config={config}",
+        "--openenv-max-turns=60",
+    )
+    counts = outcome_counts(result)
+    assert counts.get("passed", 0) + counts.get("failed", 0) == 4
+    rows = _episodes(pytester.path / "openenv-results")
+    assert len(rows) == 4
+    assert all(actions for _, actions in rows.values())
+
+
+def test_verbose_lines_show_reward_and_turns(run_pytest) -> None:
+    result = run_pytest(TTT, "--openenv-n=3", "-v")
+    result.stdout.re_match_lines([r".*openenv::test_episode\[ep-000000\] (PASSED|FAILED) \(reward="])
+
+
+def test_plugin_is_inert_without_episode_tests(run_pytest, pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_plain="def test_ok():\n    assert 1 + 1 == 2\n")
+    result = run_pytest("test_plain.py", TTT)
+    result.assert_outcomes(passed=1)
+    assert not (pytester.path / "openenv-results").exists()
+    assert "pass rate:" not in result.stdout.str()
+    assert "= openenv =" not in result.stdout.str()
+
+
+def test_user_suite_with_marker_on_two_workers(run_pytest, pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_user="""
+        import pytest
+
+        @pytest.mark.openenv("openspiel:tic_tac_toe", n=6, policy="random", seed=7)
+        def test_never_crashes(episode):
+            assert episode.done
+            assert episode.turns >= 3
+            assert episode.messages[0]["role"] == "system"
+
+        def test_not_an_episode():
+            assert True
+        """
+    )
+    result = run_pytest("-n", "2")
+    result.assert_outcomes(passed=7)
+    rows = read_jsonl(pytester.path / "openenv-results" / "results.jsonl")
+    assert sorted(r["seed"] for r in rows) == list(range(7, 13))
+    assert {r["policy"] for r in rows} == {"random"}
+    assert all(r["test"].startswith("test_user.py::test_never_crashes[ep-") for r in rows)
+
+
+def test_existing_results_are_moved_aside_not_destroyed(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    run_pytest(TTT, "--openenv-n=3")
+    out = pytester.path / "openenv-results"
+    first = (out / "results.jsonl").read_bytes()
+    run_pytest(TTT, "--openenv-n=2")
+    kept = [p for p in out.iterdir() if p.name.startswith("results.") and p.name != "results.jsonl"]
+    assert len(kept) == 1 and kept[0].read_bytes() == first
+    assert len(read_jsonl(out / "results.jsonl")) <= 2
+
+
+def test_loadscope_warns(run_pytest) -> None:
+    result = run_pytest(TTT, "--openenv-n=2", "-n", "2", "--dist", "loadscope")
+    assert "--dist loadscope sends all episodes" in result.stdout.str()
+
+
+def test_resume_skips_done_and_reruns_failed(run_pytest, pytester: pytest.Pytester) -> None:
+    first = run_pytest(TTT, "--openenv-n=20")
+    passed = first.parseoutcomes()["passed"]
+    failed = first.parseoutcomes().get("failed", 0)
+    assert failed > 0, "seeds 0..19 include losses for the first-legal policy"
+    again = run_pytest(TTT, "--openenv-n=20", "--openenv-resume")
+    counts = again.parseoutcomes()
+    assert counts["skipped"] == passed
+    assert counts.get("failed", 0) == failed
+    out = pytester.path / "openenv-results"
+    assert len(read_jsonl(out / "results.jsonl")) == passed
+    assert len(read_jsonl(out / "failures.jsonl")) == failed
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--openenv-env=nosuch:thing"], "unknown env family 'nosuch'"),
+        (["--openenv-env=openspiel:tic_tac_to"], "did you mean tic_tac_toe"),
+        (["--openenv-env=tictactoe"], "family:variant"),
+        ([TTT, "--openenv-n=0"], "--openenv-n="),
+        ([TTT, "--openenv-n=many"], "--openenv-n="),
+        ([TTT, "--openenv-env-config={bad json"], "--openenv-env-config="),
+        ([TTT, "--openenv-env-config=[1]"], "--openenv-env-config="),
+        ([TTT, '--openenv-env-config={"opponent": "smart"}'], "opponent 'smart'"),
+        ([TTT, "--openenv-policy=genius"], "--openenv-policy="),
+        ([TTT, "--openenv-output=blocker/sub"], "--openenv-output="),
+    ],
+)
+def test_bad_input_is_a_usage_error(
+    run_pytest, pytester: pytest.Pytester, args: list[str], needle: str
+) -> None:
+    (pytester.path / "blocker").write_text("a file, not a folder")
+    result = run_pytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert needle in result.stderr.str(), result.stderr.str()
+    assert not (pytester.path / "openenv-results").exists()
+
+
+def test_corrupt_results_on_resume_names_file_and_line(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    out = pytester.path / "openenv-results"
+    out.mkdir()
+    good = json.dumps({"episode_id": "ep-000000", "test": "x"})
+    (out / "results.jsonl").write_text(f"{good}\n{{not json\n{good}\n")
+    result = run_pytest(TTT, "--openenv-resume")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"{out / 'results.jsonl'}:2" in result.stderr.str()
+    assert (out / "results.jsonl").read_text().count("\n") == 3, "must not touch the file"
+
+
+def test_ini_keys_work_and_cli_wins(run_pytest, pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nopenenv_env = openspiel:tic_tac_toe\nopenenv_n = 3\n")
+    result = run_pytest()
+    assert sum(result.parseoutcomes().get(k, 0) for k in ("passed", "failed")) == 3
+    result = run_pytest("--openenv-n=2")
+    assert sum(result.parseoutcomes().get(k, 0) for k in ("passed", "failed")) == 2
+
+
+def test_import_does_not_load_heavy_modules() -> None:
+    code = (
+        "import sys, pytest_openenv.plugin\n"
+        "heavy = [m for m in ('pyspiel', 'openai', 'anthropic', 'reasoning_gym', "
+        "'huggingface_hub', 'datasets', 'hypothesis', 'websockets') if m in sys.modules]\n"
+        "print(heavy)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    assert out.stdout.strip() == "[]"
