@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from .dataset.card import build_card
+from .dataset.card import render_card
+from .dataset.hub import HubPublisher
 from .dataset.jsonl import CorruptLine, scan
 from .dataset.writer import CARD, METADATA, SUMMARY, DatasetWriter
 from .options import Settings
@@ -52,6 +53,8 @@ class Controller:
         self.active = False
         self.started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.write_error: str | None = None
+        # publishing (issue 6): a missing Hub token is a usage error before any episode
+        self.publisher = HubPublisher.from_settings(settings)
         # evaluation (issue 5): gate config is read here so a bad baseline is a usage error
         self.gate = GateConfig.from_settings(
             settings, invocation_dir=Path(config.invocation_params.dir)
@@ -100,7 +103,8 @@ class Controller:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.apply_gate(session)
         self.finish(int(session.exitstatus))
-        if self.write_error and session.exitstatus == pytest.ExitCode.OK:
+        push_failed = self.publisher is not None and self.publisher.failed
+        if (self.write_error or push_failed) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -262,6 +266,7 @@ class Controller:
             "python": platform.python_version(),
             "pytest": pytest.__version__,
             "platform": sys.platform,
+            "license": self.settings.extra.get("license"),
         }
 
     def finish(self, exitstatus: int) -> None:
@@ -282,13 +287,31 @@ class Controller:
             metadata = self.metadata()
             self.writer.write_json(METADATA, metadata)
             self.writer.write_json(SUMMARY, summary)
-            self.writer.write_text(CARD, build_card(summary, metadata))
+            card = render_card(
+                self.writer.folder,
+                summary,
+                metadata,
+                repo_id=self.settings.extra.get("push-to-hub"),
+            )
+            self.writer.write_text(CARD, card)
         except OSError as exc:
             self.write_error = self.write_error or f"cannot write to {self.writer.folder}: {exc}"
+        self.publish(exitstatus)
         markdown = summary_markdown(
             self.figures(), self.passk.result(), self.verdict, str(self.settings.output)
         )
         self.step_summary_error = append_step_summary(markdown)
+
+    def publish(self, exitstatus: int) -> None:
+        """Push the final output folder to the Hub, once (see dataset/hub.py)."""
+        if self.publisher is None:
+            return
+        if self.write_error:
+            self.publisher.skip(self.writer.folder, "the output folder was not written completely")
+        elif exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            self.publisher.skip(self.writer.folder, f"the run ended early (exit code {exitstatus})")
+        else:
+            self.publisher.publish(self.writer.folder)
 
     def terminal_lines(self) -> list[str]:
         lines = summary_lines(self.figures(), str(self.settings.output))
@@ -319,6 +342,8 @@ class Controller:
                 f"interrupted after {self.tally.total}{of} episodes; everything finished is "
                 f"in {self.writer.folder}. Run the same command with --openenv-resume to finish"
             )
+        if self.publisher is not None:
+            lines.extend(self.publisher.terminal_lines())
         if self.write_error:
             lines.append(f"ERROR: {self.write_error}")
             if self.unsaved:

@@ -136,6 +136,14 @@ class Episode:
         return stable_row(row)
 
 
+#: Characters JSON leaves raw in strings but line readers (``str.splitlines``, older
+#: JavaScript) treat as line breaks: escaped so one row is always one line.
+LINE_BREAKS_JSON_KEEPS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
 def dumps_record(record: dict[str, Any]) -> str:
     """One JSONL line body: compact, UTF-8 kept readable, no NaN (JSON has none)."""
-    return json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    for char, escaped in LINE_BREAKS_JSON_KEEPS.items():
+        text = text.replace(char, escaped)  # only ever inside strings: lossless
+    return text

@@ -152,6 +152,18 @@ def _http_url(flag: str, raw: Any) -> str:
     return text
 
 
+def _hub_repo(flag: str, raw: Any) -> str:
+    from .dataset.hub import repo_id_option
+
+    return repo_id_option(flag, raw)
+
+
+def _hub_license(flag: str, raw: Any) -> str:
+    from .dataset.hub import license_option
+
+    return license_option(flag, raw)
+
+
 @dataclass(frozen=True)
 class Option:
     flag: str
@@ -310,6 +322,36 @@ OPTIONS: list[Option] = [
         _flag,
         False,
         is_flag=True,
+    ),
+    # -- publishing (dataset/hub.py, dataset/card.py) --
+    Option(
+        "push-to-hub",
+        "after the run, upload the output folder as the Hub dataset repo REPO (owner/name); "
+        "token from HF_TOKEN or `hf auth login`",
+        _hub_repo,
+        None,
+        "REPO",
+    ),
+    Option(
+        "private",
+        "with --openenv-push-to-hub: create the dataset repo private",
+        _flag,
+        False,
+        is_flag=True,
+    ),
+    Option(
+        "commit-message",
+        "with --openenv-push-to-hub: the commit message (default: episodes, env, pass rate)",
+        _text,
+        None,
+        "MSG",
+    ),
+    Option(
+        "license",
+        "license id for the dataset card, e.g. mit or cc-by-4.0 (default: none stated)",
+        _hub_license,
+        None,
+        "ID",
     ),
 ]
 

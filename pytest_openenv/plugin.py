@@ -20,6 +20,7 @@ from .episode import Episode, EpisodeSpec
 from .options import Settings, check_output_writable, register
 from .policies.adapt import as_policy
 from .policies.base import Policy
+from .prefetch import Runahead
 from .preflight import check_servers
 from .runner import EnvFactory, EpisodeError
 from .worker import (
@@ -33,6 +34,7 @@ from .worker import (
 
 SETTINGS_KEY = pytest.StashKey[Settings]()
 SERVICE_KEY = pytest.StashKey[EpisodeService]()
+RUNAHEAD_KEY = pytest.StashKey[Runahead]()
 CONTROLLER_KEY = pytest.StashKey[Controller]()
 BUNDLED_KEY = pytest.StashKey[bool]()
 RESUME_KEY = pytest.StashKey[frozenset[str]]()
@@ -57,6 +59,7 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = Settings.from_config(config)
     config.stash[SETTINGS_KEY] = settings
     config.stash[SERVICE_KEY] = EpisodeService(settings)
+    config.stash[RUNAHEAD_KEY] = Runahead.from_settings(config, config.stash[SERVICE_KEY])
     if settings.extra.get("server") and not is_worker(config):
         check_servers(settings)  # one GET /health each: a down server is one usage error
     if settings.env:
@@ -177,12 +180,17 @@ def openenv_snapshot(snapshot: Any) -> Any:
 def episode(request: pytest.FixtureRequest, openenv_env: Any, openenv_policy: Any) -> Episode:
     """Run the episode during setup and return it finished."""
     spec = _spec_of(request)
-    service = request.config.stash[SERVICE_KEY]
+    runahead = request.config.stash[RUNAHEAD_KEY]  # inline, or concurrent (prefetch.py)
     try:
-        finished = service.run(spec, openenv_env, as_policy(openenv_policy))
+        finished = runahead.episode(request.node, spec, openenv_env, as_policy(openenv_policy))
     except EpisodeError as exc:
-        request.node.stash[ERROR_KEY] = str(exc)
-        pytest.fail(f"episode error: {exc}", pytrace=False)
+        error = str(exc)
+    else:
+        error = None
+    if error is not None:
+        # failed outside the except block, so the report shows the message, not its chain
+        request.node.stash[ERROR_KEY] = error
+        pytest.fail(f"episode error: {error}", pytrace=False)
     request.node.stash[EPISODE_KEY] = finished
     return finished
 
@@ -222,6 +230,9 @@ def pytest_report_teststatus(
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    runahead = session.config.stash.get(RUNAHEAD_KEY, None)
+    if runahead is not None:
+        runahead.close()
     service = session.config.stash.get(SERVICE_KEY, None)
     if service is not None:
         service.close()

@@ -27,9 +27,16 @@ def assert_clean(result: pytest.RunResult) -> None:
     assert "Traceback (most recent call last)" not in result.stderr.str(), result.stderr.str()
 
 
+#: set in xdist workers; a child pytest that inherits them believes it is a worker too
+#: (syrupy then skips its snapshot report and writes), so the child must not see them
+XDIST_WORKER_VARS = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+
+
 @pytest.fixture
-def run_pytest(pytester: pytest.Pytester):
+def run_pytest(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
     """Run pytest in a subprocess in the pytester folder; returns the RunResult."""
+    for name in XDIST_WORKER_VARS:
+        monkeypatch.delenv(name, raising=False)
 
     def run(*args: str, timeout: float = 300) -> pytest.RunResult:
         result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=timeout)

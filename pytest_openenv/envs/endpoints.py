@@ -109,9 +109,8 @@ class ServerURL:
 
     def scrub(self, text: str) -> str:
         """Remove this server's credentials from an error text we did not write."""
-        for secret in (self.password, self.username):
-            if secret:
-                text = text.replace(secret, "***")
+        if self.password:
+            text = text.replace(self.password, "***")
         return text
 
     def get_json(self, path: str, *, timeout: float) -> Any:

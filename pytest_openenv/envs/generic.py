@@ -26,7 +26,7 @@ from .base import (
     StepResult,
     ToolSpec,
 )
-from .endpoints import ServerURL, ServerUnreachable
+from .endpoints import ServerUnreachable, ServerURL
 
 TOOL_NAME = "step"
 SCHEMA_TIMEOUT = 10.0

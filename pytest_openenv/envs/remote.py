@@ -131,13 +131,15 @@ class RemoteBackend(Backend):
             except CapacityReached as exc:
                 self._drop()
                 self.capacity_retries += 1
+                pause = rng.uniform(delay / 2, delay)
                 now = time.monotonic()
-                if now >= give_up:
+                if now + pause >= give_up:
                     raise EnvUnavailable(
                         f"{self.location} stayed at capacity for {now - started:.1f}s "
-                        f"({self.capacity_retries} refused session(s)): {exc}"
+                        f"({self.capacity_retries} refused session(s)); the episode's time "
+                        f"ran out: {exc}"
                     ) from None
-                time.sleep(min(rng.uniform(delay / 2, delay), max(0.0, give_up - now)))
+                time.sleep(pause)
                 delay = min(MAX_BACKOFF, delay * 2)
 
     def _connect(self) -> None:
@@ -146,7 +148,7 @@ class RemoteBackend(Backend):
 
         url = self.server.ws_session_url
         try:
-            self._ws = connect(
+            connection = connect(
                 url,
                 additional_headers=self.server.headers() or None,
                 open_timeout=self._bounded(self._connect_timeout),
@@ -154,6 +156,9 @@ class RemoteBackend(Backend):
                 compression=None,
                 max_size=MAX_MESSAGE_BYTES,
             )
+            # Recent websockets warn unless a connection is entered as a context manager;
+            # entering does nothing else, and ``close``/``_drop`` end it.
+            self._ws = connection.__enter__()
         except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
             self._ws = None
             raise EnvUnavailable(

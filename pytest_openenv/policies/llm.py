@@ -13,6 +13,7 @@ process fail at once with the same message instead of each waiting it out.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -266,10 +267,8 @@ class RemoteModelPolicy(Policy):
         with self._lock:
             client, self._client = self._client, None
         if client is not None:
-            try:
+            with contextlib.suppress(Exception):  # best effort: the process is ending
                 client.close()
-            except Exception:  # closing is best effort; the process is ending
-                pass
 
     def describe(self) -> dict[str, Any]:
         return {"policy": self.name, "model": self.model, **self.config.sampling()}

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +57,24 @@ def test_ep(episode):
 '''
 
 
+#: Beside it: a pause at session end (before the controller's final rewrite), marked by a
+#: file ``finishing`` in the run folder, so a kill can land after every row is appended.
+FAULT_CONFTEST = """
+import os
+import time
+
+import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    delay = os.environ.get("FAULT_FINISH_DELAY")
+    if delay and not hasattr(session.config, "workerinput"):
+        open("finishing", "w").close()
+        time.sleep(float(delay))
+"""
+
+
 @dataclass
 class Finished:
     returncode: int
@@ -77,16 +96,11 @@ class Run:
     folder: Path
     output: Path
     logs: tuple[Path, Path]
+    drains: list[threading.Thread] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
 
-    def lines(self, name: str = "results.jsonl") -> int:
-        try:
-            return (self.output / name).read_bytes().count(b"\n")
-        except OSError:
-            return 0
-
     def rows(self) -> int:
-        return self.lines("results.jsonl") + self.lines("failures.jsonl")
+        return count_rows(self.output)
 
     def wait_rows(self, count: int, timeout: float = 60) -> bool:
         """Until ``count`` rows are on disk; False if the run ended first."""
@@ -115,6 +129,8 @@ class Run:
             raise AssertionError(
                 f"pytest did not end within {timeout}s: {self.read()[0][-3000:]}"
             ) from None
+        for drain in self.drains:
+            drain.join(30)
         stdout, stderr = self.read()
         return Finished(self.proc.returncode, stdout, stderr)
 
@@ -132,6 +148,7 @@ class Launcher:
 
     def write_episode_test(self) -> None:
         (self.folder / "test_eps.py").write_text(EPISODE_TEST)
+        (self.folder / "conftest.py").write_text(FAULT_CONFTEST)
 
     def start(self, *args: str, env: dict[str, str] | None = None) -> Run:
         number = len(self.runs)
@@ -151,17 +168,24 @@ class Launcher:
             f"--openenv-output={self.output}",
             *args,
         ]
-        with logs[0].open("wb") as out, logs[1].open("wb") as err:
-            proc = subprocess.Popen(
-                command,
-                cwd=self.folder,
-                stdout=out,
-                stderr=err,
-                stdin=subprocess.DEVNULL,
-                env=full_env,
-                start_new_session=True,
-            )
-        run = Run(proc, self.folder, self.output, logs)
+        # Pipes drained by this process, not files owned by the run: a file-size limit
+        # put on the controller must hit its output folder, not its terminal.
+        proc = subprocess.Popen(
+            command,
+            cwd=self.folder,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env=full_env,
+            start_new_session=True,
+        )
+        drains = [
+            threading.Thread(target=_drain, args=(pipe, log), daemon=True)
+            for pipe, log in ((proc.stdout, logs[0]), (proc.stderr, logs[1]))
+        ]
+        for drain in drains:
+            drain.start()
+        run = Run(proc, self.folder, self.output, logs, drains)
         self.runs.append(run)
         return run
 
@@ -177,6 +201,23 @@ class Launcher:
                 run.proc.wait()
             # xdist workers of a killed controller: same process group, gone with it
             run.signal_group(signal.SIGKILL)
+
+
+def count_rows(output: Path) -> int:
+    """Whole lines in results.jsonl plus failures.jsonl (0 for a missing file)."""
+    total = 0
+    for name in ("results.jsonl", "failures.jsonl"):
+        with contextlib.suppress(OSError):
+            total += (output / name).read_bytes().count(b"\n")
+    return total
+
+
+def _drain(pipe: Any, log: Path) -> None:
+    with log.open("wb") as sink:
+        for chunk in iter(lambda: pipe.read1(65536), b""):
+            sink.write(chunk)
+            sink.flush()
+    pipe.close()
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:

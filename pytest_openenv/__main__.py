@@ -1,0 +1,105 @@
+"""``python -m pytest_openenv push DIR REPO``: upload an output folder to the Hub.
+
+The retry for a run whose upload failed, and the way to publish earlier runs.
+Exit codes: 0 pushed, 1 the upload failed (local files untouched), 2 bad
+arguments, a folder that is not an output folder, or no token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+EXIT_OK = 0
+EXIT_UPLOAD_FAILED = 1
+EXIT_USAGE = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_openenv",
+        description="Tools for pytest-openenv output folders.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    push = commands.add_parser(
+        "push",
+        help="upload an output folder to the Hugging Face Hub as a dataset repo",
+        description=(
+            "Create the dataset repo REPO if needed and upload results.jsonl, failures.jsonl, "
+            "metadata.json, summary.json and README.md from DIR in one commit. The token "
+            "comes from HF_TOKEN or `hf auth login`."
+        ),
+    )
+    push.add_argument("folder", metavar="DIR", type=Path, help="output folder of a run")
+    push.add_argument("repo_id", metavar="REPO", help="dataset repo id, owner/name")
+    push.add_argument(
+        "--private", action="store_true", help="create the repo private (if it is new)"
+    )
+    push.add_argument("--commit-message", metavar="MSG", help="commit message (default: auto)")
+    push.add_argument(
+        "--license",
+        metavar="ID",
+        help="Hub license id for the card's front-matter, e.g. mit or cc-by-4.0",
+    )
+    return parser
+
+
+def push(args: argparse.Namespace) -> int:
+    from .dataset.hub import (
+        NotAnOutputFolder,
+        PushError,
+        find_token,
+        license_problem,
+        push_folder,
+        refresh_card,
+        repo_id_problem,
+        retry_command,
+    )
+
+    problem = repo_id_problem(args.repo_id)
+    if problem:
+        print(f"error: REPO {args.repo_id!r} is invalid: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.license is not None and license_problem(args.license):
+        print(
+            f"error: --license {args.license!r}: {license_problem(args.license)}", file=sys.stderr
+        )
+        return EXIT_USAGE
+    folder = args.folder.resolve()
+    if not find_token():
+        print(
+            "error: pushing to the Hub needs a token with write access: set HF_TOKEN or "
+            "run `hf auth login`",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    try:
+        refresh_card(folder, args.repo_id, args.license)
+        result = push_folder(
+            folder, args.repo_id, private=args.private, commit_message=args.commit_message
+        )
+    except NotAnOutputFolder as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except PushError as exc:
+        again = retry_command(
+            folder, args.repo_id, private=args.private, commit_message=args.commit_message
+        )
+        print(f"error: push to {args.repo_id} failed: {exc}", file=sys.stderr)
+        print(f"every local file is intact in {folder}; retry with:\n    {again}", file=sys.stderr)
+        return EXIT_UPLOAD_FAILED
+    print(f"pushed {', '.join(result.files)} to {result.url}")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "push":
+        return push(args)
+    return EXIT_USAGE  # pragma: no cover - argparse rejects unknown commands
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,301 @@
+"""Upload an output folder to the Hugging Face Hub as a dataset repo (controller side).
+
+One upload = create the dataset repo if needed, then ONE commit holding the five
+files of the folder, through ``huggingface_hub`` (which picks regular, LFS or Xet
+transfer per file). The token comes from ``HF_TOKEN`` or the huggingface_hub
+login, is handed to the client only, and is scrubbed from every error we show.
+``huggingface_hub`` is imported only when a push happens (or its token is checked).
+
+Used by the plugin after the final sorted rewrite (``HubPublisher``) and by
+``python -m pytest_openenv push DIR REPO`` (retry, or an earlier run).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .card import GENERATED_MARKER, render_card
+from .writer import CARD, FAILURES, METADATA, RESULTS, SUMMARY, atomic_write
+
+#: What a push uploads, in this order; all but failures.jsonl must exist.
+FILES = (RESULTS, FAILURES, METADATA, SUMMARY, CARD)
+REQUIRED = (RESULTS, METADATA, SUMMARY, CARD)
+
+# namespace/name, each [A-Za-z0-9._-], no leading/trailing separator, no "--" or ".."
+_REPO_ID = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?/[A-Za-z0-9._-]+$")
+_LICENSE = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
+
+NO_TOKEN = (
+    "needs a Hugging Face token with write access: set HF_TOKEN in the environment or "
+    "log in with `hf auth login` (tokens are never accepted as options)"
+)
+
+
+class PushError(Exception):
+    """The upload did not happen; the message never contains the token."""
+
+
+class NotAnOutputFolder(PushError):
+    """The folder lacks the files the plugin writes."""
+
+
+def repo_id_problem(value: str) -> str | None:
+    """Why ``value`` is not a dataset repo id ``owner/name``, or None if it is one."""
+    if not _REPO_ID.match(value) or len(value) > 96:
+        return "expected owner/name (letters, digits, '-', '_', '.'), e.g. alice/ttt-episodes"
+    if "--" in value or ".." in value or value.endswith(".git"):
+        return "a repo id cannot contain '--' or '..' nor end with '.git'"
+    return None
+
+
+def repo_id_option(flag: str, raw: Any) -> str:
+    """Converter for ``--openenv-push-to-hub``: a bad repo id is a usage error."""
+    value = str(raw).strip()
+    problem = repo_id_problem(value)
+    if problem:
+        raise pytest.UsageError(f"--openenv-{flag}={raw!r} is invalid: {problem}")
+    return value
+
+
+def license_problem(value: str) -> str | None:
+    if _LICENSE.match(value):
+        return None
+    return "expected a Hub license id in lower case, e.g. mit, apache-2.0, cc-by-4.0 or other"
+
+
+def license_option(flag: str, raw: Any) -> str:
+    value = str(raw).strip()
+    problem = license_problem(value)
+    if problem:
+        raise pytest.UsageError(f"--openenv-{flag}={raw!r} is invalid: {problem}")
+    return value
+
+
+def find_token() -> str | None:
+    from huggingface_hub import get_token
+
+    try:
+        return get_token()
+    except Exception:  # a broken OIDC/keyring setup reads as "no token"
+        return None
+
+
+def scrub(text: str, token: str | None) -> str:
+    return text.replace(token, "***") if token else text
+
+
+def dataset_url(endpoint: str, repo_id: str) -> str:
+    return f"{endpoint.rstrip('/')}/datasets/{repo_id}"
+
+
+def retry_command(
+    folder: Path, repo_id: str, *, private: bool = False, commit_message: str | None = None
+) -> str:
+    words = ["python", "-m", "pytest_openenv", "push", str(folder), repo_id]
+    if private:
+        words.append("--private")
+    if commit_message:
+        words += ["--commit-message", commit_message]
+    return shlex.join(words)
+
+
+def upload_files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        raise NotAnOutputFolder(f"{folder} is not a folder")
+    missing = [name for name in REQUIRED if not (folder / name).is_file()]
+    if missing:
+        raise NotAnOutputFolder(
+            f"{folder} is not a pytest-openenv output folder: {', '.join(missing)} missing "
+            f"(it needs {', '.join(REQUIRED)}; {FAILURES} is optional)"
+        )
+    return [folder / name for name in FILES if (folder / name).is_file()]
+
+
+def default_commit_message(folder: Path) -> str:
+    try:
+        summary = json.loads((folder / SUMMARY).read_text(encoding="utf-8"))
+        figures = summary.get("figures") or {}
+    except (OSError, ValueError, AttributeError):
+        figures = {}
+    envs = ", ".join(figures.get("envs") or []) or "agent"
+    policies = ", ".join(figures.get("policies") or [])
+    text = f"pytest-openenv: {figures.get('episodes', 0)} {envs} episodes"
+    if policies:
+        text += f" ({policies})"
+    rate = figures.get("pass_rate")
+    if rate is not None:
+        text += f", pass rate {100 * rate:.1f}%"
+    return text
+
+
+def card_license(text: str) -> str | None:
+    """The license in a card's front-matter (kept when the card is rebuilt)."""
+    match = re.match(r"---\n(.*?)\n---\n", text, re.DOTALL)
+    if match is None:
+        return None
+    try:
+        import yaml
+
+        data = yaml.safe_load(match.group(1))
+    except Exception:
+        return None
+    value = data.get("license") if isinstance(data, dict) else None
+    return value if isinstance(value, str) and license_problem(value) is None else None
+
+
+def refresh_card(folder: Path, repo_id: str, license: str | None = None) -> bool:
+    """Rebuild a generated README.md for ``repo_id`` (loading snippets, license).
+
+    A card without the generator marker was edited by hand and is left as it is.
+    """
+    card = folder / CARD
+    try:
+        text = card.read_text(encoding="utf-8")
+        if GENERATED_MARKER not in text:
+            return False
+        summary = json.loads((folder / SUMMARY).read_text(encoding="utf-8"))
+        metadata = json.loads((folder / METADATA).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    license = license or card_license(text)
+    fresh = render_card(folder, summary, metadata, repo_id=repo_id, license=license)
+    if fresh != text:
+        try:
+            atomic_write(card, fresh.encode("utf-8"))
+        except OSError:
+            return False  # a read-only copy of a run: upload the card it has
+    return True
+
+
+@dataclass(frozen=True)
+class PushResult:
+    repo_id: str
+    url: str
+    commit_url: str | None
+    files: tuple[str, ...]
+
+
+def push_folder(
+    folder: Path,
+    repo_id: str,
+    *,
+    private: bool = False,
+    commit_message: str | None = None,
+    token: str | None = None,
+) -> PushResult:
+    """Create the dataset repo if needed and upload the folder's files in one commit."""
+    problem = repo_id_problem(repo_id)
+    if problem:
+        raise PushError(f"repo id {repo_id!r} is invalid: {problem}")
+    files = upload_files(folder)
+    token = token or find_token()
+    if not token:
+        raise PushError(f"pushing to the Hub {NO_TOKEN}")
+    message = commit_message or default_commit_message(folder)
+    try:
+        from huggingface_hub import CommitOperationAdd, HfApi
+
+        from .. import __version__
+
+        api = HfApi(token=token, library_name="pytest-openenv", library_version=__version__)
+        # private=None keeps the Hub's (or the organisation's) default, public for users
+        api.create_repo(
+            repo_id, repo_type="dataset", private=True if private else None, exist_ok=True
+        )
+        info = api.create_commit(
+            repo_id,
+            repo_type="dataset",
+            operations=[
+                CommitOperationAdd(path_in_repo=path.name, path_or_fileobj=str(path))
+                for path in files
+            ],
+            commit_message=message,
+        )
+    except Exception as exc:
+        raise PushError(scrub(f"{type(exc).__name__}: {exc}".strip(), token)) from None
+    return PushResult(
+        repo_id=repo_id,
+        url=dataset_url(api.endpoint, repo_id),
+        commit_url=getattr(info, "commit_url", None),
+        files=tuple(path.name for path in files),
+    )
+
+
+@dataclass
+class HubPublisher:
+    """The plugin's push: configured at startup, run once the output folder is final."""
+
+    repo_id: str
+    private: bool = False
+    commit_message: str | None = None
+    license: str | None = None
+    result: PushResult | None = None
+    error: str | None = None
+    skipped: str | None = None
+    folder: Path | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> HubPublisher | None:
+        """None without ``--openenv-push-to-hub``; a missing token is a usage error now,
+        before any episode runs."""
+        repo_id = settings.extra.get("push-to-hub")
+        if not repo_id:
+            return None
+        if not find_token():
+            raise pytest.UsageError(f"--openenv-push-to-hub={repo_id} {NO_TOKEN}")
+        return cls(
+            repo_id=repo_id,
+            private=bool(settings.extra.get("private")),
+            commit_message=settings.extra.get("commit-message"),
+            license=settings.extra.get("license"),
+        )
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    def retry(self) -> str:
+        return retry_command(
+            self.folder or Path("."),
+            self.repo_id,
+            private=self.private,
+            commit_message=self.commit_message,
+        )
+
+    def skip(self, folder: Path, why: str) -> None:
+        self.folder = folder
+        self.skipped = why
+
+    def publish(self, folder: Path) -> None:
+        self.folder = folder
+        try:
+            self.result = push_folder(
+                folder, self.repo_id, private=self.private, commit_message=self.commit_message
+            )
+        except PushError as exc:
+            self.error = str(exc)
+
+    def terminal_lines(self) -> list[str]:
+        if self.result is not None:
+            return [f"pushed to the Hub: {self.result.url}"]
+        if self.error is not None:
+            first, *rest = [line for line in self.error.splitlines() if line.strip()] or [""]
+            return [
+                f"ERROR: push to the Hub ({self.repo_id}) failed: {first}",
+                *(f"    {line}" for line in rest),
+                f"every local file is intact in {self.folder}; retry with:",
+                f"    {self.retry()}",
+            ]
+        if self.skipped is not None:
+            return [
+                f"not pushed to the Hub: {self.skipped}; push the folder with:",
+                f"    {self.retry()}",
+            ]
+        return []

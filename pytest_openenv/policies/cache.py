@@ -1,0 +1,261 @@
+"""``--openenv-cache DIR`` and ``--openenv-replay``: a response cache in front of an LLM policy.
+
+One plain JSON file per model call, named by the SHA-256 of what determines the
+answer: provider, model, sampling, tools, the messages so far and the episode id
+(so identical openings of different episodes keep their own samples). A team can
+commit the folder; CI then replays it with ``--openenv-replay``: a miss is an
+episode error and no request is ever sent, so no key and no network are needed.
+
+Safe with ``-n 8``: each entry is written to a temporary file and linked into
+place (first writer wins), so no reader ever sees a torn entry and no key is
+stored twice. Entries hold no secret: no headers, no keys, no endpoint URL.
+
+Worker side. Episodes that run ahead of their item (``--openenv-concurrency``)
+stage their writes (``staged_writes``) and only commit them once their item
+claims the result, so an episode never run for its own item leaves no trace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .base import Policy, PolicyUnavailable, Reply, ToolCall, Turn, Usage
+from .llm import SECRET_VARS
+
+FORMAT = "pytest-openenv/response-cache/1"
+
+_STAGED: ContextVar[list[Callable[[], None]] | None] = ContextVar("openenv_staged", default=None)
+
+
+@contextlib.contextmanager
+def staged_writes() -> Iterator[list[Callable[[], None]]]:
+    """Within this block (one thread's episode) cache writes are collected, not done."""
+    writes: list[Callable[[], None]] = []
+    token = _STAGED.set(writes)
+    try:
+        yield writes
+    finally:
+        _STAGED.reset(token)
+
+
+def commit(writes: list[Callable[[], None]]) -> None:
+    for write in writes:
+        write()
+
+
+def cache_key(
+    provider: str,
+    model: str | None,
+    sampling: dict[str, Any],
+    turn: Turn,
+) -> str:
+    payload = {
+        "provider": provider,
+        "model": model,
+        "sampling": sampling,
+        "tools": turn.tools,
+        "messages": turn.messages,
+        "episode_id": turn.episode_id,
+    }
+    text = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def reply_to_json(reply: Reply) -> dict[str, Any]:
+    return {
+        "content": reply.content,
+        "tool_calls": [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls
+        ],
+        "usage": {
+            "prompt_tokens": reply.usage.prompt_tokens,
+            "completion_tokens": reply.usage.completion_tokens,
+        },
+    }
+
+
+def reply_from_json(data: Any) -> Reply:
+    """Raises ``ValueError`` on anything that is not a stored reply."""
+    if not isinstance(data, dict):
+        raise ValueError("reply is not an object")
+    calls = data.get("tool_calls") or []
+    usage = data.get("usage") or {}
+    if not isinstance(calls, list) or not isinstance(usage, dict):
+        raise ValueError("tool_calls must be a list and usage an object")
+    parsed = []
+    for call in calls:
+        if not isinstance(call, dict) or not all(
+            isinstance(call.get(k), str) for k in ("id", "name", "arguments")
+        ):
+            raise ValueError(f"malformed tool call {call!r}")
+        parsed.append(ToolCall(call["id"], call["name"], call["arguments"]))
+    content = data.get("content") or ""
+    if not isinstance(content, str):
+        raise ValueError("content must be a string")
+    return Reply(
+        content=content,
+        tool_calls=tuple(parsed),
+        usage=Usage(int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))),
+    )
+
+
+def _without_secrets(text: str) -> str:
+    # defence in depth: a model could echo something it was never meant to see
+    for name in SECRET_VARS:
+        value = os.environ.get(name, "")
+        if len(value) >= 4:
+            text = text.replace(value, "***")
+    return text
+
+
+class ResponseCache:
+    """The folder of entries: ``DIR/ab/abcdef....json``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def load(self, key: str) -> Reply | None:
+        """The stored reply, or None on a miss. Raises ``ValueError`` for a corrupt entry."""
+        path = self.path(key)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        try:
+            entry = json.loads(text)
+            return reply_from_json(entry["reply"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path} is not a cache entry ({exc})") from None
+
+    def store(self, key: str, entry: dict[str, Any], *, overwrite: bool = False) -> None:
+        path = self.path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = _without_secrets(json.dumps(entry, indent=2, sort_keys=True, ensure_ascii=False))
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text + "\n")
+            if overwrite:
+                os.replace(tmp, path)
+                return
+            try:
+                os.link(tmp, path)  # atomic create-if-absent: the first writer wins
+            except FileExistsError:
+                pass
+            except OSError:  # no hard links here (some network or FAT file systems)
+                if not path.exists():
+                    os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+
+class CachedPolicy(Policy):
+    """Answers from the cache when it can; otherwise asks ``inner`` and stores the answer."""
+
+    def __init__(
+        self,
+        inner: Policy,
+        cache: ResponseCache,
+        *,
+        provider: str,
+        sampling: dict[str, Any],
+        replay: bool,
+    ) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.provider = provider
+        self.sampling = dict(sampling)
+        self.replay = replay
+        self.name = inner.name  # type: ignore[misc]
+        self.model = inner.model
+
+    def act(self, turn: Turn) -> Reply:
+        key = cache_key(self.provider, self.model, self.sampling, turn)
+        corrupt = False
+        try:
+            hit = self.cache.load(key)
+        except ValueError as exc:
+            if self.replay:
+                raise PolicyUnavailable(f"--openenv-replay: {exc}") from None
+            hit, corrupt = None, True
+        if hit is not None:
+            return hit
+        if self.replay:
+            raise PolicyUnavailable(
+                f"--openenv-replay: no cached response for {turn.episode_id} turn {turn.turn} "
+                f"in {self.cache.root} (key {key[:12]}); record it by running once without "
+                "--openenv-replay (the key covers provider, model, sampling, tools, messages "
+                "and episode id, so a changed prompt or option is a miss)"
+            )
+        reply = self.inner.act(turn)
+        entry = {
+            "format": FORMAT,
+            "key": key,
+            "provider": self.provider,
+            "model": self.model,
+            "sampling": self.sampling,
+            "episode_id": turn.episode_id,
+            "turn": turn.turn,
+            "reply": reply_to_json(reply),
+        }
+        staged = _STAGED.get()
+
+        def write() -> None:
+            self.cache.store(key, entry, overwrite=corrupt)
+
+        if staged is None:
+            write()
+        else:
+            staged.append(write)
+        return reply
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.inner.describe(), "cache": str(self.cache.root), "replay": self.replay}
+
+
+def wrap_with_cache(policy: Policy, extra: dict[str, Any], spec: str) -> Policy:
+    """Apply ``--openenv-cache`` / ``--openenv-replay`` to a model-backed policy."""
+    folder = extra.get("cache")
+    replay = bool(extra.get("replay"))
+    if replay and not folder:
+        raise pytest.UsageError(
+            "--openenv-replay needs --openenv-cache DIR (the recorded responses to replay)"
+        )
+    if not folder:
+        return policy
+    root = Path(folder).expanduser()
+    if not root.is_absolute():
+        root = Path.cwd() / root
+    if root.exists() and not root.is_dir():
+        raise pytest.UsageError(f"--openenv-cache={folder!r} exists and is not a folder")
+    if replay and not root.is_dir():
+        raise pytest.UsageError(
+            f"--openenv-cache={folder!r} does not exist, so --openenv-replay has nothing to "
+            "replay; record it first by running without --openenv-replay"
+        )
+    from .llm import RemoteModelPolicy
+
+    if isinstance(policy, RemoteModelPolicy):
+        provider, sampling = policy.provider, policy.config.sampling()
+    else:
+        provider, sampling = f"callable:{spec}", {}
+    return CachedPolicy(
+        policy, ResponseCache(root), provider=provider, sampling=sampling, replay=replay
+    )

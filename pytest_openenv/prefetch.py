@@ -1,0 +1,289 @@
+"""Worker side: ``--openenv-concurrency C`` (episodes run ahead of their items) and the
+``--openenv-timeout`` backstop.
+
+pytest runs items one at a time and reports them in order; an LLM episode spends
+its time waiting on the network. So when item k's ``episode`` fixture runs, the
+episodes of the next C-1 episode items *this process is certain to run* are
+started on a small thread pool, and item k waits only for its own. Results stay
+in memory until their own item claims them, so every item reports its own
+episode, in order, exactly once; an episode whose item never runs (``-x``, a
+crash) is dropped and its staged cache writes with it.
+
+Which items are certain to run next:
+
+* without xdist: the rest of ``session.items`` (after deselection and
+  reordering; skip-marked items are left out);
+* on an xdist worker: the items the controller has already handed to this worker
+  (``WorkerInteractor.nextitem_index`` and its ``torun`` queue). ``--dist load``
+  never takes them back; ``--dist worksteal`` may, so there only the next item,
+  already popped from the queue, is run ahead.
+
+Only items whose ``episode``, ``openenv_env`` and ``openenv_policy`` fixtures are
+the plugin's own are run ahead: an override in a conftest may depend on other
+fixtures, so such items run when their turn comes.
+
+With ``--openenv-timeout`` every episode runs on the pool, and an episode still
+running ``GRACE`` seconds past its budget (a hung env, a callable that never
+returns) is abandoned: its item errors and a fresh thread takes its place.
+Policies that wait on a network also bound each request by the budget.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from .episode import Episode, EpisodeSpec
+from .policies.base import Policy
+from .policies.cache import commit, staged_writes
+from .runner import EpisodeTimeout
+from .worker import SPEC_KEY, EpisodeService
+
+#: seconds past --openenv-timeout before the waiting item gives up on the episode thread
+GRACE = 0.5
+PLUGIN_MODULE = "pytest_openenv.plugin"
+OWN_FIXTURES = ("episode", "openenv_env", "openenv_policy")
+
+
+class Job:
+    """One episode on the pool: result or exception, and its staged cache writes."""
+
+    def __init__(self, spec: EpisodeSpec, work: Callable[[], Episode]) -> None:
+        self.spec = spec
+        self.work = work
+        self.done = threading.Event()
+        self.started_at: float | None = None
+        self.abandoned = False
+        self.result: Episode | None = None
+        self.error: BaseException | None = None
+        self.writes: list[Callable[[], None]] = []
+
+    def run(self) -> None:
+        with staged_writes() as writes:
+            try:
+                self.result = self.work()
+            except BaseException as exc:  # re-raised in the item's own thread
+                self.error = exc
+            finally:
+                self.writes = writes
+                self.done.set()
+
+
+class EpisodePool:
+    """``size`` daemon threads; waited-for jobs jump the queue; abandoned threads are replaced.
+
+    Daemon threads, so an abandoned episode (a hung request) never holds up exit.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._queue: deque[Job] = deque()
+        self._cv = threading.Condition()
+        self._live = 0
+        self._closed = False
+
+    def submit(self, job: Job, *, urgent: bool = False) -> None:
+        with self._cv:
+            if self._closed:
+                raise RuntimeError("the episode pool is closed")
+            if urgent:
+                self._queue.appendleft(job)
+            else:
+                self._queue.append(job)
+            while self._live < self.size:
+                self._start()
+            self._cv.notify()
+
+    def _start(self) -> None:
+        self._live += 1
+        threading.Thread(target=self._serve, name="openenv-episode", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            with self._cv:
+                while not self._queue and not self._closed:
+                    self._cv.wait()
+                if self._closed:
+                    self._live -= 1
+                    return
+                job = self._queue.popleft()
+                job.started_at = time.monotonic()
+            job.run()
+            with self._cv:
+                if job.abandoned:  # a replacement thread already took this one's place
+                    return
+
+    def abandon(self, job: Job) -> bool:
+        """Give up on a running job; False if it finished meanwhile (use its result)."""
+        with self._cv:
+            if job.done.is_set():
+                return False
+            job.abandoned = True
+            self._live -= 1
+            if not self._closed and self._queue:
+                self._start()
+            return True
+
+    def close(self) -> None:
+        with self._cv:
+            self._closed = True
+            self._queue.clear()
+            self._cv.notify_all()
+
+
+def _fixture_is_ours(item: pytest.Item, name: str) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.get(name) if info is not None else None
+    if not defs:
+        return False
+    return getattr(defs[-1].func, "__module__", None) == PLUGIN_MODULE
+
+
+def may_run_ahead(item: pytest.Item) -> bool:
+    """Whether the episode of ``item`` can be run before its item's own setup."""
+    if SPEC_KEY not in item.stash:
+        return False
+    if item.get_closest_marker("skip") or item.get_closest_marker("skipif"):
+        return False
+    xfail = item.get_closest_marker("xfail")
+    if xfail is not None and xfail.kwargs.get("run", True) is False:
+        return False
+    return all(_fixture_is_ours(item, name) for name in OWN_FIXTURES)
+
+
+def _xdist_interactor(config: pytest.Config) -> Any:
+    for plugin in config.pluginmanager.get_plugins():
+        if type(plugin).__name__ == "WorkerInteractor" and hasattr(plugin, "torun"):
+            return plugin
+    return None
+
+
+class Runahead:
+    """Per-process episode executor: inline, or on the pool with run-ahead and a backstop."""
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        service: EpisodeService,
+        *,
+        concurrency: int,
+        timeout: float | None,
+    ) -> None:
+        self.config = config
+        self.service = service
+        self.concurrency = concurrency
+        self.timeout = timeout
+        self.pool = EpisodePool(concurrency) if concurrency > 1 or timeout else None
+        self.jobs: dict[int, Job] = {}
+        self._positions: dict[int, int] | None = None
+        self._worksteal = config.getoption("dist", None) == "worksteal"
+
+    @classmethod
+    def from_settings(cls, config: pytest.Config, service: EpisodeService) -> Runahead:
+        extra = service.settings.extra
+        return cls(
+            config,
+            service,
+            concurrency=int(extra.get("concurrency") or 1),
+            timeout=extra.get("timeout"),
+        )
+
+    # -- the item's own episode ----------------------------------------------
+    def episode(self, item: pytest.Item, spec: EpisodeSpec, env: Any, policy: Policy) -> Episode:
+        if self.pool is None:
+            return self.service.run(spec, env, policy)
+        job = self.jobs.pop(id(item), None)
+        if job is None:
+            job = Job(spec, lambda: self.service.run(spec, env, policy))
+            self.pool.submit(job, urgent=True)
+        if self.concurrency > 1:
+            self._run_ahead(item)
+        return self._wait(job)
+
+    def _wait(self, job: Job) -> Episode:
+        while not job.done.wait(0.25 if self.timeout else 1.0):
+            started = job.started_at
+            if (
+                self.timeout is not None
+                and started is not None
+                and time.monotonic() - started > self.timeout + GRACE
+                and self.pool is not None
+                and self.pool.abandon(job)
+            ):
+                raise EpisodeTimeout(
+                    f"episode {job.spec.episode_id} exceeded --openenv-timeout="
+                    f"{self.timeout:g}s (still waiting on the env or the policy; abandoned)"
+                )
+        commit(job.writes)
+        if job.error is not None:
+            raise job.error
+        assert job.result is not None
+        return job.result
+
+    # -- run-ahead -------------------------------------------------------------
+    def _run_ahead(self, item: pytest.Item) -> None:
+        session = item.session
+        if session.shouldstop or session.shouldfail:
+            return
+        wanted = self.concurrency - 1
+        for upcoming in self.upcoming(item):
+            if wanted <= 0:
+                break
+            if not may_run_ahead(upcoming):
+                continue
+            wanted -= 1
+            if id(upcoming) in self.jobs:
+                continue
+            spec = upcoming.stash[SPEC_KEY]
+            env = self.service.env_factory(spec)
+            policy = self.service.policy(spec.policy)
+            self.jobs[id(upcoming)] = job = Job(
+                spec, lambda s=spec, e=env, p=policy: self.service.run(s, e, p)
+            )
+            assert self.pool is not None
+            self.pool.submit(job)
+
+    def upcoming(self, item: pytest.Item) -> list[pytest.Item]:
+        """Items this process will run after ``item``, as far as that is certain."""
+        session = item.session
+        if hasattr(self.config, "workerinput"):
+            return self._xdist_upcoming(item)
+        if self._positions is None:
+            self._positions = {id(it): i for i, it in enumerate(session.items)}
+        position = self._positions.get(id(item))
+        if position is None:
+            return []
+        return session.items[position + 1 : position + 1 + 4 * self.concurrency]
+
+    def _xdist_upcoming(self, item: pytest.Item) -> list[pytest.Item]:
+        interactor = _xdist_interactor(self.config)
+        if interactor is None:
+            return []
+        try:
+            items = interactor.session.items
+            if items[interactor.item_index] is not item:
+                return []  # not run by the worker loop we know; stay safe
+            indices: list[int] = []
+            following = interactor.nextitem_index
+            if isinstance(following, int):
+                indices.append(following)
+                if not self._worksteal:
+                    with interactor.torun.lock() as queued:
+                        for index in queued:
+                            if not isinstance(index, int) or len(indices) >= 4 * self.concurrency:
+                                break  # the shutdown marker: nothing after it runs
+                            indices.append(index)
+            return [items[i] for i in indices]
+        except (AttributeError, IndexError, TypeError):
+            # xdist internals changed: run nothing ahead rather than guess
+            return []
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+        self.jobs.clear()

@@ -1,0 +1,265 @@
+"""A deterministic tool-calling "model" behind a small HTTP server on 127.0.0.1, with faults.
+
+Shared by ``openai_compat`` (chat completions) and ``anthropic_messages``
+(Messages API): they only translate the wire format. The model reads the legal
+actions from the conversation ("Legal actions: 0, 1, 2" as the openspiel family
+prints them) and plays the first one, so its games match the ``scripted``
+policy's. ``Faults`` makes it misbehave the way real endpoints and models do:
+
+* transport: ``delay`` per completion, HTTP ``statuses`` for the next requests
+  (429 bursts, 500s, 401s) with ``retry_after``, ``always_status``, ``hang``
+  (never answer until the server stops), ``drop`` (close the connection without
+  an answer: the endpoint looks unreachable), ``echo_auth`` (quote the received
+  credentials in error bodies, as some proxies do: the plugin must scrub them);
+* model: per turn (``turn_faults``) or on every turn (``every_turn``) one of
+  ``FAULT_KINDS``.
+
+The server counts requests, in-flight requests (and their peak) and keeps the
+request bodies, so tests can assert what was sent and how much.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+FAULT_KINDS = (
+    "malformed",  # arguments that are not JSON
+    "wrong_type",  # {"action_id": "four"}
+    "unknown_tool",  # a tool nobody offered
+    "illegal",  # a move that is not legal now
+    "no_tool_call",  # text only
+    "two_calls",  # two tool calls in one turn
+)
+
+LEGAL = re.compile(r"Legal actions:\s*([0-9][0-9 ,()A-Za-z_\-]*)")
+
+
+@dataclass
+class Faults:
+    delay: float = 0.0
+    statuses: list[int] = field(default_factory=list)
+    retry_after: float | None = None
+    always_status: int | None = None
+    hang: bool = False
+    drop: bool = False
+    echo_auth: bool = False
+    turn_faults: dict[int, str] = field(default_factory=dict)
+    every_turn: str | None = None
+
+    def __post_init__(self) -> None:
+        for kind in [*self.turn_faults.values(), self.every_turn]:
+            if kind is not None and kind not in FAULT_KINDS:
+                raise ValueError(f"unknown fault {kind!r}; choose from {FAULT_KINDS}")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the model says this turn: text and (name, arguments JSON text) calls."""
+
+    text: str
+    calls: tuple[tuple[str, str], ...]
+
+
+def legal_actions(texts: list[str]) -> list[int]:
+    """The legal actions in the latest message that lists them."""
+    for text in reversed(texts):
+        found = LEGAL.findall(text)
+        if found:
+            return [int(n) for n in re.findall(r"(?<![(\w])(\d+)(?![\w)])", found[-1])]
+    return []
+
+
+def decide(texts: list[str], turn: int, faults: Faults) -> Decision:
+    legal = legal_actions(texts)
+    move = legal[0] if legal else 0
+    play = ("play_move", json.dumps({"action_id": move}))
+    kind = faults.turn_faults.get(turn, faults.every_turn)
+    if kind == "malformed":
+        return Decision("", (("play_move", '{"action_id": ' + str(move)),))
+    if kind == "wrong_type":
+        return Decision("", (("play_move", json.dumps({"action_id": "four"})),))
+    if kind == "unknown_tool":
+        return Decision("", (("resign", "{}"),))
+    if kind == "illegal":
+        taken = next((n for n in range(100) if n not in legal), 99)
+        return Decision("", (("play_move", json.dumps({"action_id": taken})),))
+    if kind == "no_tool_call":
+        return Decision(f"I would play {move}.", ())
+    if kind == "two_calls":
+        second = legal[1] if len(legal) > 1 else move
+        return Decision("", (play, ("play_move", json.dumps({"action_id": second}))))
+    return Decision("", (play,))
+
+
+def call_id(prefix: str, history: Any, index: int) -> str:
+    """Deterministic ids: the same conversation gets the same ids in every run."""
+    digest = hashlib.sha1(json.dumps(history, sort_keys=True).encode()).hexdigest()[:12]
+    return f"{prefix}{digest}_{index}"
+
+
+class ModelServer:
+    """Base: the HTTP plumbing, faults and counters. Subclasses speak one wire format."""
+
+    #: POST paths (suffixes) this server answers
+    paths: tuple[str, ...] = ()
+
+    def __init__(self, faults: Faults | None = None, **kwargs: Any) -> None:
+        self.faults = faults or Faults(**kwargs)
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self.requests = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.bodies: list[dict[str, Any]] = []
+        self.arrivals: list[float] = []
+        self.statuses_sent: list[int] = []
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- wire format (subclasses) --------------------------------------------
+    def texts_and_turn(self, body: dict[str, Any]) -> tuple[list[str], int]:
+        raise NotImplementedError
+
+    def completion(self, body: dict[str, Any], decision: Decision, usage: tuple[int, int]) -> Any:
+        raise NotImplementedError
+
+    def error_body(self, status: int, message: str) -> Any:
+        raise NotImplementedError
+
+    # -- lifecycle -----------------------------------------------------------
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "server not started"
+        return int(self._httpd.server_address[1])
+
+    @property
+    def root_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return self.root_url
+
+    def start(self) -> ModelServer:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            # headers and body go out as two writes: without this, Nagle's algorithm and
+            # the client's delayed ACK add ~40 ms to every response
+            disable_nagle_algorithm = True
+
+            def log_message(self, format: str, *args: Any) -> None:  # quiet
+                pass
+
+            def do_GET(self) -> None:
+                server._send(self, 200, {"object": "list", "data": []})
+
+            def do_POST(self) -> None:
+                server._handle(self)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> ModelServer:
+        return self.start() if self._httpd is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def reset_counts(self) -> None:
+        with self._lock:
+            self.requests = 0
+            self.max_in_flight = 0
+            self.bodies.clear()
+            self.arrivals.clear()
+            self.statuses_sent.clear()
+
+    # -- one request ---------------------------------------------------------
+    def _send(self, handler: BaseHTTPRequestHandler, status: int, payload: Any, **headers: str):
+        data = json.dumps(payload).encode("utf-8")
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(data)))
+        for name, value in headers.items():
+            handler.send_header(name.replace("_", "-"), value)
+        handler.end_headers()
+        handler.wfile.write(data)
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        raw = handler.rfile.read(length) if length else b""
+        path = handler.path.split("?")[0]
+        if not any(path.endswith(p) for p in self.paths):
+            self._send(handler, 404, self.error_body(404, f"no route {path}"))
+            return
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            self._send(handler, 400, self.error_body(400, "body is not JSON"))
+            return
+        with self._lock:
+            self.requests += 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self.bodies.append(body)
+            self.arrivals.append(time.monotonic())
+            status = self.faults.statuses.pop(0) if self.faults.statuses else None
+        try:
+            self._answer(handler, body, status)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _answer(self, handler: BaseHTTPRequestHandler, body: dict[str, Any], status: Any) -> None:
+        faults = self.faults
+        if faults.hang:
+            self._stopping.wait(600)
+            handler.close_connection = True
+            return
+        if faults.drop:  # close the connection without a response
+            handler.close_connection = True
+            return
+        status = status or faults.always_status
+        if status:
+            message = f"injected HTTP {status}"
+            if faults.echo_auth:
+                seen = handler.headers.get("Authorization") or handler.headers.get("x-api-key")
+                message += f"; received credentials: {seen}"
+            headers = {}
+            if faults.retry_after is not None:
+                headers["Retry-After"] = f"{faults.retry_after:g}"
+            with self._lock:
+                self.statuses_sent.append(int(status))
+            self._send(handler, int(status), self.error_body(int(status), message), **headers)
+            return
+        if faults.delay:
+            time.sleep(faults.delay)
+        texts, turn = self.texts_and_turn(body)
+        decision = decide(texts, turn, faults)
+        prompt_tokens = sum(len(t) for t in texts) // 4 + 1
+        completion_tokens = 7 + 5 * len(decision.calls)
+        with self._lock:
+            self.statuses_sent.append(200)
+        payload = self.completion(body, decision, (prompt_tokens, completion_tokens))
+        self._send(handler, 200, payload)

@@ -1,0 +1,473 @@
+"""Real OpenEnv servers for the tests and benchmarks, built with the ``openenv`` package.
+
+Each server is OpenEnv's own ``HTTPEnvServer`` (the code behind ``create_app``)
+on FastAPI + uvicorn, bound to 127.0.0.1 on an ephemeral port:
+
+- ``tictactoe``: tic-tac-toe over pyspiel with OpenEnv's openspiel schema
+  (action ``{action_id, game_name, game_params}``, observation ``{info_state,
+  legal_actions, game_phase, current_player_id, opponent_last_action}``), a random
+  opponent seeded by the reset seed (OpenEnv's reset honours ``seed``).
+- ``reasoning_gym``: OpenEnv's reasoning_gym server (reset ``{dataset_name,
+  dataset_config, seed, size}``, action ``{answer}``, observation ``{question,
+  score, correct_answer, dataset_metadata}``).
+- ``echo``: an env the plugin has no adapter for (the generic family's target):
+  say the target word back.
+
+``max_sessions`` caps concurrent WebSocket sessions (``CAPACITY_REACHED`` past
+it) and ``step_delay`` slows each step, so sessions overlap. ``GET /test/stats``
+reports sessions opened and refused.
+
+Run in a thread (``serve_in_thread``) or as a process that can be killed
+(``ServerProcess``; ``python openenv_servers.py KIND [--max-sessions N]
+[--step-delay S]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import random
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from openenv.core.env_server.exceptions import SessionCapacityError
+from openenv.core.env_server.http_server import HTTPEnvServer
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
+from pydantic import Field
+
+KINDS = ("tictactoe", "reasoning_gym", "echo")
+
+
+# -- tic-tac-toe with OpenEnv's openspiel schema ------------------------------------------
+class OpenSpielAction(Action):
+    action_id: int = Field(..., description="The id of a legal action")
+    game_name: str = Field(default="tic_tac_toe", description="OpenSpiel game name")
+    game_params: dict[str, Any] = Field(default_factory=dict, description="Game parameters")
+
+
+class OpenSpielObservation(Observation):
+    info_state: list[float] = Field(default_factory=list)
+    legal_actions: list[int] = Field(default_factory=list)
+    game_phase: str = "playing"
+    current_player_id: int = 0
+    opponent_last_action: int | None = None
+
+
+class OpenSpielState(State):
+    game_name: str = "tic_tac_toe"
+    agent_player: int = 0
+    opponent_policy: str = "random"
+    num_players: int = 2
+
+
+class TicTacToeEnvironment(Environment):
+    """The agent is player 0 against a random opponent seeded by the reset seed."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, step_delay: float = 0.0) -> None:
+        super().__init__()
+        import pyspiel
+
+        self._game = pyspiel.load_game("tic_tac_toe")
+        self._step_delay = step_delay
+        self._pyspiel_state: Any = None
+        self._rng = random.Random()
+        self._last_opponent: int | None = None
+        self._moves = 0
+        self._state = OpenSpielState()
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> OpenSpielObservation:
+        self._rng = random.Random(f"opponent:{seed}") if seed is not None else random.Random()
+        self._pyspiel_state = self._game.new_initial_state()
+        self._last_opponent = None
+        self._moves = 0
+        self._state = OpenSpielState(episode_id=episode_id, step_count=0)
+        self._play_opponent()
+        return self._observe()
+
+    def step(
+        self, action: Action, timeout_s: float | None = None, **kwargs: Any
+    ) -> OpenSpielObservation:
+        if self._step_delay:
+            time.sleep(self._step_delay)
+        assert isinstance(action, OpenSpielAction)
+        state = self._pyspiel_state
+        if state is None:
+            raise RuntimeError("step before reset")
+        if state.is_terminal():
+            raise ValueError("the game is over")
+        legal = state.legal_actions(0)
+        if action.action_id not in legal:
+            raise ValueError(f"action_id {action.action_id} is not legal; legal: {legal}")
+        state.apply_action(action.action_id)
+        self._moves += 1
+        self._state.step_count += 1
+        self._play_opponent()
+        return self._observe()
+
+    def _play_opponent(self) -> None:
+        state = self._pyspiel_state
+        while not state.is_terminal() and state.current_player() != 0:
+            move = self._rng.choice(state.legal_actions(state.current_player()))
+            self._last_opponent = move
+            state.apply_action(move)
+
+    def _observe(self) -> OpenSpielObservation:
+        state = self._pyspiel_state
+        done = bool(state.is_terminal())
+        phase = "terminal" if done else ("initial" if self._moves == 0 else "playing")
+        return OpenSpielObservation(
+            info_state=[float(x) for x in state.observation_tensor(0)],
+            legal_actions=[] if done else list(state.legal_actions(0)),
+            game_phase=phase,
+            current_player_id=int(state.current_player()),
+            opponent_last_action=self._last_opponent,
+            done=done,
+            reward=float(state.returns()[0]) if done else 0.0,
+        )
+
+    @property
+    def state(self) -> OpenSpielState:
+        return self._state
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        return EnvironmentMetadata(
+            name="openspiel_env", description="OpenSpiel tic_tac_toe", version="test"
+        )
+
+
+# -- reasoning_gym, as OpenEnv's reasoning_gym server ---------------------------------------
+class ReasoningGymAction(Action):
+    answer: str = Field(..., description="The agent's answer to the current question")
+
+
+class ReasoningGymObservation(Observation):
+    question: str | None = None
+    score: float | None = None
+    correct_answer: str | None = None
+    dataset_metadata: dict[str, Any] | None = None
+
+
+class ReasoningGymEnvironment(Environment):
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, step_delay: float = 0.0) -> None:
+        super().__init__()
+        self._dataset: Any = None
+        self._iterator: Any = None
+        self._entry: dict[str, Any] | None = None
+        self._step_delay = step_delay
+        self._state = State()
+
+    def reset(
+        self,
+        dataset_name: str | None = None,
+        dataset_config: dict[str, Any] | None = None,
+        seed: int | None = None,
+        size: int | None = None,
+        episode_id: str | None = None,
+    ) -> ReasoningGymObservation:
+        import reasoning_gym
+
+        if dataset_name is not None:
+            if seed is None or size is None:
+                raise ValueError("seed and size must be provided when dataset_name is specified")
+            self._dataset = reasoning_gym.create_dataset(
+                dataset_name, size=size, seed=seed, **(dataset_config or {})
+            )
+            self._iterator = iter(self._dataset)
+        if self._dataset is None:
+            raise RuntimeError("No dataset configured. Call reset() with dataset_name.")
+        try:
+            self._entry = next(self._iterator)
+        except StopIteration:
+            self._iterator = iter(self._dataset)
+            self._entry = next(self._iterator)
+        self._state = State(episode_id=episode_id, step_count=0)
+        return ReasoningGymObservation(question=self._entry["question"], done=False, reward=0.0)
+
+    def step(
+        self, action: Action, timeout_s: float | None = None, **kwargs: Any
+    ) -> ReasoningGymObservation:
+        if self._step_delay:
+            time.sleep(self._step_delay)
+        assert isinstance(action, ReasoningGymAction)
+        self._state.step_count += 1
+        if self._entry is None:
+            return ReasoningGymObservation(done=True, reward=0.0)
+        score = float(self._dataset.score_answer(action.answer, self._entry))
+        metadata = json.loads(json.dumps(self._entry.get("metadata") or {}, default=str))
+        return ReasoningGymObservation(
+            score=score,
+            correct_answer=str(self._entry["answer"]),
+            dataset_metadata=metadata or None,
+            done=True,
+            reward=score,
+        )
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+
+# -- echo: an env no adapter knows ---------------------------------------------------------
+WORDS = ("apple", "river", "cobalt", "meadow", "lantern", "quartz", "harbor", "saffron")
+
+
+class EchoAction(Action):
+    message: str = Field(..., description="The word to say")
+
+
+class EchoObservation(Observation):
+    target: str = ""
+    echoed: str | None = None
+    attempts: int = 0
+
+
+class EchoEnvironment(Environment):
+    """Say the target word: reward 1 and done when you do; three tries."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+    MAX_ATTEMPTS = 3
+
+    def __init__(self, step_delay: float = 0.0) -> None:
+        super().__init__()
+        self._target = WORDS[0]
+        self._attempts = 0
+        self._step_delay = step_delay
+        self._state = State()
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> EchoObservation:
+        self._target = random.Random(seed).choice(WORDS)
+        self._attempts = 0
+        self._state = State(episode_id=episode_id, step_count=0)
+        return EchoObservation(target=self._target, done=False, reward=0.0)
+
+    def step(
+        self, action: Action, timeout_s: float | None = None, **kwargs: Any
+    ) -> EchoObservation:
+        if self._step_delay:
+            time.sleep(self._step_delay)
+        assert isinstance(action, EchoAction)
+        self._attempts += 1
+        self._state.step_count += 1
+        hit = action.message.strip() == self._target
+        return EchoObservation(
+            target=self._target,
+            echoed=action.message,
+            attempts=self._attempts,
+            done=hit or self._attempts >= self.MAX_ATTEMPTS,
+            reward=1.0 if hit else 0.0,
+        )
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        return EnvironmentMetadata(
+            name="echo_env", description="Say the target word back.", version="test"
+        )
+
+
+ENVS: dict[str, tuple[type[Environment], type[Action], type[Observation], type[State]]] = {
+    "tictactoe": (TicTacToeEnvironment, OpenSpielAction, OpenSpielObservation, OpenSpielState),
+    "reasoning_gym": (
+        ReasoningGymEnvironment,
+        ReasoningGymAction,
+        ReasoningGymObservation,
+        State,
+    ),
+    "echo": (EchoEnvironment, EchoAction, EchoObservation, State),
+}
+
+
+# -- app -----------------------------------------------------------------------------------
+def build_app(kind: str, *, max_sessions: int = 64, step_delay: float = 0.0) -> Any:
+    """OpenEnv's HTTP + WebSocket server for one env kind (what ``create_app`` builds)."""
+    from fastapi import FastAPI
+
+    env_cls, action_cls, observation_cls, state_cls = ENVS[kind]
+
+    def factory() -> Environment:
+        return env_cls(step_delay=step_delay)
+
+    factory.__name__ = env_cls.__name__
+    app = FastAPI(title=f"test OpenEnv server: {kind}")
+    server = HTTPEnvServer(
+        factory,
+        action_cls,
+        observation_cls,
+        max_concurrent_envs=max_sessions,
+        env_name=kind,
+        state_cls=state_cls,
+    )
+    stats = {"sessions_opened": 0, "refused_sessions": 0, "peak_sessions": 0}
+    create_session = server._create_session
+
+    async def counting_create_session() -> Any:
+        try:
+            created = await create_session()
+        except SessionCapacityError:
+            stats["refused_sessions"] += 1
+            raise
+        stats["sessions_opened"] += 1
+        stats["peak_sessions"] = max(stats["peak_sessions"], server.active_sessions)
+        return created
+
+    server._create_session = counting_create_session  # type: ignore[method-assign]
+    server.register_routes(app, mode="simulation")
+
+    @app.get("/test/stats")
+    def test_stats() -> dict[str, int]:
+        return dict(stats)
+
+    return app
+
+
+def get_json(url: str, timeout: float = 5.0) -> Any:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+def wait_healthy(url: str, timeout: float = 60.0, alive: Any = None) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            get_json(url + "/health", timeout=2.0)
+            return
+        except OSError:
+            if alive is not None and not alive():
+                raise RuntimeError(f"test server for {url} exited before it was healthy") from None
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _bind() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+def _uvicorn_server(app: Any) -> Any:
+    import uvicorn
+
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="on", ws_ping_interval=None
+    )
+    return uvicorn.Server(config)
+
+
+class ThreadServer:
+    """A server in a thread of this process; ``stop()`` shuts it down."""
+
+    def __init__(self, app: Any) -> None:
+        self._sock = _bind()
+        self.port = self._sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._server = _uvicorn_server(app)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True
+        )
+        self._thread.start()
+        wait_healthy(self.url, alive=self._thread.is_alive)
+
+    def stats(self) -> dict[str, int]:
+        return get_json(self.url + "/test/stats")
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+    def __enter__(self) -> ThreadServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def serve_in_thread(kind: str, **options: Any) -> ThreadServer:
+    return ThreadServer(build_app(kind, **options))
+
+
+class ServerProcess:
+    """A server in its own process, so a test can kill it mid-run."""
+
+    def __init__(self, kind: str, *, max_sessions: int = 64, step_delay: float = 0.0) -> None:
+        command = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            kind,
+            "--max-sessions",
+            str(max_sessions),
+            "--step-delay",
+            str(step_delay),
+        ]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        line = self.process.stdout.readline() if self.process.stdout else ""
+        if not line.startswith("PORT "):
+            self.process.kill()
+            raise RuntimeError(f"test server {kind} did not start: {line!r}")
+        self.port = int(line.split()[1])
+        self.url = f"http://127.0.0.1:{self.port}"
+        wait_healthy(self.url, alive=lambda: self.process.poll() is None)
+
+    def stats(self) -> dict[str, int]:
+        return get_json(self.url + "/test/stats")
+
+    def kill(self) -> None:
+        """Die at once, as a crashed container would: sockets reset, no goodbye frames."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        if self.process.stdout:
+            self.process.stdout.close()
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("kind", choices=KINDS)
+    parser.add_argument("--max-sessions", type=int, default=64)
+    parser.add_argument("--step-delay", type=float, default=0.0)
+    args = parser.parse_args(argv)
+    app = build_app(args.kind, max_sessions=args.max_sessions, step_delay=args.step_delay)
+    sock = _bind()
+    print(f"PORT {sock.getsockname()[1]}", flush=True)
+    _uvicorn_server(app).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""Baseline comparison: fail only when the pass rate drops significantly."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from pytest_openenv.report.baseline import Rate, compare
+
+
+def one_sided_p(x1: int, n1: int, x2: int, n2: int) -> float:
+    """P(Z <= z) for the pooled two-proportion z statistic, via erf."""
+    p = (x1 + x2) / (n1 + n2)
+    z = (x2 / n2 - x1 / n1) / math.sqrt(p * (1 - p) * (1 / n1 + 1 / n2))
+    return 0.5 * (1 + math.erf(z / math.sqrt(2)))
+
+
+def test_a_significant_drop_is_flagged_and_noise_is_not():
+    drop = compare(Rate(90, 100), Rate(70, 100), metric="pass@1", confidence=0.95)
+    assert drop.p_value == pytest.approx(one_sided_p(90, 100, 70, 100))
+    assert drop.significant_drop
+    noise = compare(Rate(90, 100), Rate(86, 100), metric="pass@1", confidence=0.95)
+    assert noise.p_value == pytest.approx(one_sided_p(90, 100, 86, 100))
+    assert not noise.significant_drop
+    assert noise.change == pytest.approx(-0.04)
+    # a stricter level lets a borderline drop through
+    border = compare(Rate(90, 100), Rate(80, 100), metric="pass@1", confidence=0.95)
+    assert border.significant_drop
+    assert not compare(Rate(90, 100), Rate(80, 100), metric="pass@1", confidence=0.99).significant_drop
+
+
+def test_improvement_and_identical_runs_never_fail():
+    assert not compare(Rate(5, 10), Rate(10, 10), metric="pass@1", confidence=0.95).significant_drop
+    same = compare(Rate(10, 10), Rate(10, 10), metric="pass@1", confidence=0.95)
+    assert same.p_value == 1.0 and not same.significant_drop
+
+
+POLICY = """
+import pytest
+from pytest_openenv.policies.base import Policy, Reply, ToolCall
+
+PASS = {passing}  # seeds with seed % 20 < PASS win; the rest stall
+
+
+class Knob(Policy):
+    name = "knob"
+
+    def act(self, turn):
+        if turn.seed % 20 < PASS:
+            return Reply(tool_calls=(ToolCall.from_proposed(turn.scripted, "c"),))
+        return Reply(content="...")
+
+
+@pytest.fixture
+def openenv_policy():
+    return Knob()
+"""
+
+SUITE = """
+import pytest
+
+@pytest.mark.openenv("openspiel:tic_tac_toe", n=40, opponent="first")
+def test_episode(episode):
+    assert episode.passed, episode.explain()
+"""
+
+
+def run_with(pytester, run_pytest, passing: int, *args: str):
+    pytester.makeconftest(POLICY.format(passing=passing))
+    pytester.makepyfile(test_suite=SUITE)
+    return run_pytest("--openenv-max-turns=4", *args)
+
+
+def gate(pytester) -> dict:
+    path = Path(pytester.path) / "openenv-results" / "summary.json"
+    return json.loads(path.read_text())["gate"]
+
+
+def test_baseline_run_fails_on_a_significant_drop_and_passes_within_noise(
+    pytester, run_pytest
+):
+    first = run_with(pytester, run_pytest, 19)  # 38/40
+    assert first.ret == 1  # no gate: two failing episodes fail the run
+    saved = Path(pytester.path) / "baseline.json"
+    saved.write_text((Path(pytester.path) / "openenv-results" / "summary.json").read_text())
+
+    noisy = run_with(pytester, run_pytest, 18, "--openenv-baseline=baseline.json")  # 36/40
+    assert noisy.ret == 0, noisy.stdout.str()[-3000:]
+    (check,) = gate(pytester)["checks"]
+    assert check["passed"]
+    assert check["comparison"]["p_value"] == pytest.approx(one_sided_p(38, 40, 36, 40))
+    assert "change -5.0 points" in noisy.stdout.str()
+
+    dropped = run_with(pytester, run_pytest, 12, "--openenv-baseline=baseline.json")  # 24/40
+    assert dropped.ret == 1
+    (check,) = gate(pytester)["checks"]
+    assert not check["passed"] and check["comparison"]["significant_drop"]
+    assert check["comparison"]["p_value"] == pytest.approx(one_sided_p(38, 40, 24, 40))
+    out = dropped.stdout.str()
+    assert "(significant drop)" in out and "one-sided two-proportion z-test, 95%" in out
+
+
+def test_baseline_may_be_the_output_folder_about_to_be_overwritten(pytester, run_pytest):
+    run_with(pytester, run_pytest, 20)  # 40/40 into openenv-results/
+    dropped = run_with(pytester, run_pytest, 14, "--openenv-baseline=openenv-results")
+    assert dropped.ret == 1
+    (check,) = gate(pytester)["checks"]
+    assert check["comparison"]["baseline"] == 1.0 and check["comparison"]["current"] == 0.7
+    # the summary now holds this run: the next comparison is against 28/40
+    again = run_with(pytester, run_pytest, 14, "--openenv-baseline=openenv-results")
+    assert again.ret == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (None, "does not exist"),
+        ("{not json", "is not valid JSON"),
+        ('{"figures": {"passed": 3}}', "no valid figures.passed / figures.ran"),
+        ('{"figures": {"passed": 0, "ran": 0}}', "no episode that ran"),
+    ],
+)
+def test_unusable_baseline_is_a_usage_error(pytester, run_pytest, content, expected):
+    if content is not None:
+        (Path(pytester.path) / "old.json").write_text(content)
+    result = run_with(pytester, run_pytest, 20, "--openenv-baseline=old.json")
+    assert result.ret == 4
+    err = result.stderr.str()
+    assert "--openenv-baseline='old.json'" in err and expected in err, err
+    assert not (Path(pytester.path) / "openenv-results").exists()  # nothing ran or was written

@@ -1,0 +1,137 @@
+"""The WebSocket backend against real OpenEnv servers (``openenv`` package) on 127.0.0.1."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from servers.openenv_servers import ThreadServer, serve_in_thread
+
+from pytest_openenv.envs.base import ActionRejected, EnvUnavailable
+from pytest_openenv.envs.openspiel_engine import OpenSpielEngine, load_game
+from pytest_openenv.envs.remote import RemoteBackend
+
+
+@pytest.fixture(scope="module")
+def tictactoe() -> Iterator[ThreadServer]:
+    with serve_in_thread("tictactoe") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def one_session() -> Iterator[ThreadServer]:
+    with serve_in_thread("tictactoe", max_sessions=1) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def slow() -> Iterator[ThreadServer]:
+    with serve_in_thread("tictactoe", step_delay=1.5) as server:
+        yield server
+
+
+def play(backend, seed: int) -> list[tuple[dict, float | None, bool]]:
+    """First-legal play to the end; the observations seen."""
+    seen = []
+    result = backend.reset(seed=seed, episode_id=f"ep-{seed}")
+    seen.append((result.observation, result.reward, result.done))
+    while not result.done:
+        move = result.observation["legal_actions"][0]
+        result = backend.step({"action_id": move, "game_name": "tic_tac_toe", "game_params": {}})
+        seen.append((result.observation, result.reward, result.done))
+    return seen
+
+
+def test_remote_session_matches_the_embedded_engine_seed_for_seed(tictactoe: ThreadServer) -> None:
+    game = load_game("tic_tac_toe", {})
+    for seed in (0, 1, 7):
+        remote = RemoteBackend(tictactoe.url)
+        try:
+            remote_seen = play(remote, seed)
+        finally:
+            remote.close()
+        embedded_seen = play(OpenSpielEngine(game, agent_player=0, opponent="random"), seed)
+        assert [o for o, _, _ in remote_seen] == [o for o, _, _ in embedded_seen]
+        assert [(r or 0.0, d) for _, r, d in remote_seen] == [
+            (r or 0.0, d) for _, r, d in embedded_seen
+        ]
+    assert remote.location == tictactoe.url
+
+
+def test_error_frames_become_tool_errors_and_the_session_goes_on(tictactoe: ThreadServer) -> None:
+    backend = RemoteBackend(tictactoe.url)
+    try:
+        first = backend.reset(seed=3, episode_id="ep-x")
+        with pytest.raises(ActionRejected, match=r"EXECUTION_ERROR.*not legal"):
+            backend.step({"action_id": 42, "game_name": "tic_tac_toe", "game_params": {}})
+        with pytest.raises(ActionRejected, match=r"VALIDATION_ERROR.*action_id"):
+            backend.step({"action_id": "four"})
+        after = backend.step(
+            {"action_id": first.observation["legal_actions"][0], "game_name": "tic_tac_toe"}
+        )
+        assert backend.state()["step_count"] == 1
+        assert after.observation["game_phase"] in ("playing", "terminal")
+    finally:
+        backend.close()
+
+
+def test_credentials_in_the_url_connect_but_stay_out_of_location(tictactoe: ThreadServer) -> None:
+    with_credentials = tictactoe.url.replace("http://", "http://bob:hunter2@")
+    backend = RemoteBackend(with_credentials)
+    try:
+        assert backend.reset(seed=0, episode_id="ep-c").observation["legal_actions"]
+        assert backend.location == tictactoe.url
+    finally:
+        backend.close()
+
+
+def test_a_full_server_is_retried_until_a_session_frees(one_session: ThreadServer) -> None:
+    holder = RemoteBackend(one_session.url)
+    holder.reset(seed=0, episode_id="holder")
+    waiting = RemoteBackend(one_session.url)
+    waiting.limit_time(20)
+    release = threading.Timer(0.4, holder.close)
+    release.start()
+    try:
+        result = waiting.reset(seed=1, episode_id="waiting")
+        assert result.observation["legal_actions"]
+        assert waiting.capacity_retries >= 1
+    finally:
+        release.join()
+        waiting.close()
+    assert one_session.stats()["peak_sessions"] == 1
+
+
+def test_capacity_that_never_frees_is_an_episode_error_within_the_time_limit(
+    one_session: ThreadServer,
+) -> None:
+    holder = RemoteBackend(one_session.url)
+    holder.reset(seed=0, episode_id="holder")
+    waiting = RemoteBackend(one_session.url)
+    waiting.limit_time(0.6)
+    started = time.monotonic()
+    try:
+        with pytest.raises(EnvUnavailable, match="capacity"):
+            waiting.reset(seed=1, episode_id="waiting")
+    finally:
+        holder.close()
+        waiting.close()
+    assert time.monotonic() - started < 5
+
+
+def test_a_silent_server_times_out_instead_of_hanging(slow: ThreadServer) -> None:
+    backend = RemoteBackend(slow.url, message_timeout=0.2)
+    try:
+        backend.reset(seed=0, episode_id="ep-slow")
+        with pytest.raises(EnvUnavailable, match="no answer"):
+            backend.step({"action_id": 0})
+    finally:
+        backend.close()
+
+
+def test_nothing_listening_is_an_infrastructure_fault() -> None:
+    backend = RemoteBackend("http://127.0.0.1:9")
+    with pytest.raises(EnvUnavailable, match=r"cannot open a session at http://127.0.0.1:9/ws"):
+        backend.reset(seed=0, episode_id="ep-0")
