@@ -217,11 +217,15 @@ class EnvStateMachine(RuleBasedStateMachine):
     #: ``probe_steps`` moves) and must agree: the seed alone decides what happens
     probe_sessions: ClassVar[int] = 3
     probe_steps: ClassVar[int] = 50
+    #: replay the history on a second session opened while the first is live; set False
+    #: for a server that allows a single session at a time
+    fresh_session_replay: ClassVar[bool] = True
 
     def __init__(self) -> None:
         super().__init__()
         self.family = self.make_family()
-        self.backend = self.open_backend()
+        #: opened at the first reset, after the seeding probe (one session at a time)
+        self.backend: Backend | None = None
         self.seed: int | None = None
         self.opening: StepResult | None = None
         self.current: StepResult | None = None
@@ -245,10 +249,17 @@ class EnvStateMachine(RuleBasedStateMachine):
     @initialize(seed=seeds())
     def reset_env(self, seed: int) -> None:
         self.seed = seed
+        probed = self._check_seeded_sessions_agree(seed) if self.probe_sessions else None
+        if self.backend is None:
+            self.backend = self.open_backend()
         self.current = self.opening = reset_backend(self.family, self.backend, seed)
         self.history = []
+        if probed is not None:
+            assert same_result(probed, self.opening), (
+                f"reset(seed={seed}) opened differently in two sessions:\n"
+                f"  one:   {_show(probed)}\n  other: {_show(self.opening)}"
+            )
         self._check_reward(self.opening, "the reset observation")
-        self._check_seeded_sessions_agree(seed)
 
     @precondition(lambda self: self.current is not None and not self.current.done)
     @rule(data=st.data())
@@ -262,7 +273,7 @@ class EnvStateMachine(RuleBasedStateMachine):
         call = data.draw(st.sampled_from(options), label="legal call")
         try:
             action = self.family.to_action(call, self.current)
-            result = self.backend.step(action)
+            result = self._session().step(action)
         except ActionRejected as exc:
             raise AssertionError(
                 f"the legal call {call} was rejected: {exc} (state {_show(self.current)})"
@@ -282,7 +293,7 @@ class EnvStateMachine(RuleBasedStateMachine):
         call = data.draw(strategy, label="illegal call")
         try:
             action = self.family.to_action(call, self.current)
-            result = self.backend.step(action)
+            result = self._session().step(action)
         except ActionRejected:
             return  # refused as a tool error: what the agent should see
         raise AssertionError(
@@ -313,7 +324,7 @@ class EnvStateMachine(RuleBasedStateMachine):
             st.integers(-(2**31), 2**31).filter(lambda v: v not in taken), label="illegal id"
         )
         try:
-            result = self.backend.step({**template, slot[0]: bad})
+            result = self._session().step({**template, slot[0]: bad})
         except ActionRejected:
             return
         raise AssertionError(
@@ -327,14 +338,14 @@ class EnvStateMachine(RuleBasedStateMachine):
         """Reset this backend with the same seed: the same opening, then the same replies."""
         assert self.seed is not None and self.opening is not None
         history = self.history
-        first = reset_backend(self.family, self.backend, self.seed)
+        first = reset_backend(self.family, self._session(), self.seed)
         assert same_result(first, self.opening), (
             f"reset(seed={self.seed}) gave a different opening the second time:\n"
             f"  first:  {_show(self.opening)}\n  second: {_show(first)}"
         )
         self.current, self.history = first, []
         for call, expected in history:
-            got = self.backend.step(self.family.to_action(call, self.current))
+            got = self._session().step(self.family.to_action(call, self.current))
             assert same_result(got, expected), (
                 f"replaying seed {self.seed} diverged at step {len(self.history) + 1} ({call}):\n"
                 f"  first:  {_show(expected)}\n  replay: {_show(got)}"
@@ -342,7 +353,7 @@ class EnvStateMachine(RuleBasedStateMachine):
             self.history.append((call, got))
             self.current = got
 
-    @precondition(lambda self: self.seed is not None)
+    @precondition(lambda self: self.seed is not None and self.fresh_session_replay)
     @rule()
     def replay_on_fresh_backend(self) -> None:
         """A new session with the same seed and moves sees the same observations."""
@@ -363,40 +374,49 @@ class EnvStateMachine(RuleBasedStateMachine):
         finally:
             fresh.close()
 
-    def _check_seeded_sessions_agree(self, seed: int) -> None:
+    def _check_seeded_sessions_agree(self, seed: int) -> StepResult:
         """Fresh sessions reset with ``seed`` and fed the same moves must agree.
 
         Runs before anything is drawn from the env's state, so an env that ignores
         its seed fails here on every try (a clean, shrinkable failure) instead of
         making later draws differ between runs (which hypothesis reports as flaky).
-        Several sessions make a chance agreement of an unseeded env unlikely.
+        Several sessions make a chance agreement of an unseeded env unlikely; they
+        run one after another, so a server allowing one session at a time works.
+        Returns the opening they agreed on.
         """
-        assert self.opening is not None
-        sessions = [self.open_backend() for _ in range(self.probe_sessions)]
-        try:
-            results = [reset_backend(self.family, backend, seed) for backend in sessions]
-            for other in results:
-                assert same_result(other, self.opening), (
-                    f"reset(seed={seed}) opened differently in two sessions:\n"
-                    f"  one:   {_show(self.opening)}\n  other: {_show(other)}"
-                )
-            for step in range(1, self.probe_steps + 1):
-                options = _choices(self.family, results[0])
-                if results[0].done or not options:
-                    break
-                call = options[0]
-                results = [
-                    backend.step(self.family.to_action(call, result))
-                    for backend, result in zip(sessions, results, strict=True)
-                ]
-                for other in results[1:]:
-                    assert same_result(results[0], other), (
-                        f"sessions reset with seed {seed} diverged at step {step} ({call}):\n"
-                        f"  one:   {_show(results[0])}\n  other: {_show(other)}"
+        seen: list[StepResult] = []
+        calls: list[ProposedCall] = []
+        for session in range(self.probe_sessions):
+            backend = self.open_backend()
+            try:
+                result = reset_backend(self.family, backend, seed)
+                if session == 0:
+                    seen.append(result)
+                else:
+                    assert same_result(result, seen[0]), (
+                        f"reset(seed={seed}) opened differently in two sessions:\n"
+                        f"  one:   {_show(seen[0])}\n  other: {_show(result)}"
                     )
-        finally:
-            for backend in sessions:
+                for step in range(1, self.probe_steps + 1):
+                    if session == 0:
+                        options = _choices(self.family, result)
+                        if result.done or not options:
+                            break
+                        calls.append(options[0])
+                    elif step > len(calls):
+                        break
+                    call = calls[step - 1]
+                    result = backend.step(self.family.to_action(call, result))
+                    if session == 0:
+                        seen.append(result)
+                    else:
+                        assert same_result(result, seen[step]), (
+                            f"sessions reset with seed {seed} diverged at step {step} ({call}):\n"
+                            f"  one:   {_show(seen[step])}\n  other: {_show(result)}"
+                        )
+            finally:
                 backend.close()
+        return seen[0]
 
     # -- invariants ----------------------------------------------------------------
     @invariant()
@@ -416,5 +436,10 @@ class EnvStateMachine(RuleBasedStateMachine):
                 "(set reward_only_at_end = False for shaped rewards)"
             )
 
+    def _session(self) -> Backend:
+        assert self.backend is not None, "the machine's session opens at its first reset"
+        return self.backend
+
     def teardown(self) -> None:
-        self.backend.close()
+        if self.backend is not None:
+            self.backend.close()

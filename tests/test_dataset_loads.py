@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import read_jsonl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from servers.openenv_servers import serve_in_thread
@@ -83,6 +82,13 @@ def test_episode(episode):
 
 
 # -- checks -------------------------------------------------------------------------------
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Whole lines only, split at newline bytes as JSONL readers do."""
+    raw = path.read_bytes()
+    assert raw == b"" or raw.endswith(b"\n"), f"{path} does not end with a newline"
+    return [json.loads(line) for line in raw.split(b"\n") if line.strip()]
+
+
 def json_type(value: Any) -> str:
     if isinstance(value, bool):
         return "bool"
@@ -359,3 +365,71 @@ def test_odd_strings_keep_the_jsonl_whole_typed_and_loadable(
     )
     assert len(loaded) == len(records)
     assert [without_nulls(row["messages"]) for row in loaded] == [r["messages"] for r in records]
+
+
+def test_stable_row_gives_each_field_its_one_type() -> None:
+    from pytest_openenv.dataset.layout import stable_row
+
+    row = stable_row(
+        {
+            "episode_id": "ep-000000",
+            "messages": [
+                {"role": "system", "content": None},
+                {
+                    "role": "user",
+                    "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+                },
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [{"id": 7, "function": {"name": "f", "arguments": {"x": 1}}}],
+                    "reasoning_content": "because",
+                },
+                {"role": "tool", "tool_call_id": 7, "name": "f", "content": {"ok": True}},
+            ],
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {"name": "f", "parameters": {"type": "object", "properties": {}}},
+                }
+            ],
+            "tool_trace": [
+                {"tool_name": "f", "arguments": {"x": 1}, "result": {"data": 3, "reward": 1}}
+            ],
+            "reward": 1,
+            "task": {"prompt": "p", "answer": 42, "metadata": {"difficulty": 2}},
+            "metrics": {"turns": 1, "per_turn": [1, 2]},
+            "verify_metrics": {"outcome": "win"},
+            "artifacts": {},
+            "extra": {"server": None, "labels": {"a": 1}},
+            "model": None,
+        }
+    )
+    assert row["messages"] == [
+        {"role": "system", "content": ""},
+        {"role": "user", "content": "ab"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "7", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}}
+            ],
+            "reasoning_content": "because",
+        },
+        {"role": "tool", "content": '{"ok": true}', "tool_call_id": "7", "name": "f"},
+    ]
+    assert row["tools"][0]["function"] == {
+        "name": "f",
+        "description": "",
+        "parameters": {"type": "object"},
+    }
+    assert row["tool_trace"][0] == {
+        "tool_name": "f",
+        "arguments": '{"x": 1}',
+        "result": {"data": "3", "done": False, "reward": 1.0, "error": None},
+    }
+    assert row["reward"] == 1.0 and isinstance(row["reward"], float)
+    assert row["task"] == {"prompt": "p", "answer": "42", "metadata": '{"difficulty": 2}'}
+    assert row["metrics"] == {"turns": 1, "per_turn": "[1, 2]"}
+    assert row["extra"] == {"server": None, "labels": '{"a": 1}'}
+    assert row["model"] is None

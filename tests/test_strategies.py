@@ -191,3 +191,20 @@ def test_state_machine_passes_on_a_deployed_openenv_server():
         run_state_machine_as_test(
             Remote, settings=settings(QUICK, max_examples=10, stateful_step_count=10)
         )
+
+
+def test_state_machine_works_with_a_single_session_server():
+    """A Space that allows one session at a time: probes run one after another."""
+    from servers.openenv_servers import serve_in_thread
+
+    with serve_in_thread("tictactoe", max_sessions=1) as server:
+
+        class OneAtATime(EnvStateMachine):
+            env = "openspiel:tic_tac_toe"
+            fresh_session_replay = False
+
+        OneAtATime.server = server.url
+        run_state_machine_as_test(
+            OneAtATime, settings=settings(QUICK, max_examples=5, stateful_step_count=10)
+        )
+        assert server.stats()["peak_sessions"] == 1

@@ -93,8 +93,14 @@ class TicTacToe(Environment):
         return self._state
 
 
-def build_app() -> Any:
-    return create_app(TicTacToe, OpenSpielAction, OpenSpielObservation, env_name="tic_tac_toe")
+def build_app(max_sessions: int = 8) -> Any:
+    return create_app(
+        TicTacToe,
+        OpenSpielAction,
+        OpenSpielObservation,
+        env_name="tic_tac_toe",
+        max_concurrent_envs=max_sessions,
+    )
 
 
 if __name__ == "__main__":

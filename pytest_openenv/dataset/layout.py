@@ -28,6 +28,7 @@ import json
 from typing import Any
 
 SCALARS = (str, int, float, bool, type(None))
+CHAT_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 
 
 def json_text(value: Any) -> str:
@@ -92,6 +93,10 @@ def chat_message(message: dict[str, Any]) -> dict[str, Any]:
         out["tool_call_id"] = as_text(message["tool_call_id"])
     if message.get("name") is not None:
         out["name"] = as_text(message["name"])
+    for key, value in message.items():
+        # other text a model returned (e.g. ``reasoning_content``) is kept, as text
+        if key not in out and key not in CHAT_KEYS and isinstance(value, str):
+            out[key] = value
     return out
 
 

@@ -36,6 +36,8 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 FIRST_BACKOFF = 0.05
 MAX_BACKOFF = 2.0
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+#: how long closing may wait for a silent server's goodbye before dropping the socket
+CLOSE_TIMEOUT = 2.0
 
 
 class CapacityReached(EnvUnavailable):
@@ -155,6 +157,7 @@ class RemoteBackend(Backend):
                 proxy=None if self.server.is_loopback else True,
                 compression=None,
                 max_size=MAX_MESSAGE_BYTES,
+                close_timeout=CLOSE_TIMEOUT,
             )
             # Recent websockets warn unless a connection is entered as a context manager;
             # entering does nothing else, and ``close``/``_drop`` end it.

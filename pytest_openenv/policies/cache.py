@@ -182,6 +182,7 @@ class CachedPolicy(Policy):
         self.replay = replay
         self.name = inner.name  # type: ignore[misc]
         self.model = inner.model
+        self.wants_legal = inner.wants_legal  # type: ignore[misc]
 
     def act(self, turn: Turn) -> Reply:
         key = cache_key(self.provider, self.model, self.sampling, turn)

@@ -83,7 +83,7 @@ def to_reply(value: Any, turn: int, where: str = "the policy") -> Reply:
     if is_message and not ("name" in value or "function" in value):
         calls = value.get("tool_calls") or []
         if not isinstance(calls, (list, tuple)):
-            raise TypeError(f"{where} returned tool_calls={calls!r}: expected a list")
+            raise TypeError(f"{where} returned tool_calls={calls!r}; accepted: {ACCEPTED}")
         content = value.get("content")
         return Reply(
             content=content if isinstance(content, str) else "",
@@ -112,6 +112,8 @@ class CallablePolicy(Policy):
         self.name = self.label  # type: ignore[misc]
         self.model = getattr(fn, "model", None)
         self._pass_turn = _wants_turn(fn)
+        # a function that takes the turn may read turn.legal: have the runner fill it in
+        self.wants_legal = self._pass_turn  # type: ignore[misc]
 
     def act(self, turn: Turn) -> Reply:
         messages = [dict(m) for m in turn.messages]

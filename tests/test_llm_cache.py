@@ -1,0 +1,216 @@
+"""``--openenv-cache`` and ``--openenv-replay``: record with the server up, replay without it."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from llm_helpers import (  # noqa: F401 - fixtures
+    ENV,
+    MODEL,
+    all_rows,
+    clean_sdk_env_fixture,
+    dist,
+    errors,
+    llm_args,
+    turns_taken,
+)
+from servers.openai_compat import serve_openai
+
+from pytest_openenv.policies.base import Reply, ToolCall, Turn, Usage
+from pytest_openenv.policies.cache import (
+    ResponseCache,
+    cache_key,
+    reply_from_json,
+    reply_to_json,
+)
+
+
+def entries(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*.json") if not p.name.startswith(".tmp-"))
+
+
+def episodes(pytester: pytest.Pytester) -> dict[str, tuple[float, list]]:
+    return {k: (r["reward"], r["messages"]) for k, r in all_rows(pytester).items()}
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_record_then_replay_without_the_server(
+    run_pytest, pytester: pytest.Pytester, workers: int
+) -> None:
+    cache = pytester.path / "llm-cache"
+    with serve_openai() as server:
+        recorded = run_pytest(
+            *llm_args(server, f"--openenv-cache={cache}", "--openenv-concurrency=2", n=4),
+            *dist(workers),
+        )
+        assert recorded.ret in (0, 1), recorded.stdout.str()
+        base_url = server.base_url
+        requests = server.requests
+    first = episodes(pytester)
+    assert len(first) == 4 and requests == turns_taken(all_rows(pytester))
+    files = entries(cache)
+    # one entry per model call: none torn, none duplicated, no temporary file left
+    assert len(files) == requests
+    assert not list(cache.rglob(".tmp-*"))
+    entry = json.loads(files[0].read_text())
+    assert entry["format"] == "pytest-openenv/response-cache/1"
+    assert entry["model"] == MODEL and entry["provider"] == "openai"
+    assert files[0].stem == entry["key"]
+
+    # the server is gone and no key is set: replay gives the same episodes, no request
+    with serve_openai() as witness:
+        replayed = run_pytest(
+            ENV,
+            "--openenv-n=4",
+            f"--openenv-llm-endpoint={base_url}",
+            f"--openenv-model={MODEL}",
+            f"--openenv-cache={cache}",
+            "--openenv-replay",
+            "--openenv-concurrency=2",
+            *dist(workers),
+        )
+        assert witness.requests == 0
+    assert replayed.ret == recorded.ret
+    assert episodes(pytester) == first
+    assert len(entries(cache)) == len(files)
+
+
+def test_replay_in_ci_needs_neither_key_nor_endpoint(
+    run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = pytester.path / "llm-cache"
+    with serve_openai() as server:
+        run_pytest(*llm_args(server, f"--openenv-cache={cache}", n=2))
+    first = episodes(pytester)
+    # the official API without OPENAI_API_KEY: only the recorded answers can be used
+    replayed = run_pytest(
+        ENV,
+        "--openenv-n=2",
+        "--openenv-policy=openai",
+        f"--openenv-model={MODEL}",
+        f"--openenv-cache={cache}",
+        "--openenv-replay",
+    )
+    assert replayed.ret in (0, 1), replayed.stdout.str()
+    assert episodes(pytester) == first
+
+
+def test_a_replay_miss_is_an_episode_error_and_sends_nothing(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    cache = pytester.path / "llm-cache"
+    with serve_openai() as server:
+        run_pytest(*llm_args(server, f"--openenv-cache={cache}", n=1))
+        recorded = server.requests
+        # episode 1 was never recorded; a changed temperature misses everywhere
+        result = run_pytest(
+            *llm_args(server, f"--openenv-cache={cache}", "--openenv-replay", n=2),
+        )
+        changed = run_pytest(
+            *llm_args(
+                server,
+                f"--openenv-cache={cache}",
+                "--openenv-replay",
+                "--openenv-temperature=0.7",
+                n=1,
+            )
+        )
+        assert server.requests == recorded
+    assert result.ret == 1 and changed.ret == 1
+    found = errors(pytester)
+    assert list(found) == ["ep-000000"]
+    assert "--openenv-replay: no cached response for ep-000000 turn 1" in found["ep-000000"]
+
+
+def test_a_corrupt_entry_is_an_error_naming_the_file_on_replay(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    cache = pytester.path / "llm-cache"
+    with serve_openai() as server:
+        run_pytest(*llm_args(server, f"--openenv-cache={cache}", n=1))
+        first = min(entries(cache), key=lambda p: json.loads(p.read_text())["turn"])
+        first.write_text('{"reply": {"tool_calls": "nope"')
+        before = server.requests
+        result = run_pytest(*llm_args(server, f"--openenv-cache={cache}", "--openenv-replay", n=1))
+        assert result.ret == 1
+        assert f"{first.name} is not a cache entry" in errors(pytester)["ep-000000"]
+        assert server.requests == before
+        # without --openenv-replay the corrupt entry is a miss, asked again and rewritten
+        healed = run_pytest(*llm_args(server, f"--openenv-cache={cache}", n=1))
+        assert healed.ret in (0, 1)
+        assert server.requests == before + 1
+    assert json.loads(first.read_text())["reply"]["tool_calls"]
+
+
+def test_replay_usage_errors(run_pytest, pytester: pytest.Pytester) -> None:
+    no_cache = run_pytest(ENV, "--openenv-replay")
+    assert no_cache.ret == pytest.ExitCode.USAGE_ERROR
+    no_cache.stderr.fnmatch_lines(["*--openenv-replay needs --openenv-cache DIR*"])
+    missing = run_pytest(
+        ENV,
+        "--openenv-policy=openai",
+        f"--openenv-model={MODEL}",
+        "--openenv-cache=nowhere",
+        "--openenv-replay",
+    )
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    missing.stderr.fnmatch_lines(["*--openenv-cache='nowhere' does not exist*"])
+
+
+def _turn(messages: list, episode: str = "ep-000000") -> Turn:
+    return Turn(messages=messages, tools=[{"type": "function"}], episode_id=episode, seed=0, turn=1)
+
+
+def test_the_key_covers_what_determines_the_answer() -> None:
+    hello = [{"role": "user", "content": "x"}]
+    base = cache_key("openai", "m", {"temperature": 0.2}, _turn(hello))
+    assert base == cache_key("openai", "m", {"temperature": 0.2}, _turn(list(hello)))
+    others = {
+        cache_key("anthropic", "m", {"temperature": 0.2}, _turn(hello)),
+        cache_key("openai", "m2", {"temperature": 0.2}, _turn(hello)),
+        cache_key("openai", "m", {"temperature": 0.3}, _turn(hello)),
+        cache_key("openai", "m", {"temperature": 0.2}, _turn([{"role": "user", "content": "y"}])),
+        cache_key("openai", "m", {"temperature": 0.2}, _turn(hello, "ep-000001")),
+    }
+    assert base not in others and len(others) == 5
+
+
+def test_concurrent_writers_of_one_key_leave_one_whole_entry(tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path)
+    entries_written = [
+        {"key": "k", "reply": reply_to_json(Reply(content=str(i) * 5000))} for i in range(8)
+    ]
+    key = "ab" + "0" * 62
+    threads = [threading.Thread(target=cache.store, args=(key, e)) for e in entries_written]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    files = list(tmp_path.rglob("*"))
+    assert [p.name for p in files if p.is_file()] == [f"{key}.json"]
+    reply = cache.load(key)
+    assert reply is not None and len(set(reply.content)) == 1
+
+
+tool_calls = st.builds(
+    ToolCall,
+    id=st.text(min_size=1, max_size=20),
+    name=st.text(min_size=1, max_size=20),
+    arguments=st.text(max_size=60),
+)
+replies = st.builds(
+    Reply,
+    content=st.text(max_size=80),
+    tool_calls=st.lists(tool_calls, max_size=3).map(tuple),
+    usage=st.builds(Usage, st.integers(0, 10**6), st.integers(0, 10**6)),
+)
+
+
+@given(replies)
+def test_stored_replies_come_back_unchanged(reply: Reply) -> None:
+    assert reply_from_json(json.loads(json.dumps(reply_to_json(reply)))) == reply
