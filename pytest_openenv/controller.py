@@ -24,6 +24,7 @@ from .dataset.writer import CARD, METADATA, SUMMARY, DatasetWriter
 from .options import Settings
 from .report.gates import GateConfig, RunFigures, Verdict, evaluate
 from .report.passk import PassKTally
+from .report.slim import ReportSlimmer
 from .report.step_summary import append_step_summary, summary_markdown
 from .report.summary import summary_lines
 from .report.tally import Tally
@@ -69,6 +70,7 @@ class Controller:
         self.exit_status: int | None = None
         self.unsaved = 0
         self.seen_tests: dict[str, dict[str, Any]] = {}
+        self.slimmer = ReportSlimmer()
 
     # -- hooks (registered as a plugin on the controller only) -----------------
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -155,6 +157,7 @@ class Controller:
             self._write(record, passed=report.when == "call" and report.passed)
             # Reports stay alive in the terminal reporter's stats for the whole session.
             del report.openenv_record  # type: ignore[attr-defined]
+        self.slimmer.slim(report)
 
     def _write(self, line: str, *, passed: bool) -> None:
         if self.write_error is not None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import read_jsonl
+from helpers import read_jsonl
 from servers.anthropic_messages import AnthropicMessagesServer
 from servers.fake_model import Faults
 from servers.openai_compat import OpenAICompatServer

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 import pytest
-from conftest import read_jsonl
+from helpers import read_jsonl
 from llm_helpers import (  # noqa: F401 - fixtures
     ENV,
     all_rows,
@@ -179,7 +179,7 @@ def test_an_episode_that_never_returns_is_abandoned_at_the_timeout(
 def _job(spec_id: str, work: Any) -> Job:
     from pytest_openenv.episode import EpisodeSpec
 
-    return Job(EpisodeSpec(env="x:y", index=int(spec_id)), work)
+    return Job(EpisodeSpec(env="x:y", index=int(spec_id), seed=0), work)
 
 
 def test_the_pool_serves_urgent_jobs_first_and_replaces_abandoned_threads() -> None:

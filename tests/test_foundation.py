@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import read_jsonl
+from helpers import read_jsonl
 
 EPISODE_RECORD_KEYS = {
     "episode_id",

@@ -30,7 +30,7 @@ def test_anthropic_drives_episodes_and_stores_openai_format(
 ) -> None:
     scripted = run_pytest(ENV, "--openenv-n=3", "--openenv-output=scripted-out")
     assert scripted.ret in (0, 1)
-    from conftest import read_jsonl
+    from helpers import read_jsonl
 
     expected = {
         r["episode_id"]: r["reward"]

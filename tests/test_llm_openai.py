@@ -72,7 +72,7 @@ def test_openai_endpoint_drives_episodes_like_the_scripted_policy(
 
 
 def _read(path):
-    from conftest import read_jsonl
+    from helpers import read_jsonl
 
     return read_jsonl(path)
 

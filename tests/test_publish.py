@@ -247,3 +247,25 @@ def test_retry_command_quotes_what_the_shell_would_split(tmp_path: Path) -> None
         "--commit-message",
         'say "hi"; rm -rf /',
     ]
+
+
+def test_interrupted_run_is_not_pushed_and_says_how_to_push(
+    run_pytest, pytester: pytest.Pytester, hub: HubStandIn
+) -> None:
+    pytester.makepyfile(
+        test_stop="""
+        def test_episode(episode):
+            if episode.episode_id == "ep-000001":
+                raise KeyboardInterrupt
+        """
+    )
+    result = run_pytest("test_stop.py", *EPISODES, "--openenv-push-to-hub=alice/partial")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    out = result.stdout.str()
+    assert "not pushed to the Hub: the run ended early (exit code 2)" in out
+    assert shlex.split(out.split("push the folder with:")[1].splitlines()[1])[-2:] == [
+        str(pytester.path / "out"),
+        "alice/partial",
+    ]
+    assert hub.requests == []
+    assert (pytester.path / "out" / "results.jsonl").exists()

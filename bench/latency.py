@@ -1,0 +1,132 @@
+"""Model latency hidden by ``--openenv-concurrency``, measured in one run.
+
+    python bench/latency.py [--n 200] [--delay 0.05] [--concurrency 16]
+
+Starts the OpenAI-compatible test server (``tests/servers/openai_compat.py``)
+with a fixed delay per completion and runs N tic-tac-toe episodes through
+``--openenv-llm-endpoint`` in fresh empty folders:
+
+  A. ``--openenv-concurrency=1``, no xdist;
+  B. ``--openenv-concurrency=C``, no xdist;
+  C. ``-n 4`` (concurrency 1 per worker);
+  D. ``-n 4 --openenv-concurrency=C`` (composition, for information).
+
+For each it prints the pytest session time (pytest's own "in X s": collection
+and the run, not interpreter start-up), the process wall time, the completions
+the server answered, and the latency bound = completions x delay / parallelism:
+no schedule can finish sooner. Targets: B reaches >= 70% of its bound
+(bound / time), and B is >= 10x faster than A.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from servers.openai_compat import serve_openai  # noqa: E402
+
+SESSION_TIME = re.compile(r" in ([0-9.]+)s")
+OUTCOMES = re.compile(r"(\d+) (passed|failed|error|errors)\b")
+
+
+@dataclass
+class Run:
+    label: str
+    parallelism: int
+    session_s: float
+    wall_s: float
+    completions: int
+    episodes: int
+    bound_s: float
+
+    @property
+    def efficiency(self) -> float:
+        return self.bound_s / self.session_s if self.session_s else 0.0
+
+
+def run(label: str, extra: list[str], parallelism: int, n: int, delay: float) -> Run:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
+    with serve_openai(delay=delay) as server, tempfile.TemporaryDirectory() as folder:
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--tb=no",
+            "--openenv-env=openspiel:tic_tac_toe",
+            f"--openenv-n={n}",
+            f"--openenv-llm-endpoint={server.base_url}",
+            "--openenv-model=bench-model",
+            *extra,
+        ]
+        started = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - started
+        completions = server.requests
+    tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    episodes = sum(int(count) for count, _ in OUTCOMES.findall(tail))
+    match = SESSION_TIME.search(tail)
+    if proc.returncode not in (0, 1) or match is None or episodes != n:
+        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
+        raise SystemExit(f"{label}: pytest exited {proc.returncode} after {episodes}/{n} episodes")
+    return Run(
+        label=label,
+        parallelism=parallelism,
+        session_s=float(match.group(1)),
+        wall_s=wall,
+        completions=completions,
+        episodes=episodes,
+        bound_s=completions * delay / parallelism,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=200)
+    parser.add_argument("--delay", type=float, default=0.05)
+    parser.add_argument("--concurrency", type=int, default=16)
+    args = parser.parse_args()
+    n, delay, c = args.n, args.delay, args.concurrency
+
+    runs = [
+        run("C=1", ["--openenv-concurrency=1"], 1, n, delay),
+        run(f"C={c}", [f"--openenv-concurrency={c}"], c, n, delay),
+        run("-n 4", ["-n", "4"], 4, n, delay),
+        run(f"-n 4, C={c}", ["-n", "4", f"--openenv-concurrency={c}"], 4 * c, n, delay),
+    ]
+    print(f"{n} tic-tac-toe episodes, {delay * 1000:g} ms per completion, {os.cpu_count()} CPUs")
+    print(
+        f"{'run':<12} {'session s':>9} {'wall s':>7} {'completions':>11} "
+        f"{'bound s':>8} {'bound/time':>10}"
+    )
+    for r in runs:
+        print(
+            f"{r.label:<12} {r.session_s:>9.2f} {r.wall_s:>7.2f} {r.completions:>11} "
+            f"{r.bound_s:>8.2f} {r.efficiency:>9.0%}"
+        )
+    serial, concurrent = runs[0], runs[1]
+    speedup = serial.session_s / concurrent.session_s
+    print(
+        f"C={c} reaches {concurrent.efficiency:.0%} of its latency bound (target >= 70%): "
+        f"{'ok' if concurrent.efficiency >= 0.7 else 'MISSED'}"
+    )
+    print(
+        f"C={c} is {speedup:.1f}x faster than C=1 (target >= 10x): "
+        f"{'ok' if speedup >= 10 else 'MISSED'}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,25 @@
+"""Assertions shared by the suite (a module, not conftest: conftest names clash across folders)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Every line must be a whole JSON object: a torn line fails the test."""
+    if not path.exists():
+        return []
+    raw = path.read_bytes()
+    assert raw == b"" or raw.endswith(b"\n"), f"{path} does not end with a newline"
+    return [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
+
+
+def assert_clean(result: pytest.RunResult) -> None:
+    """No pytest internal error, whatever the outcome."""
+    text = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in text, text[-4000:]
+    assert "Traceback (most recent call last)" not in result.stderr.str(), result.stderr.str()

@@ -1,0 +1,87 @@
+"""LLM policy options: bad input is a usage error naming what is wrong and what would be right."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from llm_helpers import ENV, MODEL, clean_sdk_env_fixture, output  # noqa: F401 - fixture
+from servers.openai_compat import serve_openai
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--openenv-policy=openai"], "*--openenv-policy=openai needs --openenv-model*"),
+        (
+            ["--openenv-policy=openai", "--openenv-model=gpt-4o-mini"],
+            "*needs an API key: set OPENAI_API_KEY in the environment*",
+        ),
+        (
+            ["--openenv-policy=anthropic", "--openenv-model=claude-sonnet-4-5"],
+            "*needs an API key: set ANTHROPIC_API_KEY in the environment*",
+        ),
+        (
+            ["--openenv-concurrency=0"],
+            "*--openenv-concurrency='0' is invalid: expected a positive*",
+        ),
+        (["--openenv-timeout=0"], "*--openenv-timeout='0' is invalid: expected a number of sec*"),
+        (["--openenv-max-retries=-1"], "*--openenv-max-retries='-1' is invalid: expected an int*"),
+        (["--openenv-temperature=hot"], "*--openenv-temperature='hot' is invalid: expected a num*"),
+        (["--openenv-max-tokens=0"], "*--openenv-max-tokens='0' is invalid*"),
+        (
+            ["--openenv-llm-endpoint=localhost:8000", f"--openenv-model={MODEL}"],
+            "*--openenv-llm-endpoint='localhost:8000' is invalid: expected an http(s) base URL*",
+        ),
+    ],
+)
+def test_bad_llm_options_are_usage_errors(run_pytest, args: list[str], message: str) -> None:
+    result = run_pytest(ENV, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+@pytest.mark.parametrize(("provider", "extra"), [("openai", "openai"), ("anthropic", "anthropic")])
+def test_a_missing_sdk_names_the_extra(
+    run_pytest,
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    provider: str,
+    extra: str,
+) -> None:
+    blocked = pytester.mkdir("blocked")
+    (blocked / provider).mkdir()
+    (blocked / provider / "__init__.py").write_text("raise ImportError('not installed here')\n")
+    monkeypatch.setenv("PYTHONPATH", str(blocked))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0000")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-0000")
+    result = run_pytest(ENV, f"--openenv-policy={provider}", f"--openenv-model={MODEL}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*pip install 'pytest-openenv[[]{extra}[]]'*"])
+
+
+def test_endpoint_credentials_and_settings_in_metadata(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    with serve_openai() as server:
+        base_url = server.base_url
+        endpoint = base_url.replace("http://", "http://alice:s3cretpw@")
+        result = run_pytest(
+            ENV,
+            "--openenv-n=1",
+            f"--openenv-llm-endpoint={endpoint}",
+            f"--openenv-model={MODEL}",
+            "--openenv-temperature=0",
+            "--openenv-max-tokens=64",
+            "--openenv-concurrency=2",
+        )
+        assert server.requests > 0
+    assert result.ret in (0, 1), result.stdout.str()
+    metadata = json.loads((output(pytester) / "metadata.json").read_text())
+    llm = metadata["settings"]["llm"]
+    assert llm["endpoint"] == base_url
+    assert (llm["model"], llm["temperature"], llm["max_tokens"]) == (MODEL, 0.0, 64)
+    assert llm["concurrency"] == 2 and metadata["settings"]["policy"] == "openai"
+    for path in output(pytester).rglob("*"):
+        assert b"s3cretpw" not in path.read_bytes(), path
+    assert "s3cretpw" not in result.stdout.str() + result.stderr.str()
