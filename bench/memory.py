@@ -35,6 +35,17 @@ import time
 
 _first = _last = None
 _reports = 0
+_run_rss_kb = 0
+
+
+def _status_kb(*keys):
+    found = {}
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            key, _, value = line.partition(":")
+            if key in keys:
+                found[key] = int(value.split()[0])
+    return found
 
 
 def _controller(config):
@@ -48,22 +59,21 @@ def pytest_runtest_logreport(report):
         _first = _first if _first is not None else now
         _last = now
         _reports += 1
+        if _reports % 500 == 0:
+            global _run_rss_kb
+            _run_rss_kb = max(_run_rss_kb, _status_kb("VmRSS")["VmRSS"])
 
 
 def pytest_unconfigure(config):
     if not _controller(config):
         return
-    status = {}
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            key, _, value = line.partition(":")
-            if key in ("VmHWM", "VmRSS"):
-                status[key] = int(value.split()[0])  # kB
+    status = _status_kb("VmHWM", "VmRSS")
     usage = resource.getrusage(resource.RUSAGE_SELF)
     with open(os.environ["MEMORY_PROBE_OUT"], "w") as out:
         json.dump({
             "peak_kb": status.get("VmHWM", usage.ru_maxrss),
             "rss_kb": status.get("VmRSS"),
+            "run_rss_kb": _run_rss_kb,
             "ru_maxrss_kb": usage.ru_maxrss,
             "cpu_s": usage.ru_utime + usage.ru_stime,
             "episodes": _reports,
@@ -126,24 +136,29 @@ def main() -> None:
         return kb / 1024
 
     growth = mb(large["peak_kb"] - small["peak_kb"])
-    print(
-        f"scripted tic-tac-toe episodes, -n {args.workers}, every row written; controller process"
-    )
-    for _label, fig, n in (("small", small, args.small), ("large", large, args.large)):
+    print(f"scripted tic-tac-toe episodes, -n {args.workers}, every row written")
+    print("controller process memory:")
+    for fig, n in ((small, args.small), (large, args.large)):
         print(
-            f"  N={n:>6}: peak RSS {mb(fig['peak_kb']):7.1f} MB   "
-            f"wall {fig['wall_s']:7.1f} s   "
-            f"{1000 * fig['wall_s'] / n:6.2f} ms/episode overall   "
-            f"{1000 * fig['steady_s'] / n:6.2f} ms/episode first-to-last report   "
-            f"controller CPU {1000 * fig['cpu_s'] / n:5.2f} ms/episode"
+            f"  N={n:>6}: peak RSS {mb(fig['peak_kb']):6.1f} MB "
+            f"(highest sampled while episodes ran {mb(fig['run_rss_kb']):6.1f} MB, "
+            f"at exit {mb(fig['rss_kb']):6.1f} MB)"
         )
     print(f"  peak RSS growth {args.small} -> {args.large}: {growth:+.1f} MB  (target < 100 MB)")
+    print("per-episode cost:")
+    for fig, n in ((small, args.small), (large, args.large)):
+        print(
+            f"  N={n:>6}: wall {fig['wall_s']:6.1f} s, {1000 * fig['wall_s'] / n:5.2f} ms/episode; "
+            f"first-to-last report {1000 * fig['steady_s'] / n:5.2f} ms/episode, "
+            f"controller CPU {1000 * fig['cpu_s'] / n:5.2f} ms/episode"
+        )
+
+    def ratio(key: str) -> float:
+        return (large[key] / args.large) / (small[key] / args.small)
+
     print(
-        "  per-episode cost ratio large/small: "
-        f"overall {large['wall_s'] / args.large / (small['wall_s'] / args.small):.2f}, "
-        f"steady {large['steady_s'] / args.large / (small['steady_s'] / args.small):.2f}, "
-        f"controller CPU {large['cpu_s'] / args.large / (small['cpu_s'] / args.small):.2f}"
-        "  (target: <= ~1.0, no rise with N)"
+        f"  ratio large/small: overall {ratio('wall_s'):.2f}, first-to-last "
+        f"{ratio('steady_s'):.2f}, controller CPU {ratio('cpu_s'):.2f}  (no rise with N: <= ~1)"
     )
 
 

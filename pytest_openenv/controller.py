@@ -70,7 +70,7 @@ class Controller:
         self.exit_status: int | None = None
         self.unsaved = 0
         self.seen_tests: dict[str, dict[str, Any]] = {}
-        self.slimmer = ReportSlimmer()
+        self.slimmer = ReportSlimmer(config)
 
     # -- hooks (registered as a plugin on the controller only) -----------------
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -85,6 +85,8 @@ class Controller:
         # xdist: the controller never collects; every worker collects the same ids
         if self.expected is None:
             self.expected = sum(1 for nodeid in ids if episode_id_from_nodeid(nodeid))
+        if isinstance(ids, list):
+            self.slimmer.share_collection(ids)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
@@ -92,6 +94,11 @@ class Controller:
         episode_id = episode_id_from_nodeid(crashitem)
         if episode_id is not None:
             self.decorate_crash_report(report, episode_id, str(report.longrepr))
+
+    @pytest.hookimpl(tryfirst=True, specname="pytest_runtest_logreport")
+    def pytest_runtest_logreport_first(self, report: pytest.TestReport) -> None:
+        if getattr(report, "openenv_episode_id", None) is not None:
+            self.slimmer.share(report)
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -251,7 +258,13 @@ class Controller:
             reward=self.tally.reward,
             passk=self.passk.result(),
         )
-        self.verdict = evaluate(self.gate, figures, other_failures=self.other_failures)
+        stopped = session.shouldfail or session.shouldstop
+        self.verdict = evaluate(
+            self.gate,
+            figures,
+            other_failures=self.other_failures,
+            stopped_early=str(stopped) if stopped else None,
+        )
         if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             session.exitstatus = (
                 pytest.ExitCode.OK if self.verdict.passed else pytest.ExitCode.TESTS_FAILED
@@ -270,6 +283,7 @@ class Controller:
             "pytest": pytest.__version__,
             "platform": sys.platform,
             "license": self.settings.extra.get("license"),
+            "evaluation": {"repeats": self.passk.k, **self.gate.to_json()},
         }
 
     def finish(self, exitstatus: int) -> None:

@@ -3,11 +3,13 @@
 
 pytest runs items one at a time and reports them in order; an LLM episode spends
 its time waiting on the network. So when item k's ``episode`` fixture runs, the
-episodes of the next C-1 episode items *this process is certain to run* are
-started on a small thread pool, and item k waits only for its own. Results stay
-in memory until their own item claims them, so every item reports its own
-episode, in order, exactly once; an episode whose item never runs (``-x``, a
-crash) is dropped and its staged cache writes with it.
+episodes of the next episode items *this process is certain to run* are queued
+on a pool of C threads (C running at most; a window of ``WINDOW_FACTOR * C``
+queued, so one slow episode at the head does not idle the others), and item k
+waits only for its own. Results stay in memory until their own item claims
+them, so every item reports its own episode, in order, exactly once; an episode
+whose item never runs (``-x``, a crash) is dropped and its staged cache writes
+with it.
 
 Which items are certain to run next:
 
@@ -46,6 +48,8 @@ from .worker import SPEC_KEY, EpisodeService
 
 #: seconds past --openenv-timeout before the waiting item gives up on the episode thread
 GRACE = 0.5
+#: episodes queued or running per unit of concurrency (at most C of them running)
+WINDOW_FACTOR = 4
 PLUGIN_MODULE = "pytest_openenv.plugin"
 OWN_FIXTURES = ("episode", "openenv_env", "openenv_policy")
 
@@ -179,7 +183,11 @@ class Runahead:
         self.concurrency = concurrency
         self.timeout = timeout
         self.pool = EpisodePool(concurrency) if concurrency > 1 or timeout else None
+        #: items whose episodes may be queued or running: more than C, so a slow episode at
+        #: the head (its item waits for it) does not leave the other threads idle
+        self.window = WINDOW_FACTOR * concurrency if concurrency > 1 else 1
         self.jobs: dict[int, Job] = {}
+        self._eligible: dict[int, bool] = {}
         self._positions: dict[int, int] | None = None
         self._worksteal = config.getoption("dist", None) == "worksteal"
 
@@ -230,11 +238,14 @@ class Runahead:
         session = item.session
         if session.shouldstop or session.shouldfail:
             return
-        wanted = self.concurrency - 1
+        wanted = self.window - 1
         for upcoming in self.upcoming(item):
             if wanted <= 0:
                 break
-            if not may_run_ahead(upcoming):
+            eligible = self._eligible.get(id(upcoming))
+            if eligible is None:
+                eligible = self._eligible[id(upcoming)] = may_run_ahead(upcoming)
+            if not eligible:
                 continue
             wanted -= 1
             if id(upcoming) in self.jobs:
@@ -258,7 +269,7 @@ class Runahead:
         position = self._positions.get(id(item))
         if position is None:
             return []
-        return session.items[position + 1 : position + 1 + 4 * self.concurrency]
+        return session.items[position + 1 : position + 1 + 2 * self.window]
 
     def _xdist_upcoming(self, item: pytest.Item) -> list[pytest.Item]:
         interactor = _xdist_interactor(self.config)
@@ -275,7 +286,7 @@ class Runahead:
                 if not self._worksteal:
                     with interactor.torun.lock() as queued:
                         for index in queued:
-                            if not isinstance(index, int) or len(indices) >= 4 * self.concurrency:
+                            if not isinstance(index, int) or len(indices) >= 2 * self.window:
                                 break  # the shutdown marker: nothing after it runs
                             indices.append(index)
             return [items[i] for i in indices]
@@ -287,3 +298,4 @@ class Runahead:
         if self.pool is not None:
             self.pool.close()
         self.jobs.clear()
+        self._eligible.clear()

@@ -29,7 +29,9 @@ def test_a_significant_drop_is_flagged_and_noise_is_not():
     # a stricter level lets a borderline drop through
     border = compare(Rate(90, 100), Rate(80, 100), metric="pass@1", confidence=0.95)
     assert border.significant_drop
-    assert not compare(Rate(90, 100), Rate(80, 100), metric="pass@1", confidence=0.99).significant_drop
+    assert not compare(
+        Rate(90, 100), Rate(80, 100), metric="pass@1", confidence=0.99
+    ).significant_drop
 
 
 def test_improvement_and_identical_runs_never_fail():
@@ -79,9 +81,7 @@ def gate(pytester) -> dict:
     return json.loads(path.read_text())["gate"]
 
 
-def test_baseline_run_fails_on_a_significant_drop_and_passes_within_noise(
-    pytester, run_pytest
-):
+def test_baseline_run_fails_on_a_significant_drop_and_passes_within_noise(pytester, run_pytest):
     first = run_with(pytester, run_pytest, 19)  # 38/40
     assert first.ret == 1  # no gate: two failing episodes fail the run
     saved = Path(pytester.path) / "baseline.json"
@@ -131,3 +131,28 @@ def test_unusable_baseline_is_a_usage_error(pytester, run_pytest, content, expec
     err = result.stderr.str()
     assert "--openenv-baseline='old.json'" in err and expected in err, err
     assert not (Path(pytester.path) / "openenv-results").exists()  # nothing ran or was written
+
+
+def test_baseline_rates_per_metric_and_a_missing_metric_is_a_usage_error(tmp_path):
+    from pytest_openenv.report.baseline import load_baseline
+    from pytest_openenv.report.gates import GateConfig
+
+    old = tmp_path / "summary.json"
+    old.write_text(
+        json.dumps(
+            {
+                "figures": {"passed": 30, "ran": 40},
+                "passk": {"k": 4, "problems": 10, "problems_scored": 10, "pass@k": 0.9},
+            }
+        )
+    )
+    baseline = load_baseline(str(tmp_path), relative_to=Path("/"))
+    assert baseline.rate("pass@1") == Rate(30.0, 40)
+    assert baseline.rate("pass@k") == Rate(9.0, 10)
+    assert baseline.rate("pass^k") is None
+
+    class FakeSettings:
+        extra = {"baseline": str(old), "gate-metric": "pass^k"}
+
+    with pytest.raises(pytest.UsageError, match=r"has no pass\^k figure .* it has pass@1, pass@k"):
+        GateConfig.from_settings(FakeSettings(), invocation_dir=tmp_path)  # type: ignore[arg-type]

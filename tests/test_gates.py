@@ -110,9 +110,7 @@ def wilson_lower(successes: int, n: int, confidence: float) -> float:
     return (centre - half) / (1 + z * z / n)
 
 
-def test_confidence_fails_a_small_sample_that_only_clears_the_point_estimate(
-    pytester, run_pytest
-):
+def test_confidence_fails_a_small_sample_that_only_clears_the_point_estimate(pytester, run_pytest):
     write_suite(pytester, passing=9)  # 90% of 10: above 0.8, but the sample is small
     point = run_pytest(*COMMON, "--openenv-min-pass-rate=0.8")
     assert point.ret == 0, point.stdout.str()[-3000:]
@@ -176,9 +174,7 @@ def test_mean_reward_gate_point_and_bound(pytester, run_pytest):
     assert check["check"] == "mean reward"
     assert check["value"] == pytest.approx(0.8)
     assert run_pytest(*COMMON, "--openenv-min-mean-reward=0.81").ret == 1
-    bounded = run_pytest(
-        *COMMON, "--openenv-min-mean-reward=0.6", "--openenv-gate-confidence=0.95"
-    )
+    bounded = run_pytest(*COMMON, "--openenv-min-mean-reward=0.6", "--openenv-gate-confidence=0.95")
     (check,) = summary(pytester)["gate"]["checks"]
     stderr = math.sqrt(0.8 * 0.2 * 10 / 9 / 10)  # sample variance of eight 1s and two 0s
     assert check["compared"] == pytest.approx(0.8 - 1.959964 * stderr, rel=1e-5)
@@ -247,3 +243,13 @@ def test_junit_properties_per_episode(pytester, run_pytest):
         }
         # small properties only: never the record (messages) itself
         assert xml_path.stat().st_size < 8000
+
+
+def test_a_session_stopped_by_maxfail_is_not_passed_by_the_gate(pytester, run_pytest):
+    # seed 0..2 win, 3 fails: -x stops there, at 3/4 = 75%, above the 0.5 threshold
+    write_suite(pytester, passing=3, period=4, n=8)
+    result = run_pytest(*COMMON, "-x", "--openenv-min-pass-rate=0.5")
+    assert result.ret == 1
+    gate = summary(pytester)["gate"]
+    assert gate["verdict"] == "pass" and gate["stopped_early"]
+    assert "the session stopped early (stopping after 1 failures)" in result.stdout.str()

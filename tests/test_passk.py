@@ -124,9 +124,13 @@ def test_repeats_report_pass_at_k_and_gate_on_it(pytester, run_pytest):
     assert "pass@1 50.0%    pass@3 75.0%    pass^3 25.0%" in out
 
     # the gate reads the metric it is told to
-    assert run_pytest(*args, "--openenv-gate-metric=pass@k", "--openenv-min-pass-rate=0.75").ret == 0
+    assert (
+        run_pytest(*args, "--openenv-gate-metric=pass@k", "--openenv-min-pass-rate=0.75").ret == 0
+    )
     assert run_pytest(*args, "--openenv-gate-metric=pass@k", "--openenv-min-pass-rate=0.8").ret == 1
-    assert run_pytest(*args, "--openenv-gate-metric=pass^k", "--openenv-min-pass-rate=0.25").ret == 0
+    assert (
+        run_pytest(*args, "--openenv-gate-metric=pass^k", "--openenv-min-pass-rate=0.25").ret == 0
+    )
     result = run_pytest(*args, "--openenv-gate-metric=pass^k", "--openenv-min-pass-rate=0.3")
     assert result.ret == 1
     assert "pass^3 >= 0.3 (point estimate)" in result.stdout.str()

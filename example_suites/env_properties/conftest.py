@@ -37,15 +37,12 @@ def tictactoe_server_url() -> Iterator[str]:
         yield deployed
         return
     import uvicorn
-
     from tictactoe_server import build_app
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server = uvicorn.Server(
-        uvicorn.Config(build_app(), log_level="warning", ws_ping_interval=None)
-    )
+    server = uvicorn.Server(uvicorn.Config(build_app(), log_level="warning", ws_ping_interval=None))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:

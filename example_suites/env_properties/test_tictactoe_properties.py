@@ -74,7 +74,9 @@ def test_deployed_server_plays_the_same_games_as_the_embedded_engine(tictactoe_s
                 assert a.observation["legal_actions"] == b.observation["legal_actions"]
                 a = embedded.step(family.to_action(call, a))
                 b = remote.step(family.to_action(call, b))
-                assert a.observation["opponent_last_action"] == b.observation["opponent_last_action"]
+                assert (
+                    a.observation["opponent_last_action"] == b.observation["opponent_last_action"]
+                )
             assert (a.done, a.reward) == (b.done, b.reward)
         finally:
             embedded.close()

@@ -29,7 +29,9 @@ class NoisyOracle(Policy):
         rng = random.Random(f"sample:{question}:{turn.repeat}")
         if rng.random() >= SKILL:
             answer = str(int(answer) + 1) if answer.lstrip("-").isdigit() else "I am not sure"
-        call = ToolCall(id=f"call_{turn.turn}", name="answer", arguments=json.dumps({"answer": answer}))
+        call = ToolCall(
+            id=f"call_{turn.turn}", name="answer", arguments=json.dumps({"answer": answer})
+        )
         return Reply(tool_calls=(call,))
 
 

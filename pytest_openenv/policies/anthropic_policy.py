@@ -171,7 +171,7 @@ class AnthropicPolicy(RemoteModelPolicy):
             body["system"] = system
         if turn.tools:
             body["tools"] = to_anthropic_tools(turn.tools)
-        if timeout is not None:
-            body["timeout"] = timeout
-        response = client.messages.create(**body)
+        # the SDK's raw request, as in the OpenAI policy: same auth, retries and errors
+        options = {"timeout": timeout} if timeout is not None else {}
+        response = client.post("/v1/messages", body=body, cast_to=object, options=options)
         return from_anthropic(_field(response, "content"), _field(response, "usage"))

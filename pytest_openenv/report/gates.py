@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from .baseline import DEFAULT_CONFIDENCE, Baseline, Comparison, Rate, compare, load_baseline
 from .passk import PassAtK
 from .stats import RunningMean, wilson_interval, z_for
@@ -45,11 +47,18 @@ class GateConfig:
         extra = settings.extra
         raw_baseline = extra.get("baseline")
         baseline = load_baseline(raw_baseline, relative_to=invocation_dir) if raw_baseline else None
+        metric = extra.get("gate-metric") or "pass@1"
+        if baseline is not None and baseline.rate(metric) is None:
+            raise pytest.UsageError(
+                f"--openenv-baseline={raw_baseline!r}: {baseline.path} has no {metric} figure "
+                f"to compare with --openenv-gate-metric={metric}; it has "
+                f"{', '.join(sorted(baseline.rates))}"
+            )
         return cls(
             min_pass_rate=extra.get("min-pass-rate"),
             min_mean_reward=extra.get("min-mean-reward"),
             confidence=extra.get("gate-confidence"),
-            metric=extra.get("gate-metric") or "pass@1",
+            metric=metric,
             baseline=baseline,
         )
 
@@ -96,6 +105,9 @@ class Verdict:
     checks: list[Check]
     #: failed or errored tests that are not episodes: they fail the run whatever the gate says
     other_failures: int = 0
+    #: why the session stopped before every episode ran (-x, --maxfail), if it did: a gate
+    #: over the episodes that happened to run first must not pass the run
+    stopped_early: str | None = None
 
     @property
     def gate_passed(self) -> bool:
@@ -103,7 +115,7 @@ class Verdict:
 
     @property
     def passed(self) -> bool:
-        return self.gate_passed and self.other_failures == 0
+        return self.gate_passed and self.other_failures == 0 and not self.stopped_early
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -112,6 +124,7 @@ class Verdict:
             "config": self.config.to_json(),
             "checks": [check.to_json() for check in self.checks],
             "other_failures": self.other_failures,
+            "stopped_early": self.stopped_early,
             "policy": POLICY_TEXT,
         }
 
@@ -125,6 +138,10 @@ class Verdict:
         if self.other_failures:
             lines.append(
                 f"  {self.other_failures} non-episode test(s) failed: the run fails regardless"
+            )
+        if self.stopped_early:
+            lines.append(
+                f"  the session stopped early ({self.stopped_early}): the run fails regardless"
             )
         return lines
 
@@ -309,7 +326,13 @@ def check_baseline(config: GateConfig, figures: RunFigures) -> Check:
     )
 
 
-def evaluate(config: GateConfig, figures: RunFigures, *, other_failures: int = 0) -> Verdict:
+def evaluate(
+    config: GateConfig,
+    figures: RunFigures,
+    *,
+    other_failures: int = 0,
+    stopped_early: str | None = None,
+) -> Verdict:
     checks: list[Check] = []
     if config.min_pass_rate is not None:
         checks.append(check_pass_rate(config, figures))
@@ -317,4 +340,6 @@ def evaluate(config: GateConfig, figures: RunFigures, *, other_failures: int = 0
         checks.append(check_mean_reward(config, figures))
     if config.baseline is not None:
         checks.append(check_baseline(config, figures))
-    return Verdict(config=config, checks=checks, other_failures=other_failures)
+    return Verdict(
+        config=config, checks=checks, other_failures=other_failures, stopped_early=stopped_early
+    )

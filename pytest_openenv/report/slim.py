@@ -1,23 +1,26 @@
 """Keep the controller's memory flat over long runs (controller only).
 
 pytest's terminal reporter keeps every report of the session in its ``stats``
-(for the summary line and ``--durations``), three per episode. Reports that
-arrive from xdist workers are freshly decoded, so each carries its own copy of
-the same strings (node id, location, outcome, worker id, keyword names). At
-20,000 episodes those copies, not the episodes, dominate the controller's memory.
-
-``ReportSlimmer`` runs after every other ``pytest_runtest_logreport`` hook has
-seen the report and, for episode reports that passed, shares or drops what
-nothing reads later. Failed and errored reports are left whole: the short test
-summary prints them at the end.
+(for the summary line and ``--durations``), three per episode, and xdist keeps
+each worker's list of collected node ids. Reports and ids that arrive from
+workers are freshly decoded, so each carries its own copy of the same strings
+and parsed node id. At 20,000 episodes those copies, not the episodes, dominate
+the controller's memory. ``ReportSlimmer`` shares what is equal and drops what
+nothing reads once every hook has seen a passed report. Failed and errored
+reports keep everything: the short test summary prints them at the end.
 """
 
 from __future__ import annotations
 
 import sys
+from types import MappingProxyType
 from typing import Any
 
 import pytest
+
+#: shared stand-ins for the per-report empty containers of passed reports
+NO_KEYWORDS: MappingProxyType[str, Any] = MappingProxyType({})
+NOTHING: tuple[()] = ()
 
 #: our own per-report fields that only the live report line needs
 DROP_WHEN_PASSED = ("openenv_brief",)
@@ -27,30 +30,70 @@ def _interned(value: Any) -> Any:
     return sys.intern(value) if type(value) is str else value
 
 
-class ReportSlimmer:
-    def __init__(self) -> None:
-        # node id -> (node id, location, episode id) of items whose teardown has not
-        # arrived: one entry per item in flight, so bounded by the number of workers
-        self._in_flight: dict[str, tuple[str, Any, Any]] = {}
+def phase_reports(config: pytest.Config) -> list[Any] | None:
+    """The terminal reporter's list of passed setup/teardown reports, if nothing reads it.
 
-    def slim(self, report: pytest.TestReport) -> None:
-        shared = self._in_flight.get(report.nodeid)
+    pytest files those under the category ``""``: they are never counted or shown,
+    except by ``--durations``, ``console_output_style=times`` and ``-rP`` (captured
+    teardown output). Without those, keeping them only costs memory.
+    """
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or config.getoption("durations", None) is not None:
+        return None
+    if config.getini("console_output_style") == "times":
+        return None
+    stats: dict[str, list[Any]] = reporter.stats
+    return stats.setdefault("", [])
+
+
+class ReportSlimmer:
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        # node id -> (parsed id, location, episode id) of items whose teardown has not
+        # arrived yet: one entry per item in flight, so bounded by the number of workers
+        self._in_flight: dict[str, tuple[Any, Any, Any]] = {}
+        self._phase_reports: list[Any] | bool | None = False  # False: not looked up yet
+
+    def share(self, report: pytest.TestReport) -> None:
+        """Before any other hook sees it: one node id and location object per item."""
+        fields = vars(report)
+        # pytest >= 9.2 keeps the node id parsed, as ``_id``; older ones as ``nodeid``
+        id_field = "_id" if "_id" in fields else "nodeid"
+        nodeid = report.nodeid
+        shared = self._in_flight.get(nodeid)
         if shared is None:
             location = tuple(_interned(part) for part in report.location)
-            episode_id = getattr(report, "openenv_episode_id", None)
-            shared = (report.nodeid, location, episode_id)
-            self._in_flight[report.nodeid] = shared
-        report.nodeid, report.location = shared[0], shared[1]  # type: ignore[assignment]
+            shared = (fields[id_field], location, fields.get("openenv_episode_id"))
+            self._in_flight[nodeid] = shared
+        fields[id_field], fields["location"] = shared[0], shared[1]
         if shared[2] is not None:
-            report.openenv_episode_id = shared[2]  # type: ignore[attr-defined]
+            fields["openenv_episode_id"] = shared[2]
         if report.when == "teardown":
-            self._in_flight.pop(report.nodeid, None)
+            self._in_flight.pop(nodeid, None)
+
+    def slim(self, report: pytest.TestReport) -> None:
+        """After every other hook has seen it: drop what nothing reads from a passed report."""
         if not report.passed:
             return
         fields = vars(report)
+        if report.when in ("setup", "teardown") and not report.sections:
+            if self._phase_reports is False:
+                self._phase_reports = phase_reports(self.config)
+            shown = self._phase_reports
+            if isinstance(shown, list) and shown and shown[-1] is report:
+                shown.pop()  # filed by the terminal reporter just before this hook
+                return
         for name, value in fields.items():
-            if type(value) is str and name != "nodeid":
+            if type(value) is str:
                 fields[name] = sys.intern(value)  # "passed", "setup", "gw3", run uid, ...
-        report.keywords = {}  # per-item names nothing reads after the live hooks
+        fields["keywords"] = NO_KEYWORDS
+        for name in ("sections", "user_properties"):
+            if fields.get(name) == []:
+                fields[name] = NOTHING
         for name in DROP_WHEN_PASSED:
             fields.pop(name, None)
+
+    @staticmethod
+    def share_collection(ids: list[str]) -> None:
+        """xdist keeps every worker's copy of the collected ids: make them one copy."""
+        ids[:] = [sys.intern(nodeid) for nodeid in ids]
