@@ -25,8 +25,13 @@ FLAGS = ["-q", "-p", "no:cacheprovider", "--tb=no", "-o", "console_output_style=
 
 def timed(args: list[str], cwd: Path) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "pytest", *FLAGS, *args], cwd=cwd,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    subprocess.run(
+        [sys.executable, "-m", "pytest", *FLAGS, *args],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
     return time.perf_counter() - start
 
 
@@ -41,8 +46,9 @@ def trivial_suite(folder: Path, n: int) -> None:
 def import_cost_ms() -> float:
     """Cumulative import time of pytest_openenv.plugin once pytest itself is loaded."""
     code = "import pytest, _pytest.pytester; import pytest_openenv.plugin"
-    out = subprocess.run([sys.executable, "-X", "importtime", "-c", code],
-                         capture_output=True, text=True, check=True).stderr
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True, check=True
+    ).stderr
     best = None
     for line in out.splitlines():
         match = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|\s+(\s*)pytest_openenv\.plugin$", line)

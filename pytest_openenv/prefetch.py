@@ -42,7 +42,6 @@ import pytest
 
 from .episode import Episode, EpisodeSpec
 from .policies.base import Policy
-from .policies.cache import commit, staged_writes
 from .runner import EpisodeTimeout
 from .worker import SPEC_KEY, EpisodeService
 
@@ -68,6 +67,8 @@ class Job:
         self.writes: list[Callable[[], None]] = []
 
     def run(self) -> None:
+        from .policies.cache import staged_writes  # only runs that use the pool pay for it
+
         with staged_writes() as writes:
             try:
                 self.result = self.work()
@@ -188,6 +189,7 @@ class Runahead:
         self.window = WINDOW_FACTOR * concurrency if concurrency > 1 else 1
         self.jobs: dict[int, Job] = {}
         self._eligible: dict[int, bool] = {}
+        self._interactor: Any = None
         self._positions: dict[int, int] | None = None
         self._worksteal = config.getoption("dist", None) == "worksteal"
 
@@ -227,7 +229,8 @@ class Runahead:
                     f"episode {job.spec.episode_id} exceeded --openenv-timeout="
                     f"{self.timeout:g}s (still waiting on the env or the policy; abandoned)"
                 )
-        commit(job.writes)
+        for write in job.writes:  # the item claims its episode: its cache entries may land
+            write()
         if job.error is not None:
             raise job.error
         assert job.result is not None
@@ -251,8 +254,12 @@ class Runahead:
             if id(upcoming) in self.jobs:
                 continue
             spec = upcoming.stash[SPEC_KEY]
-            env = self.service.env_factory(spec)
-            policy = self.service.policy(spec.policy)
+            try:
+                env = self.service.env_factory(spec)
+                policy = self.service.policy(spec.policy)
+            except Exception:  # e.g. a bad policy in its marker: that item reports it itself
+                self._eligible[id(upcoming)] = False
+                continue
             self.jobs[id(upcoming)] = job = Job(
                 spec, lambda s=spec, e=env, p=policy: self.service.run(s, e, p)
             )
@@ -272,7 +279,9 @@ class Runahead:
         return session.items[position + 1 : position + 1 + 2 * self.window]
 
     def _xdist_upcoming(self, item: pytest.Item) -> list[pytest.Item]:
-        interactor = _xdist_interactor(self.config)
+        if self._interactor is None:
+            self._interactor = _xdist_interactor(self.config)
+        interactor = self._interactor
         if interactor is None:
             return []
         try:

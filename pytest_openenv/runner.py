@@ -308,6 +308,34 @@ def run_episode(
         raise EpisodeError(f"env unavailable during {spec.episode_id}: {exc}") from exc
     except PolicyUnavailable as exc:
         raise EpisodeError(f"policy unavailable during {spec.episode_id}: {exc}") from exc
+    except (EpisodeError, ActionRejected):
+        raise
+    except Exception as exc:
+        if not adapter_choked_on_server_data(backend, env.family, exc):
+            raise
+        server = getattr(backend, "location", "the server")
+        raise EpisodeError(
+            f"env unavailable during {spec.episode_id}: {server} sent data the "
+            f"{type(env.family).__name__} adapter cannot read ({type(exc).__name__}: "
+            f"{str(exc)[:300]})"
+        ) from exc
     finally:
         with contextlib.suppress(Exception):
             backend.close()
+
+
+def adapter_choked_on_server_data(backend: Backend, family: EnvFamily, exc: Exception) -> bool:
+    """A family adapter raised while reading what a deployed server sent (wrong types...).
+
+    That is the server's fault, so an episode error; raised anywhere else (a policy, an
+    embedded engine) it is a bug worth its traceback, so it propagates.
+    """
+    if getattr(backend, "kind", None) != "remote":
+        return False
+    adapter = type(family).__module__
+    tb = exc.__traceback__
+    while tb is not None:
+        if str(tb.tb_frame.f_globals.get("__name__", "")).startswith(adapter):
+            return True
+        tb = tb.tb_next
+    return False

@@ -97,6 +97,21 @@ def turns_taken(rows: dict[str, dict[str, Any]]) -> int:
     return sum(r["metrics"]["turns"] for r in rows.values())
 
 
+def scripted_rewards(n: int) -> dict[str, float]:
+    """Rewards of the scripted policy (first legal move) on episodes 0..n-1, in-process.
+
+    The fake model plays the first legal move too, so an LLM run must match these.
+    """
+    from pytest_openenv.envs.registry import build_family
+    from pytest_openenv.episode import EpisodeSpec
+    from pytest_openenv.policies.scripted import ScriptedPolicy
+    from pytest_openenv.runner import EnvFactory, run_episode
+
+    env = EnvFactory(build_family("openspiel:tic_tac_toe", {}))
+    specs = [EpisodeSpec(env="openspiel:tic_tac_toe", index=i, seed=i) for i in range(n)]
+    return {s.episode_id: run_episode(s, env, ScriptedPolicy()).reward for s in specs}
+
+
 def junit_times(path: Path) -> dict[str, float]:
     """Seconds per test case (setup + call + teardown) from a JUnit XML report."""
     root = ET.parse(path).getroot()

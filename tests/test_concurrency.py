@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 from helpers import read_jsonl
-from llm_helpers import (  # noqa: F401 - fixtures
+from llm_helpers import (
     ENV,
     all_rows,
-    clean_sdk_env_fixture,
+    clean_sdk_env_fixture,  # noqa: F401 - fixture
     dist,
     errors,
     junit_times,

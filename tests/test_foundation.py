@@ -46,7 +46,9 @@ def test_headline_command_with_8_workers(run_pytest, pytester: pytest.Pytester) 
     assert len(ids) == len(set(ids)) == 200
     assert [r["episode_id"] for r in results] == sorted(r["episode_id"] for r in results)
     for row in results + failures:
-        assert EPISODE_RECORD_KEYS | OUR_KEYS <= set(row), set(row) ^ (EPISODE_RECORD_KEYS | OUR_KEYS)
+        assert set(row) >= EPISODE_RECORD_KEYS | OUR_KEYS, set(row) ^ (
+            EPISODE_RECORD_KEYS | OUR_KEYS
+        )
     assert all(r["passed"] and r["reward"] >= 0 for r in results)
     assert all(not r["passed"] and r["failure"]["outcome"] == "failed" for r in failures)
     for name in ("metadata.json", "summary.json", "README.md"):
@@ -59,9 +61,7 @@ def test_headline_command_with_8_workers(run_pytest, pytester: pytest.Pytester) 
 
 def _episodes(folder: Path) -> dict[str, tuple[float, list[str]]]:
     rows = read_jsonl(folder / "results.jsonl") + read_jsonl(folder / "failures.jsonl")
-    return {
-        r["episode_id"]: (r["reward"], [t["arguments"] for t in r["tool_trace"]]) for r in rows
-    }
+    return {r["episode_id"]: (r["reward"], [t["arguments"] for t in r["tool_trace"]]) for r in rows}
 
 
 def test_same_seed_same_episodes_across_worker_counts_and_runs(
@@ -71,8 +71,12 @@ def test_same_seed_same_episodes_across_worker_counts_and_runs(
     for extra in (["-n", "0"], ["-n", "3"], ["-n", "0"]):
         out = f"out{len(seen)}"
         run_pytest(
-            TTT, "--openenv-n=12", "--openenv-seed=5", "--openenv-policy=random",
-            f"--openenv-output={out}", *extra,
+            TTT,
+            "--openenv-n=12",
+            "--openenv-seed=5",
+            "--openenv-policy=random",
+            f"--openenv-output={out}",
+            *extra,
         )
         seen.append(_episodes(pytester.path / out))
     assert len(seen[0]) == 12
@@ -130,12 +134,19 @@ def test_sigkill_leaves_whole_lines_and_resume_completes(pytester: pytest.Pytest
 
 @pytest.mark.parametrize(
     ("env", "config"),
-    [("openspiel:connect_four", "{}"), ("openspiel:catch", "{}"), ("openspiel:tic_tac_toe",
-                                                                    '{"agent_player": 1}')],
+    [
+        ("openspiel:connect_four", "{}"),
+        ("openspiel:catch", "{}"),
+        ("openspiel:tic_tac_toe", '{"agent_player": 1}'),
+    ],
 )
-def test_other_games_and_seats(run_pytest, pytester: pytest.Pytester, env: str, config: str) -> None:
+def test_other_games_and_seats(
+    run_pytest, pytester: pytest.Pytester, env: str, config: str
+) -> None:
     result = run_pytest(
-        f"--openenv-env={env}", "--openenv-n=4", f"--openenv-env-config={config}",
+        f"--openenv-env={env}",
+        "--openenv-n=4",
+        f"--openenv-env-config={config}",
         "--openenv-max-turns=60",
     )
     counts = outcome_counts(result)
@@ -147,7 +158,9 @@ def test_other_games_and_seats(run_pytest, pytester: pytest.Pytester, env: str, 
 
 def test_verbose_lines_show_reward_and_turns(run_pytest) -> None:
     result = run_pytest(TTT, "--openenv-n=3", "-v")
-    result.stdout.re_match_lines([r".*openenv::test_episode\[ep-000000\] (PASSED|FAILED) \(reward="])
+    result.stdout.re_match_lines(
+        [r".*openenv::test_episode\[ep-000000\] (PASSED|FAILED) \(reward="]
+    )
 
 
 def test_plugin_is_inert_without_episode_tests(run_pytest, pytester: pytest.Pytester) -> None:
@@ -267,7 +280,10 @@ def test_import_does_not_load_heavy_modules() -> None:
         "print(heavy)\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
     )
     assert out.stdout.strip() == "[]"

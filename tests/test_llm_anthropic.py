@@ -8,16 +8,16 @@ dataset is uniform; the wire format is Messages (system apart, ``tool_use`` and
 from __future__ import annotations
 
 import pytest
-from llm_helpers import (  # noqa: F401 - fixtures
-    ENV,
+from llm_helpers import (
     MODEL,
     all_rows,
-    anthropic_server_fixture,
-    clean_sdk_env_fixture,
+    anthropic_server_fixture,  # noqa: F401 - fixture
+    clean_sdk_env_fixture,  # noqa: F401 - fixture
     dist,
     errors,
     junit_times,
     llm_args,
+    scripted_rewards,
     turns_taken,
 )
 from servers.anthropic_messages import AnthropicMessagesServer, serve_anthropic
@@ -28,15 +28,7 @@ from servers.fake_model import Faults
 def test_anthropic_drives_episodes_and_stores_openai_format(
     run_pytest, pytester: pytest.Pytester, anthropic_server: AnthropicMessagesServer, workers: int
 ) -> None:
-    scripted = run_pytest(ENV, "--openenv-n=3", "--openenv-output=scripted-out")
-    assert scripted.ret in (0, 1)
-    from helpers import read_jsonl
-
-    expected = {
-        r["episode_id"]: r["reward"]
-        for name in ("results.jsonl", "failures.jsonl")
-        for r in read_jsonl(pytester.path / "scripted-out" / name)
-    }
+    expected = scripted_rewards(3)
     result = run_pytest(*llm_args(anthropic_server, n=3, policy="anthropic"), *dist(workers))
     assert result.ret in (0, 1), result.stdout.str()
     rows = all_rows(pytester)

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
-from llm_helpers import ENV, MODEL, clean_sdk_env_fixture, output  # noqa: F401 - fixture
+from llm_helpers import (
+    ENV,
+    MODEL,
+    clean_sdk_env_fixture,  # noqa: F401 - fixture
+    output,
+)
 from servers.openai_compat import serve_openai
+
+from pytest_openenv.options import OPTIONS
 
 
 @pytest.mark.parametrize(
@@ -21,24 +29,45 @@ from servers.openai_compat import serve_openai
             ["--openenv-policy=anthropic", "--openenv-model=claude-sonnet-4-5"],
             "*needs an API key: set ANTHROPIC_API_KEY in the environment*",
         ),
-        (
-            ["--openenv-concurrency=0"],
-            "*--openenv-concurrency='0' is invalid: expected a positive*",
-        ),
-        (["--openenv-timeout=0"], "*--openenv-timeout='0' is invalid: expected a number of sec*"),
-        (["--openenv-max-retries=-1"], "*--openenv-max-retries='-1' is invalid: expected an int*"),
-        (["--openenv-temperature=hot"], "*--openenv-temperature='hot' is invalid: expected a num*"),
-        (["--openenv-max-tokens=0"], "*--openenv-max-tokens='0' is invalid*"),
-        (
-            ["--openenv-llm-endpoint=localhost:8000", f"--openenv-model={MODEL}"],
-            "*--openenv-llm-endpoint='localhost:8000' is invalid: expected an http(s) base URL*",
-        ),
+        (["--openenv-concurrency=0"], "*--openenv-concurrency='0' is invalid: expected a pos*"),
     ],
 )
-def test_bad_llm_options_are_usage_errors(run_pytest, args: list[str], message: str) -> None:
+def test_bad_llm_setup_is_a_usage_error(run_pytest, args: list[str], message: str) -> None:
     result = run_pytest(ENV, *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("concurrency", "0", "expected a positive integer"),
+        ("timeout", "0", "expected a number of seconds > 0"),
+        ("timeout", "soon", "expected a number"),
+        ("max-retries", "-1", "expected an integer >= 0"),
+        ("temperature", "hot", "expected a number"),
+        ("temperature", "-0.1", "expected a number >= 0"),
+        ("max-tokens", "0", "expected a positive integer"),
+        ("llm-endpoint", "localhost:8000", "expected an http(s) base URL such as"),
+        ("replay", "maybe", "expected true or false"),
+    ],
+)
+def test_bad_llm_option_values_name_the_option(flag: str, value: str, message: str) -> None:
+    (option,) = [o for o in OPTIONS if o.flag == flag]
+    with pytest.raises(pytest.UsageError, match=rf"--openenv-{flag}='{value}' is invalid: .*"):
+        option.convert(flag, value)
+    with pytest.raises(pytest.UsageError, match=re.escape(message)):
+        option.convert(flag, value)
+
+
+def test_good_llm_option_values_convert() -> None:
+    convert = {o.flag: o.convert for o in OPTIONS}
+    assert convert["concurrency"]("concurrency", "16") == 16
+    assert convert["timeout"]("timeout", "1.5") == 1.5
+    assert convert["max-retries"]("max-retries", "0") == 0
+    assert convert["temperature"]("temperature", "0") == 0.0
+    assert convert["llm-endpoint"]("llm-endpoint", " http://h:8000/v1 ") == "http://h:8000/v1"
+    assert convert["replay"]("replay", "true") is True
 
 
 @pytest.mark.parametrize(("provider", "extra"), [("openai", "openai"), ("anthropic", "anthropic")])

@@ -9,7 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from llm_helpers import ENV, MODEL, clean_sdk_env_fixture, dist  # noqa: F401 - fixture
+from llm_helpers import (
+    ENV,
+    MODEL,
+    clean_sdk_env_fixture,  # noqa: F401 - fixture
+    dist,
+)
 from servers.anthropic_messages import serve_anthropic
 from servers.openai_compat import serve_openai
 
@@ -38,54 +43,57 @@ def keys(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("workers", [0, 2])
-def test_keys_reach_no_output(
+def test_keys_reach_no_output_of_a_run(
     run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, keys, workers: int
 ) -> None:
-    outputs = []
     cache = pytester.path / "llm-cache"
-    common = [ENV, "--openenv-n=2", f"--openenv-model={MODEL}", "-v"]
     with serve_openai() as server:
         # the official-API path: the key from the environment goes out in every request
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         result = run_pytest(
-            *common,
+            ENV,
+            "--openenv-n=2",
+            f"--openenv-model={MODEL}",
             "--openenv-policy=openai",
             f"--openenv-cache={cache}",
-            "--junitxml=junit-ok.xml",
-            "--openenv-output=out-ok",
+            "--junitxml=junit.xml",
+            "-v",
+            "--openenv-concurrency=2",
             *dist(workers),
         )
-        assert result.ret in (0, 1), result.stdout.str()
         assert server.requests > 0
-        outputs += [result.stdout.str(), result.stderr.str()]
+    assert result.ret in (0, 1), result.stdout.str()
+    written = {p.name for p in (pytester.path / "openenv-results").iterdir()}
+    assert {"metadata.json", "summary.json", "README.md"} <= written
+    assert list(cache.rglob("*.json")) and (pytester.path / "junit.xml").exists()
+    assert leaks(pytester.path, result.stdout.str(), result.stderr.str()) == []
+
+
+def test_credentials_quoted_by_an_endpoint_are_scrubbed(
+    run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, keys
+) -> None:
+    outputs = []
+    common = [ENV, "--openenv-n=2", f"--openenv-model={MODEL}", "-v"]
     with serve_openai(always_status=401, echo_auth=True) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         result = run_pytest(
-            *common,
-            "--openenv-policy=openai",
-            "--junitxml=junit-401.xml",
-            "--openenv-output=out-401",
-            *dist(workers),
+            *common, "--openenv-policy=openai", "--junitxml=junit-openai.xml", "--openenv-output=oa"
         )
         assert result.ret == 1
-        # the server did quote the key; the plugin's message kept the rest of what it said
+        # the server did quote the key; the plugin kept the rest of what it said
         result.stdout.fnmatch_lines(["*HTTP 401*received credentials: Bearer [*][*][*]*"])
         outputs += [result.stdout.str(), result.stderr.str()]
-    with serve_anthropic(statuses=[429], echo_auth=True, always_status=403) as server:
+    with serve_anthropic(always_status=403, echo_auth=True) as server:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
         result = run_pytest(
             *common,
             "--openenv-policy=anthropic",
             "--junitxml=junit-anthropic.xml",
-            "--openenv-output=out-anthropic",
-            "--openenv-max-retries=1",
-            *dist(workers),
+            "--openenv-output=an",
         )
         assert result.ret == 1
         result.stdout.fnmatch_lines(["*HTTP 403*received credentials: *[*][*][*]*"])
         outputs += [result.stdout.str(), result.stderr.str()]
-    assert (pytester.path / "out-ok" / "results.jsonl").exists() or (
-        pytester.path / "out-ok" / "failures.jsonl"
-    ).exists()
-    assert list(cache.rglob("*.json"))
+    assert (pytester.path / "oa" / "failures.jsonl").exists()
+    assert (pytester.path / "an" / "failures.jsonl").exists()
     assert leaks(pytester.path, *outputs) == []

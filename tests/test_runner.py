@@ -29,7 +29,8 @@ class Canned(Policy):
                 return Reply(content="I think I will win.")
             return Reply(
                 tool_calls=tuple(
-                    ToolCall(f"c{turn.turn}_{i}", name, args) for i, (name, args) in enumerate(calls)
+                    ToolCall(f"c{turn.turn}_{i}", name, args)
+                    for i, (name, args) in enumerate(calls)
                 )
             )
         assert turn.scripted is not None
@@ -69,9 +70,10 @@ def test_agent_mistakes_are_tool_errors_that_cost_a_turn(call, error) -> None:
 def test_no_tool_call_gets_a_reminder_and_costs_a_turn() -> None:
     episode = run_episode(spec(), ttt(), Canned(None), limits=Limits(max_turns=10))
     assert episode.messages[2] == {"role": "assistant", "content": "I think I will win."}
-    assert episode.messages[3]["role"] == "user" and "did not call a tool" in episode.messages[3][
-        "content"
-    ]
+    assert (
+        episode.messages[3]["role"] == "user"
+        and "did not call a tool" in episode.messages[3]["content"]
+    )
     scripted = run_episode(spec(), ttt(), ScriptedPolicy())
     assert episode.turns == scripted.turns + 1
 

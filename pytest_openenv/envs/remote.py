@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import random
 import time
 from typing import Any
@@ -56,7 +57,9 @@ def describe_error(data: dict[str, Any]) -> str:
         for err in errors[:5]:
             if not isinstance(err, dict):
                 continue
-            where = ".".join(str(p) for p in err.get("loc") or ()) or "action"
+            loc = err.get("loc")
+            parts = loc if isinstance(loc, (list, tuple)) else () if loc is None else (loc,)
+            where = ".".join(str(p) for p in parts) or "action"
             details.append(f"{where}: {err.get('msg', 'invalid')}")
         if details:
             message = f"{message} ({'; '.join(details)})"
@@ -220,14 +223,15 @@ class RemoteBackend(Backend):
             ) from None
         try:
             frame = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than json reads
             self._drop()
             raise EnvUnavailable(f"{self.location} sent a frame that is not JSON") from None
         if not isinstance(frame, dict):
             self._drop()
             raise EnvUnavailable(f"{self.location} sent a frame that is not a JSON object")
         if frame.get("type") == "error":
-            self._raise_for_error(frame.get("data") or {})
+            data = frame.get("data")
+            self._raise_for_error(data if isinstance(data, dict) else {"message": repr(data)})
         return frame
 
     def _raise_for_error(self, data: dict[str, Any]) -> None:
@@ -257,10 +261,12 @@ class RemoteBackend(Backend):
             metadata.update(data["metadata"])
         try:
             reward = None if data.get("reward") is None else float(data["reward"])
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise EnvUnavailable(
-                f"{self.location} sent a non-numeric reward {data.get('reward')!r}"
+                f"{self.location} sent a non-numeric reward {str(data.get('reward'))[:100]!r}"
             ) from None
+        if reward is not None and not math.isfinite(reward):  # NaN, Infinity: no dataset row
+            raise EnvUnavailable(f"{self.location} sent a non-finite reward {reward!r}")
         return StepResult(
             observation=observation,
             reward=reward,

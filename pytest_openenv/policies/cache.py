@@ -11,8 +11,8 @@ place (first writer wins), so no reader ever sees a torn entry and no key is
 stored twice. Entries hold no secret: no headers, no keys, no endpoint URL.
 
 Worker side. Episodes that run ahead of their item (``--openenv-concurrency``)
-stage their writes (``staged_writes``) and only commit them once their item
-claims the result, so an episode never run for its own item leaves no trace.
+stage their writes (``staged_writes``); ``prefetch`` performs them only once
+their item claims the result, so an episode never run for its item leaves no trace.
 """
 
 from __future__ import annotations
@@ -46,11 +46,6 @@ def staged_writes() -> Iterator[list[Callable[[], None]]]:
         yield writes
     finally:
         _STAGED.reset(token)
-
-
-def commit(writes: list[Callable[[], None]]) -> None:
-    for write in writes:
-        write()
 
 
 def cache_key(

@@ -18,6 +18,7 @@ import os
 import re
 import threading
 import time
+import urllib.parse
 from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
@@ -36,10 +37,20 @@ PLACEHOLDER_KEY = "EMPTY"
 MAX_MESSAGE = 500
 
 _SECRET_SHAPES = re.compile(
-    r"(?i)(bearer\s+|x-api-key[\"']?\s*[:=]\s*[\"']?|api[_-]?key[\"']?\s*[:=]\s*[\"']?)"
+    r"(?i)(bearer\s+|basic\s+|x-api-key[\"']?\s*[:=]\s*[\"']?|api[_-]?key[\"']?\s*[:=]\s*[\"']?)"
     r"([^\s\"',;}]+)"
     r"|\b(sk-[A-Za-z0-9_\-]{6,}|hf_[A-Za-z0-9]{6,})"
 )
+
+
+def url_secrets(url: str | None) -> tuple[str, ...]:
+    """An endpoint URL's password, as written and decoded (httpx sends it as Basic auth)."""
+    if not url:
+        return ()
+    parts = urllib.parse.urlsplit(url)
+    return tuple(
+        value for value in (parts.password, urllib.parse.unquote(parts.password or "")) if value
+    )
 
 
 def scrub(text: str, secrets: tuple[str, ...] = ()) -> str:
@@ -206,7 +217,7 @@ class RemoteModelPolicy(Policy):
             failure = self._classify(exc, timeout)
             if failure is None:
                 raise
-        message = scrub(failure.message, (self._api_key or "",))
+        message = scrub(failure.message, (self._api_key or "", *url_secrets(self.config.base_url)))
         if failure.sticky:
             with self._lock:
                 if self._blocked is None:

@@ -156,7 +156,10 @@ class Launcher:
         full_env = {
             key: value
             for key, value in os.environ.items()
-            if not key.startswith(("PYTEST_", "FAULT_", "GITHUB_STEP_SUMMARY"))
+            # isolation: no xdist worker identity, no keys or endpoints of the outer shell
+            if not key.startswith(
+                ("PYTEST_", "FAULT_", "GITHUB_STEP_SUMMARY", "OPENAI_", "ANTHROPIC_", "HF_")
+            )
         }
         full_env.update(env or {})
         command = [
