@@ -141,6 +141,10 @@ def main() -> None:
         f"C={c} is {speedup:.1f}x faster than C=1 (target >= 10x): "
         f"{'ok' if speedup >= 10 else 'MISSED'}"
     )
+    print(
+        f"(-n 4, C={c} is for information: its session time is mostly xdist start-up, and each "
+        "worker runs ahead only over the items already sent to it)"
+    )
 
 
 if __name__ == "__main__":

@@ -111,6 +111,8 @@ def pytest_configure_node(node: Any) -> None:
     """xdist controller: hand the resume set to each worker (they may not share our disk)."""
     done = node.config.stash.get(RESUME_KEY, frozenset())
     node.workerinput["openenv_resume_done"] = sorted(done)
+    # workers see --dist as "no"; run-ahead needs to know whether items can be taken back
+    node.workerinput["openenv_dist"] = node.config.getoption("dist", None)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

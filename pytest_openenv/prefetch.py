@@ -17,8 +17,10 @@ Which items are certain to run next:
   reordering; skip-marked items are left out);
 * on an xdist worker: the items the controller has already handed to this worker
   (``WorkerInteractor.nextitem_index`` and its ``torun`` queue). ``--dist load``
-  never takes them back; ``--dist worksteal`` may, so there only the next item,
-  already popped from the queue, is run ahead.
+  (and loadscope, loadfile, loadgroup, each) never takes them back; ``--dist
+  worksteal`` may, so there only the next item, already popped from the queue,
+  is run ahead. Workers see ``--dist`` as "no", so the controller passes it on
+  (``pytest_configure_node`` in ``plugin.py``).
 
 Only items whose ``episode``, ``openenv_env`` and ``openenv_policy`` fixtures are
 the plugin's own are run ahead: an override in a conftest may depend on other
@@ -49,6 +51,8 @@ from .worker import SPEC_KEY, EpisodeService
 GRACE = 0.5
 #: episodes queued or running per unit of concurrency (at most C of them running)
 WINDOW_FACTOR = 4
+#: xdist --dist modes whose controller never takes back items it sent to a worker
+KEEPS_QUEUED_ITEMS = ("load", "loadscope", "loadfile", "loadgroup", "each")
 PLUGIN_MODULE = "pytest_openenv.plugin"
 OWN_FIXTURES = ("episode", "openenv_env", "openenv_policy")
 
@@ -191,7 +195,10 @@ class Runahead:
         self._eligible: dict[int, bool] = {}
         self._interactor: Any = None
         self._positions: dict[int, int] | None = None
-        self._worksteal = config.getoption("dist", None) == "worksteal"
+        # Items in a worker's queue are certain to run there unless the scheduler may take
+        # them back (worksteal), or we cannot tell (a controller that did not say).
+        workerinput = getattr(config, "workerinput", {})
+        self._queue_is_certain = workerinput.get("openenv_dist") in KEEPS_QUEUED_ITEMS
 
     @classmethod
     def from_settings(cls, config: pytest.Config, service: EpisodeService) -> Runahead:
@@ -292,7 +299,7 @@ class Runahead:
             following = interactor.nextitem_index
             if isinstance(following, int):
                 indices.append(following)
-                if not self._worksteal:
+                if self._queue_is_certain:
                     with interactor.torun.lock() as queued:
                         for index in queued:
                             if not isinstance(index, int) or len(indices) >= 2 * self.window:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given
@@ -10,8 +11,10 @@ from hypothesis import strategies as st
 from llm_helpers import ENV, all_rows, dist, errors
 
 from pytest_openenv.envs.base import ProposedCall
+from pytest_openenv.options import Settings
 from pytest_openenv.policies.base import Reply, ToolCall
-from pytest_openenv.policies.callable import to_reply
+from pytest_openenv.policies.callable import load_policy, to_reply
+from pytest_openenv.policies.registry import build_policy
 
 AGENTS = '''
 import json
@@ -82,22 +85,40 @@ def test_a_callable_returning_junk_is_an_item_error(run_pytest, pytester: pytest
     assert row["failure"]["outcome"] == "error"
 
 
+def test_a_bad_callable_spec_is_a_usage_error(run_pytest, pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(my_agents=AGENTS)
+    result = run_pytest(ENV, "--openenv-policy=my_agents:missing")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*'my_agents' has no attribute 'missing'*"])
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("no_such_module:f", "*cannot import module 'no_such_module'*"),
-        ("my_agents:missing", "*'my_agents' has no attribute 'missing'*"),
-        ("my_agents:not_callable", "*'not_callable' is a int, not a callable or Policy*"),
-        ("nonsense", "*--openenv-policy='nonsense' is unknown; choose one of*pkg.module:callable*"),
+        ("no_such_module:f", "cannot import module 'no_such_module'"),
+        ("my_agents:not_callable", "'not_callable' is a int, not a callable or Policy"),
+        ("my_agents:", "is not pkg.module:callable"),
     ],
 )
-def test_bad_callable_specs_are_usage_errors(
-    run_pytest, pytester: pytest.Pytester, spec: str, message: str
+def test_bad_callable_specs_say_what_is_wrong(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, spec: str, message: str
 ) -> None:
     pytester.makepyfile(my_agents=AGENTS)
-    result = run_pytest(ENV, f"--openenv-policy={spec}")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([message])
+    monkeypatch.chdir(pytester.path)
+    monkeypatch.syspath_prepend(str(pytester.path))
+    with pytest.raises(pytest.UsageError, match=re.escape(message)):
+        load_policy(spec)
+
+
+def test_a_module_callable_loads_as_a_labelled_policy(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(my_agents=AGENTS)
+    monkeypatch.syspath_prepend(str(pytester.path))
+    policy = load_policy("my_agents:center_first")
+    assert policy.name == "my_agents:center_first"
+    with pytest.raises(pytest.UsageError, match="unknown; choose one of"):
+        build_policy("nonsense", Settings.from_config(pytester.parseconfig()))
 
 
 def test_the_openenv_policy_fixture_may_return_a_plain_function(

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 from websockets.sync.server import serve
@@ -72,12 +73,25 @@ class FrameServer:
         self.connections = 0
         self.frames_in: list[str] = []
         self._server = serve(
-            self._session, "127.0.0.1", 0, max_size=None, compression=None, ping_interval=None
+            self._session,
+            "127.0.0.1",
+            0,
+            max_size=None,
+            compression=None,
+            ping_interval=None,
+            process_request=self._plain_http,
         )
         self.port = self._server.socket.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
+
+    @staticmethod
+    def _plain_http(connection: Any, request: Any) -> Any:
+        """``GET /health`` says healthy (the plugin checks it before any episode)."""
+        if request.path.split("?")[0] == "/health":
+            return connection.respond(HTTPStatus.OK, '{"status": "healthy"}')
+        return None  # /ws: go on with the WebSocket handshake
 
     def _session(self, ws: Any) -> None:
         self.connections += 1

@@ -130,7 +130,7 @@ def play(url: str) -> tuple[Any, float]:
     return outcome, time.monotonic() - started
 
 
-@settings(max_examples=600, deadline=None, database=None)
+@settings(max_examples=80, deadline=None, database=None)
 @given(script=st.lists(reply, min_size=1, max_size=4))
 @example(script=[Reply(GOOD), Reply(silence=TIMEOUT + 2, payload=GOOD)])  # a silent server
 def test_bad_frames_make_an_episode_error_or_a_game(script: list[Reply]) -> None:
