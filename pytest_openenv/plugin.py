@@ -10,32 +10,27 @@ from __future__ import annotations
 import json
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .controller import Controller, read_resume_set
-from .envs.base import EnvConfigError
-from .episode import Episode, EpisodeSpec
 from .options import Settings, check_output_writable, register
-from .policies.adapt import as_policy
-from .policies.base import Policy
-from .prefetch import Runahead
-from .preflight import check_servers
-from .runner import EnvFactory, EpisodeError
-from .worker import (
-    EPISODE_KEY,
-    ERROR_KEY,
-    SPEC_KEY,
-    EpisodeService,
-    attach_to_report,
-    suite_specs,
-)
+
+if TYPE_CHECKING:
+    from .controller import Controller
+    from .episode import Episode, EpisodeSpec
+    from .policies.base import Policy
+    from .prefetch import Runahead
+    from .runner import EnvFactory
+    from .worker import EpisodeService
+
+# Everything but the options loads on first use: importing this module (which pytest does
+# in every run) must stay cheap for the many runs that never touch an episode.
 
 SETTINGS_KEY = pytest.StashKey[Settings]()
-SERVICE_KEY = pytest.StashKey[EpisodeService]()
-RUNAHEAD_KEY = pytest.StashKey[Runahead]()
-CONTROLLER_KEY = pytest.StashKey[Controller]()
+SERVICE_KEY: pytest.StashKey[EpisodeService] = pytest.StashKey()
+RUNAHEAD_KEY: pytest.StashKey[Runahead] = pytest.StashKey()
+CONTROLLER_KEY: pytest.StashKey[Controller] = pytest.StashKey()
 BUNDLED_KEY = pytest.StashKey[bool]()
 RESUME_KEY = pytest.StashKey[frozenset[str]]()
 
@@ -55,6 +50,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    from .controller import Controller, read_resume_set
+    from .envs.base import EnvConfigError
+    from .prefetch import Runahead
+    from .preflight import check_servers
+    from .worker import EpisodeService
+
     config.addinivalue_line("markers", MARKER_HELP)
     settings = Settings.from_config(config)
     config.stash[SETTINGS_KEY] = settings
@@ -118,6 +119,8 @@ def pytest_configure_node(node: Any) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "episode" not in metafunc.fixturenames:
         return
+    from .worker import suite_specs
+
     settings = metafunc.config.stash[SETTINGS_KEY]
     specs = suite_specs(settings, metafunc.definition.get_closest_marker("openenv"))
     service = metafunc.config.stash[SERVICE_KEY]
@@ -143,6 +146,9 @@ def pytest_collection_modifyitems(
             session, path=Path(bundled_test.__file__), nodeid="openenv"
         )
         items[:0] = list(session.genitems(module))
+    from .episode import EpisodeSpec
+    from .worker import SPEC_KEY
+
     done = config.stash.get(RESUME_KEY, frozenset())
     for item in items:
         callspec = getattr(item, "callspec", None)
@@ -181,6 +187,10 @@ def openenv_snapshot(snapshot: Any) -> Any:
 @pytest.fixture
 def episode(request: pytest.FixtureRequest, openenv_env: Any, openenv_policy: Any) -> Episode:
     """Run the episode during setup and return it finished."""
+    from .policies.adapt import as_policy
+    from .runner import EpisodeError
+    from .worker import EPISODE_KEY, ERROR_KEY
+
     spec = _spec_of(request)
     runahead = request.config.stash[RUNAHEAD_KEY]  # inline, or concurrent (prefetch.py)
     try:
@@ -198,6 +208,8 @@ def episode(request: pytest.FixtureRequest, openenv_env: Any, openenv_policy: An
 
 
 def _spec_of(request: pytest.FixtureRequest) -> EpisodeSpec:
+    from .worker import SPEC_KEY
+
     spec = request.node.stash.get(SPEC_KEY, None)
     if spec is None:
         raise pytest.UsageError(
@@ -212,6 +224,8 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
+    from .worker import attach_to_report
+
     attach_to_report(item, report)
     return report
 
