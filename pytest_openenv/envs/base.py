@@ -76,6 +76,18 @@ class ProposedCall:
         return json.dumps(self.arguments, sort_keys=True)
 
 
+def single_argument(call: ProposedCall, tool: str, argument: str, what: str) -> Any:
+    """The one argument of a one-argument tool; ``ActionRejected`` names what was wrong."""
+    if call.name != tool:
+        raise ActionRejected(f"unknown tool {call.name!r}; the only tool is {tool}")
+    extra = sorted(set(call.arguments) - {argument})
+    if extra:
+        raise ActionRejected(f"unexpected argument(s) {extra}; {tool} takes only {argument}")
+    if argument not in call.arguments:
+        raise ActionRejected(f"missing argument {argument} ({what})")
+    return call.arguments[argument]
+
+
 class Backend(ABC):
     """One live env session. Not shared between episodes."""
 

@@ -13,6 +13,7 @@ from .base import (
     ProposedCall,
     StepResult,
     ToolSpec,
+    single_argument,
 )
 from .openspiel_engine import OPPONENTS, OpenSpielEngine, load_game
 from .openspiel_render import DRAWN_GAMES, render_board
@@ -173,14 +174,7 @@ class OpenSpielFamily(EnvFamily):
         return "\n".join(parts)
 
     def to_action(self, call: ProposedCall, current: StepResult) -> dict[str, Any]:
-        if call.name != "play_move":
-            raise ActionRejected(f"unknown tool {call.name!r}; the only tool is play_move")
-        extra = sorted(set(call.arguments) - {"action_id"})
-        if extra:
-            raise ActionRejected(f"unexpected argument(s) {extra}; play_move takes only action_id")
-        if "action_id" not in call.arguments:
-            raise ActionRejected("missing argument action_id (an integer legal action id)")
-        action_id = call.arguments["action_id"]
+        action_id = single_argument(call, "play_move", "action_id", "an integer legal action id")
         if not isinstance(action_id, int) or isinstance(action_id, bool):
             raise ActionRejected(
                 f"action_id must be an integer, got {action_id!r} ({type(action_id).__name__})"

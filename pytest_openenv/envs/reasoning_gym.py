@@ -27,6 +27,7 @@ from .base import (
     ProposedCall,
     StepResult,
     ToolSpec,
+    single_argument,
 )
 
 #: create_dataset arguments the family sets itself
@@ -183,14 +184,7 @@ class ReasoningGymFamily(EnvFamily):
         return " ".join(parts)
 
     def to_action(self, call: ProposedCall, current: StepResult) -> dict[str, Any]:
-        if call.name != "answer":
-            raise ActionRejected(f"unknown tool {call.name!r}; the only tool is answer")
-        extra = sorted(set(call.arguments) - {"answer"})
-        if extra:
-            raise ActionRejected(f"unexpected argument(s) {extra}; answer takes only answer")
-        if "answer" not in call.arguments:
-            raise ActionRejected("missing argument answer (your final answer as a string)")
-        answer = call.arguments["answer"]
+        answer = single_argument(call, "answer", "answer", "your final answer as a string")
         if isinstance(answer, (int, float)) and not isinstance(answer, bool):
             # Models often send numbers bare; the verifier compares text.
             answer = str(answer)
