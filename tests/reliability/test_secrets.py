@@ -72,7 +72,8 @@ def test_no_marker_in_any_output(launcher: Launcher, secret_env: dict[str, str])
     common = (f"--openenv-env={ENV}", "--openenv-n=4", f"--openenv-model={MODEL}", "-v", "-rA")
 
     # 1. collection through the official-API path (key in every request), response cache,
-    #    a remote env server with credentials in its URL, JUnit XML, step summary, Hub push
+    #    a remote env server with credentials in its URL, JUnit XML, step summary, a gate,
+    #    Hub push
     with (
         serve_openai() as model,
         serve_in_thread("tictactoe") as env_server,
@@ -86,6 +87,7 @@ def test_no_marker_in_any_output(launcher: Launcher, secret_env: dict[str, str])
             f"--openenv-server={with_credentials(env_server.url)}",
             f"--openenv-cache={work / 'llm-cache'}",
             "--openenv-push-to-hub=alice/secret-scan",
+            "--openenv-min-pass-rate=0.1",  # a gate verdict in summary, card and terminal
             "--openenv-output=out-collect",
             "--junitxml=junit-collect.xml",
             env={**secret_env, "OPENAI_BASE_URL": model.base_url, "HF_ENDPOINT": hub.url},
