@@ -13,6 +13,7 @@ Then measures the import cost of the plugin module when no option is given
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -21,6 +22,8 @@ import time
 from pathlib import Path
 
 FLAGS = ["-q", "-p", "no:cacheprovider", "--tb=no", "-o", "console_output_style=classic"]
+#: bytecode caching on, as on a user's machine (some sandboxes turn it off)
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def timed(args: list[str], cwd: Path) -> float:
@@ -28,6 +31,7 @@ def timed(args: list[str], cwd: Path) -> float:
     subprocess.run(
         [sys.executable, "-m", "pytest", *FLAGS, *args],
         cwd=cwd,
+        env=ENV,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         check=False,
@@ -47,7 +51,11 @@ def import_cost_ms() -> float:
     """Cumulative import time of pytest_openenv.plugin once pytest itself is loaded."""
     code = "import pytest, _pytest.pytester; import pytest_openenv.plugin"
     out = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True, check=True
+        [sys.executable, "-X", "importtime", "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=ENV,
     ).stderr
     best = None
     for line in out.splitlines():
