@@ -82,7 +82,7 @@ class _Loop:
         self.started = clock()
         self.deadline = None if limits.timeout is None else self.started + limits.timeout
         self.tool_specs = self.family.tools()
-        self.tools = [t.to_openai() for t in self.tool_specs]
+        self.tools = self.family.openai_tools()
         self.tool_names = [t.name for t in self.tool_specs]
         self.messages: list[dict[str, Any]] = [
             {"role": "system", "content": system_prompt or self.family.system_prompt}

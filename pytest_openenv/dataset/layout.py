@@ -137,11 +137,25 @@ def trace_entry(entry: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+#: tool lists are shared by every episode of a family: normalise each list object once
+_STABLE_TOOLS: dict[int, tuple[list[Any], list[dict[str, Any]]]] = {}
+
+
+def stable_tools(tools: list[Any]) -> list[dict[str, Any]]:
+    hit = _STABLE_TOOLS.get(id(tools))
+    if hit is not None and hit[0] is tools:
+        return hit[1]
+    stable = [tool(t) for t in tools]
+    if len(_STABLE_TOOLS) < 64:  # families per process are few; never grow without bound
+        _STABLE_TOOLS[id(tools)] = (tools, stable)
+    return stable
+
+
 def stable_row(row: dict[str, Any]) -> dict[str, Any]:
     """The row with every field in its one type (see the module docstring)."""
     out = dict(row)
     out["messages"] = [chat_message(m) for m in row.get("messages") or []]
-    out["tools"] = [tool(t) for t in row.get("tools") or []]
+    out["tools"] = stable_tools(row.get("tools") or [])
     out["tool_trace"] = [trace_entry(e) for e in row.get("tool_trace") or []]
     out["reward"] = float(row.get("reward") or 0.0)
     out["done"] = bool(row.get("done"))

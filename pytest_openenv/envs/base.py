@@ -137,6 +137,13 @@ class EnvFamily(ABC):
         self.config_json = json.dumps(self.config, sort_keys=True, ensure_ascii=False)
         self.servers: tuple[str, ...] = ()
 
+    def openai_tools(self) -> list[dict[str, Any]]:
+        """``tools()`` in OpenAI format, built once: every record of the family shares it."""
+        cached = self.__dict__.get("_openai_tools")
+        if cached is None:
+            cached = self.__dict__["_openai_tools"] = [t.to_openai() for t in self.tools()]
+        return cached
+
     @property
     def spec(self) -> str:
         return f"{self.name}:{self.variant}"

@@ -34,8 +34,9 @@ class OpenSpielEngine(Backend):
         self._opponent = opponent
         self._name_actions = name_actions
         self._state: Any = None
-        self._chance_rng = random.Random()
-        self._opponent_rng = random.Random()
+        # reseeded at every reset; a seedless Random() would read os.urandom for nothing
+        self._chance_rng = random.Random(0)
+        self._opponent_rng = random.Random(0)
         self._last_opponent_action: int | None = None
         self._returns_seen = 0.0
         self._moves = 0
