@@ -36,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from benchenv import PYTEST_QUIET, user_env  # noqa: E402
 from servers.openai_compat import serve_openai  # noqa: E402
 
 SESSION_TIME = re.compile(r" in ([0-9.]+)s")
@@ -58,22 +59,10 @@ class Run:
 
 
 def run(label: str, extra: list[str], parallelism: int, n: int, delay: float) -> Run:
-    # Bytecode caching on, as on a user's machine: some sandboxes set PYTHONDONTWRITEBYTECODE,
-    # which makes every run recompile every import and measures the sandbox, not the plugin.
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("OPENAI_", "ANTHROPIC_")) and k != "PYTHONDONTWRITEBYTECODE"
-    }
+    env = user_env("OPENAI_", "ANTHROPIC_")
     with serve_openai(delay=delay) as server, tempfile.TemporaryDirectory() as folder:
         cmd = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--tb=no",
+            *PYTEST_QUIET,
             "--openenv-env=openspiel:tic_tac_toe",
             f"--openenv-n={n}",
             f"--openenv-llm-endpoint={server.base_url}",

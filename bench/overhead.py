@@ -13,7 +13,6 @@ Then measures the import cost of the plugin module when no option is given
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import subprocess
 import sys
@@ -21,9 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchenv import user_env
+
 FLAGS = ["-q", "-p", "no:cacheprovider", "--tb=no", "-o", "console_output_style=classic"]
-#: bytecode caching on, as on a user's machine (some sandboxes turn it off)
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+ENV = user_env()
 
 
 def timed(args: list[str], cwd: Path) -> float:

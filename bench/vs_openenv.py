@@ -24,13 +24,14 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from benchenv import PYTEST_QUIET, user_env
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
@@ -141,9 +142,7 @@ def start_model_server(delay: float) -> tuple[subprocess.Popen[str], str]:
 
 
 def timed(command: list[str], cwd: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
-    # Bytecode caching on for both sides, as on a user's machine.
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["OPENAI_API_KEY"] = "not-needed"
+    env = {**user_env(), "OPENAI_API_KEY": "not-needed"}  # same for both sides
     started = time.perf_counter()
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     return time.perf_counter() - started, done
@@ -207,13 +206,7 @@ def main() -> None:
 
             plugin_s, plugin_run = timed(
                 [
-                    sys.executable,
-                    "-m",
-                    "pytest",
-                    "-q",
-                    "-p",
-                    "no:cacheprovider",
-                    "--tb=no",
+                    *PYTEST_QUIET,
                     "--openenv-env=openspiel:tic_tac_toe",
                     f"--openenv-n={args.n}",
                     f"--openenv-server={env.url}",

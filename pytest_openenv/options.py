@@ -152,16 +152,24 @@ def _http_url(flag: str, raw: Any) -> str:
     return text
 
 
-def _hub_repo(flag: str, raw: Any) -> str:
-    from .dataset.hub import repo_id_option
+def _checked(flag: str, raw: Any, problem: Callable[[str], str | None]) -> str:
+    value = str(raw).strip()
+    why = problem(value)
+    if why:
+        raise pytest.UsageError(f"--openenv-{flag}={raw!r} is invalid: {why}")
+    return value
 
-    return repo_id_option(flag, raw)
+
+def _hub_repo(flag: str, raw: Any) -> str:
+    from .dataset.hub import repo_id_problem
+
+    return _checked(flag, raw, repo_id_problem)
 
 
 def _hub_license(flag: str, raw: Any) -> str:
-    from .dataset.hub import license_option
+    from .dataset.hub import license_problem
 
-    return license_option(flag, raw)
+    return _checked(flag, raw, license_problem)
 
 
 @dataclass(frozen=True)

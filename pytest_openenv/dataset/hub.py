@@ -55,27 +55,10 @@ def repo_id_problem(value: str) -> str | None:
     return None
 
 
-def repo_id_option(flag: str, raw: Any) -> str:
-    """Converter for ``--openenv-push-to-hub``: a bad repo id is a usage error."""
-    value = str(raw).strip()
-    problem = repo_id_problem(value)
-    if problem:
-        raise pytest.UsageError(f"--openenv-{flag}={raw!r} is invalid: {problem}")
-    return value
-
-
 def license_problem(value: str) -> str | None:
     if _LICENSE.match(value):
         return None
     return "expected a Hub license id in lower case, e.g. mit, apache-2.0, cc-by-4.0 or other"
-
-
-def license_option(flag: str, raw: Any) -> str:
-    value = str(raw).strip()
-    problem = license_problem(value)
-    if problem:
-        raise pytest.UsageError(f"--openenv-{flag}={raw!r} is invalid: {problem}")
-    return value
 
 
 def find_token() -> str | None:

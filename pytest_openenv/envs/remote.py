@@ -185,6 +185,11 @@ class RemoteBackend(Backend):
             raise EnvUnavailable(f"the episode ran out of time talking to {self.location}")
         return min(seconds, remaining)
 
+    def _lost(self, why: str) -> EnvUnavailable:
+        """Drop the connection (it cannot be trusted any more) and describe the fault."""
+        self._drop()
+        return EnvUnavailable(why)
+
     def _why(self, exc: BaseException) -> str:
         return self.server.scrub(str(exc)) or type(exc).__name__
 
@@ -199,36 +204,26 @@ class RemoteBackend(Backend):
             # race against our send, the frame is still queued for recv below.
             pass
         except OSError as exc:
-            self._drop()
-            raise EnvUnavailable(
-                f"connection to {self.location} failed: {self._why(exc)}"
-            ) from None
+            raise self._lost(f"connection to {self.location} failed: {self._why(exc)}") from None
         try:
             raw = ws.recv(timeout=self._bounded(self._message_timeout))
         except TimeoutError:
-            self._drop()
-            raise EnvUnavailable(
+            raise self._lost(
                 f"{self.location} sent no answer to {message['type']!r} in time"
             ) from None
         except ConnectionClosed as exc:
-            self._drop()
-            raise EnvUnavailable(
+            raise self._lost(
                 f"connection to {self.location} dropped during {message['type']!r}: "
                 f"{self._why(exc)}"
             ) from None
         except OSError as exc:
-            self._drop()
-            raise EnvUnavailable(
-                f"connection to {self.location} failed: {self._why(exc)}"
-            ) from None
+            raise self._lost(f"connection to {self.location} failed: {self._why(exc)}") from None
         try:
             frame = json.loads(raw)
         except (ValueError, RecursionError):  # RecursionError: nested deeper than json reads
-            self._drop()
-            raise EnvUnavailable(f"{self.location} sent a frame that is not JSON") from None
+            raise self._lost(f"{self.location} sent a frame that is not JSON") from None
         if not isinstance(frame, dict):
-            self._drop()
-            raise EnvUnavailable(f"{self.location} sent a frame that is not a JSON object")
+            raise self._lost(f"{self.location} sent a frame that is not a JSON object")
         if frame.get("type") == "error":
             data = frame.get("data")
             self._raise_for_error(data if isinstance(data, dict) else {"message": repr(data)})
@@ -241,8 +236,7 @@ class RemoteBackend(Backend):
             raise ActionRejected(f"the env rejected the request ({code}): {text}")
         if code == CAPACITY_CODE:
             raise CapacityReached(text)
-        self._drop()
-        raise EnvUnavailable(f"{self.location} answered {code}: {text}")
+        raise self._lost(f"{self.location} answered {code}: {text}")
 
     def _result(self, frame: dict[str, Any]) -> StepResult:
         if frame.get("type") != "observation":
