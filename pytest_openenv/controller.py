@@ -161,17 +161,21 @@ class Controller:
                     bucket.add(brief[key])
         if record is not None:
             self.remember_test(report.nodeid, record)
-            self._write(record, passed=report.when == "call" and report.passed)
+            self._write(
+                record,
+                passed=report.when == "call" and report.passed,
+                key=(episode_id, report.nodeid),
+            )
             # Reports stay alive in the terminal reporter's stats for the whole session.
             del report.openenv_record  # type: ignore[attr-defined]
         self.slimmer.slim(report)
 
-    def _write(self, line: str, *, passed: bool) -> None:
+    def _write(self, line: str, *, passed: bool, key: tuple[str, str]) -> None:
         if self.write_error is not None:
             self.unsaved += 1
             return
         try:
-            self.writer.append(line, passed=passed)
+            self.writer.append(line, passed=passed, key=key)
         except OSError as exc:
             self.unsaved += 1
             self.write_error = f"cannot write to {self.writer.folder}: {exc}"

@@ -141,9 +141,13 @@ class Episode:
 LINE_BREAKS_JSON_KEEPS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
 
+#: built once: json.dumps with options builds a new encoder per call
+_ROW_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def dumps_record(record: dict[str, Any]) -> str:
     """One JSONL line body: compact, UTF-8 kept readable, no NaN (JSON has none)."""
-    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = _ROW_JSON.encode(record)
     for char, escaped in LINE_BREAKS_JSON_KEEPS.items():
         text = text.replace(char, escaped)  # only ever inside strings: lossless
     return text

@@ -393,13 +393,23 @@ def register(parser: pytest.Parser) -> None:
             parser.addini(opt.dest, opt.help, default=None)
 
 
+def _ini_value(config: pytest.Config, opt: Option) -> Any:
+    try:
+        return config.getini(opt.dest)
+    except ValueError as exc:
+        # pytest 9.0 lets a bad ini bool escape as an INTERNALERROR; say which key is wrong.
+        raise pytest.UsageError(
+            f"ini option {opt.dest}: {exc}; expected true or false (also yes/no, on/off, 1/0)"
+        ) from None
+
+
 def raw_values(config: pytest.Config) -> dict[str, Any]:
     """Option values after CLI-over-ini precedence, converted and checked."""
     values: dict[str, Any] = {}
     for opt in OPTIONS:
         raw = config.getoption(opt.dest, None)
         if raw is None:
-            raw = config.getini(opt.dest)
+            raw = _ini_value(config, opt)
             if raw in (None, "", []) or (opt.is_flag and raw is False):
                 raw = None
         values[opt.flag] = opt.default if raw is None else opt.convert(opt.flag, raw)

@@ -19,10 +19,8 @@ from .options import Settings, check_output_writable, register
 if TYPE_CHECKING:
     from .controller import Controller
     from .episode import Episode, EpisodeSpec
-    from .policies.base import Policy
     from .prefetch import Runahead
-    from .runner import EnvFactory
-    from .worker import EpisodeService
+    from .worker import EpisodeService, SuiteEnvFactory, SuitePolicy
 
 # Everything but the options loads on first use: importing this module (which pytest does
 # in every run) must stay cheap for the many runs that never touch an episode.
@@ -147,7 +145,7 @@ def pytest_collection_modifyitems(
         )
         items[:0] = list(session.genitems(module))
     from .episode import EpisodeSpec
-    from .worker import SPEC_KEY
+    from .worker import SPEC_KEY, show_message_only_failures_cheaply
 
     done = config.stash.get(RESUME_KEY, frozenset())
     for item in items:
@@ -156,24 +154,33 @@ def pytest_collection_modifyitems(
         if not isinstance(spec, EpisodeSpec):
             continue
         item.stash[SPEC_KEY] = spec
+        show_message_only_failures_cheaply(item)
         if item.nodeid in done:
             item.add_marker(
                 pytest.mark.skip(reason=f"{spec.episode_id} already in results.jsonl (resume)")
             )
 
 
-@pytest.fixture
-def openenv_env(request: pytest.FixtureRequest) -> EnvFactory:
-    """The env factory for this episode; override to supply your own family or backend."""
-    spec = _spec_of(request)
-    return request.config.stash[SERVICE_KEY].env_factory(spec)
+# Session-scoped: what varies per episode is picked when the episode starts
+# (``for_episode(spec)``), which spares pytest two fixture setups and teardowns per item.
+@pytest.fixture(scope="session")
+def openenv_env(pytestconfig: pytest.Config) -> SuiteEnvFactory:
+    """The env factory: each episode gets the env its marker or ``--openenv-env`` names.
+
+    Override with any object that has ``family`` and ``open(spec)`` (e.g. an
+    ``EnvFactory``), or ``for_episode(spec)`` returning one.
+    """
+    return pytestconfig.stash[SERVICE_KEY].suite_envs
 
 
-@pytest.fixture
-def openenv_policy(request: pytest.FixtureRequest) -> Policy:
-    """The policy for this episode; override to supply your own."""
-    spec = _spec_of(request)
-    return request.config.stash[SERVICE_KEY].policy(spec.policy)
+@pytest.fixture(scope="session")
+def openenv_policy(pytestconfig: pytest.Config) -> SuitePolicy:
+    """The policy: each episode gets the one its marker or ``--openenv-policy`` names.
+
+    Override with a ``Policy``, a callable ``policy(messages, tools)``, or an object
+    with ``for_episode(spec)`` returning one of those.
+    """
+    return pytestconfig.stash[SERVICE_KEY].suite_policy
 
 
 @pytest.fixture
@@ -188,13 +195,14 @@ def openenv_snapshot(snapshot: Any) -> Any:
 def episode(request: pytest.FixtureRequest, openenv_env: Any, openenv_policy: Any) -> Episode:
     """Run the episode during setup and return it finished."""
     from .policies.adapt import as_policy
-    from .runner import EpisodeError
+    from .runner import EpisodeError, as_env_factory
     from .worker import EPISODE_KEY, ERROR_KEY
 
     spec = _spec_of(request)
     runahead = request.config.stash[RUNAHEAD_KEY]  # inline, or concurrent (prefetch.py)
     try:
-        finished = runahead.episode(request.node, spec, openenv_env, as_policy(openenv_policy))
+        env = as_env_factory(openenv_env, spec)
+        finished = runahead.episode(request.node, spec, env, as_policy(openenv_policy, spec))
     except EpisodeError as exc:
         error = str(exc)
     else:

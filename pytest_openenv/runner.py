@@ -38,6 +38,10 @@ class Limits:
     min_reward: float | None = None
 
 
+#: one encoder for every step: json.dumps with options builds a new encoder per call
+CANONICAL_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
+
+
 @dataclass(frozen=True)
 class EnvFactory:
     """Makes one backend per episode: embedded, or round-robin over deployed servers.
@@ -59,6 +63,19 @@ class EnvFactory:
         if server is None:
             return self.family.embedded_backend()
         return self.family.remote_backend(server)
+
+
+def as_env_factory(candidate: Any, spec: EpisodeSpec) -> Any:
+    """This episode's env factory: ``candidate`` itself, or what its ``for_episode`` picks."""
+    choose = getattr(candidate, "for_episode", None)
+    factory = choose(spec) if choose is not None else candidate
+    if not hasattr(factory, "family") or not callable(getattr(factory, "open", None)):
+        raise TypeError(
+            "openenv_env must return an env factory (an object with `family` and "
+            "`open(spec)`, such as pytest_openenv.EnvFactory) or an object with "
+            f"`for_episode(spec)` returning one; got {type(factory).__name__}"
+        )
+    return factory
 
 
 class _Loop:
@@ -142,7 +159,7 @@ class _Loop:
             self.tool_error(call, f"arguments must be a JSON object, got {call.arguments!r}", step)
             return current
         # Normalised so that snapshots do not depend on a model's JSON spacing.
-        step["action"] = f"{call.name}({json.dumps(arguments, sort_keys=True, ensure_ascii=False)})"
+        step["action"] = f"{call.name}({CANONICAL_JSON.encode(arguments)})"
         proposed = ProposedCall(call.name, arguments)
         try:
             action = self.family.to_action(proposed, current)
@@ -242,7 +259,8 @@ class _Loop:
             reason = f"{outcome}: reward {self.reward:g} fails the rule {family.pass_rule()}"
         elif not passed:
             reason = f"{outcome}: reward {self.reward:g} is below the pass threshold {min_reward:g}"
-        server = self.env.server_for(spec)
+        server_for = getattr(self.env, "server_for", None)
+        server = server_for(spec) if server_for is not None else None
         server = redact(server) if server else None
         return Episode(
             episode_id=spec.episode_id,

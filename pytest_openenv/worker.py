@@ -73,8 +73,11 @@ class EpisodeService:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._families: dict[tuple[str, str], EnvFamily] = {}
+        self._factories: dict[tuple[str, str], EnvFactory] = {}
         self._policies: dict[str, Policy] = {}
         self._lock = threading.Lock()
+        self.suite_envs = SuiteEnvFactory(self)
+        self.suite_policy = SuitePolicy(self)
 
     def family(self, env: str, config: str) -> EnvFamily:
         key = (env, config)
@@ -94,7 +97,12 @@ class EpisodeService:
         return tuple(self.settings.extra.get("server") or ())
 
     def env_factory(self, spec: EpisodeSpec) -> EnvFactory:
-        return EnvFactory(self.family(spec.env, spec.config), self.servers())
+        key = (spec.env, spec.config)
+        factory = self._factories.get(key)
+        if factory is None:
+            factory = EnvFactory(self.family(spec.env, spec.config), self.servers())
+            self._factories[key] = factory
+        return factory
 
     def limits(self) -> Limits:
         return Limits(
@@ -154,6 +162,50 @@ def placeholder_episode(spec: EpisodeSpec, reason: str) -> Episode:
         index=spec.index,
         reason=reason,
     )
+
+
+class SuiteEnvFactory:
+    """The default ``openenv_env``: the env each episode's spec names (marker, option or ini)."""
+
+    def __init__(self, service: EpisodeService) -> None:
+        self._service = service
+
+    def for_episode(self, spec: EpisodeSpec) -> EnvFactory:
+        return self._service.env_factory(spec)
+
+
+class SuitePolicy:
+    """The default ``openenv_policy``: the policy each episode's spec names."""
+
+    def __init__(self, service: EpisodeService) -> None:
+        self._service = service
+
+    def for_episode(self, spec: EpisodeSpec) -> Policy:
+        return self._service.policy(spec.policy)
+
+
+def show_message_only_failures_cheaply(item: pytest.Item) -> None:
+    """Skip pytest's traceback walk for failures that show only their message.
+
+    pytest filters the whole traceback of every failure (some 30 frames, each
+    path resolved) even for ``pytest.fail(..., pytrace=False)``, whose report is
+    the message alone. Failed episodes are common in an eval (the bundled test
+    fails that way), and that walk was most of what each one cost.
+    ``--fulltrace`` keeps pytest's own path.
+    """
+    full_repr = item.repr_failure
+
+    def repr_failure(excinfo: pytest.ExceptionInfo[BaseException], **kwargs: Any) -> Any:
+        failed = excinfo.value
+        if (
+            isinstance(failed, pytest.fail.Exception)
+            and not failed.pytrace
+            and not item.config.getoption("fulltrace", False)
+        ):
+            return excinfo.getrepr(style="value", tbfilter=False)
+        return full_repr(excinfo, **kwargs)
+
+    item.repr_failure = repr_failure  # type: ignore[method-assign]
 
 
 def failure_message(report: pytest.TestReport) -> str:

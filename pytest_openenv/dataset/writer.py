@@ -101,6 +101,10 @@ class DatasetWriter:
         self.failures_path = folder / FAILURES
         self.moved: list[Path] = []
         self._fds: dict[bool, int] = {}
+        #: rows appended this run, per file, while they are all we need to know about it
+        #: (the file started empty and every row came with its key); None: scan it instead
+        self._index: dict[bool, list[Row] | None] = {}
+        self._sizes: dict[bool, int] = {}
         self.opened = False
         #: set when the folder or its files vanished mid-run and the rows were written back
         self.restored: list[Path] = []
@@ -119,9 +123,13 @@ class DatasetWriter:
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT
         self._fds[True] = os.open(self.results_path, flags, 0o644)
         self._fds[False] = os.open(self.failures_path, flags, 0o644)
+        for passed, fd in self._fds.items():
+            self._sizes[passed] = size = os.fstat(fd).st_size
+            self._index[passed] = [] if size == 0 else None
         self.opened = True
 
-    def append(self, line: str, *, passed: bool) -> None:
+    def append(self, line: str, *, passed: bool, key: tuple[str, str] | None = None) -> None:
+        """Append one row; ``key`` (episode id, test) spares finalize() re-reading the file."""
         if not self.opened:
             self.open()
         data = (line + "\n").encode("utf-8")
@@ -135,7 +143,15 @@ class DatasetWriter:
             if written:  # cut the part-line off again: the file keeps only whole lines
                 with contextlib.suppress(OSError):
                     os.ftruncate(fd, os.fstat(fd).st_size - written)
+            self._index[passed] = None
             raise
+        index = self._index[passed]
+        if index is not None:
+            if key is None:
+                self._index[passed] = None
+            else:
+                index.append(Row(key, self._sizes[passed], len(data)))
+        self._sizes[passed] += len(data)
 
     def close(self) -> None:
         for fd in self._fds.values():
@@ -178,14 +194,26 @@ class DatasetWriter:
         """Dedupe (last row wins), drop failures that later passed, sort, replace atomically."""
         if self.opened:
             self.restore_if_lost()
+            if self.restored:
+                self._index.clear()  # written back from our descriptors: read what is there
+            for fd in self._fds.values():
+                with contextlib.suppress(OSError):  # durability only; the rows are written
+                    os.fsync(fd)
         self.close()
-        results, _ = scan(self.results_path, repair_torn_tail=True)
+        results = self._rows(True)
         kept = _last_per_key(results)
-        _rewrite_sorted(self.results_path, kept)
+        _rewrite_sorted(self.results_path, kept, unchanged=kept == results)
         passed_keys = {row.key for row in kept}
-        failures, _ = scan(self.failures_path, repair_torn_tail=True)
+        failures = self._rows(False)
         failed = [row for row in _last_per_key(failures) if row.key not in passed_keys]
-        _rewrite_sorted(self.failures_path, failed)
+        _rewrite_sorted(self.failures_path, failed, unchanged=failed == failures)
+
+    def _rows(self, passed: bool) -> list[Row]:
+        index = self._index.get(passed)
+        if index is not None:
+            return index
+        rows, _ = scan(self._path(passed), repair_torn_tail=True)
+        return rows
 
     def write_json(self, name: str, payload: dict[str, Any]) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -204,11 +232,17 @@ def _last_per_key(rows: list[Row]) -> list[Row]:
     return sorted(latest.values(), key=lambda r: r.key)
 
 
-def _rewrite_sorted(path: Path, rows: list[Row]) -> None:
-    """Copy lines in sorted order by offset, holding one line in memory at a time."""
+def _rewrite_sorted(path: Path, rows: list[Row], *, unchanged: bool = False) -> None:
+    """Copy lines in sorted order by offset, holding one line in memory at a time.
+
+    ``unchanged``: the file already holds exactly ``rows`` in this order (a run
+    without xdist appends in order), so there is nothing to rewrite.
+    """
     if not path.exists():
         if not rows:
             path.touch()
+        return
+    if unchanged:
         return
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:

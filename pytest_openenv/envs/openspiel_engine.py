@@ -34,17 +34,20 @@ class OpenSpielEngine(Backend):
         self._opponent = opponent
         self._name_actions = name_actions
         self._state: Any = None
-        # reseeded at every reset; a seedless Random() would read os.urandom for nothing
-        self._chance_rng = random.Random(0)
-        self._opponent_rng = random.Random(0)
+        self._seed = 0
+        # Made on first use from the episode seed: most games never need both, and
+        # seeding from a string costs a hash (a seedless Random() would read os.urandom).
+        self._chance_rng: random.Random | None = None
+        self._opponent_rng: random.Random | None = None
         self._last_opponent_action: int | None = None
         self._returns_seen = 0.0
         self._moves = 0
 
     def reset(self, *, seed: int, episode_id: str, **options: Any) -> StepResult:
         # Separate streams: the opponent's choices must not shift when chance draws differ.
-        self._chance_rng = random.Random(f"chance:{seed}")
-        self._opponent_rng = random.Random(f"opponent:{seed}")
+        self._seed = seed
+        self._chance_rng = None
+        self._opponent_rng = None
         self._state = self._game.new_initial_state()
         self._last_opponent_action = None
         self._returns_seen = 0.0
@@ -72,6 +75,8 @@ class OpenSpielEngine(Backend):
         while not state.is_terminal():
             if state.is_chance_node():
                 outcomes, weights = zip(*state.chance_outcomes(), strict=False)
+                if self._chance_rng is None:
+                    self._chance_rng = random.Random(f"chance:{self._seed}")
                 state.apply_action(self._chance_rng.choices(outcomes, weights)[0])
                 continue
             player = state.current_player()
@@ -83,6 +88,8 @@ class OpenSpielEngine(Backend):
             elif self._opponent == "last":
                 move = legal[-1]
             else:
+                if self._opponent_rng is None:
+                    self._opponent_rng = random.Random(f"opponent:{self._seed}")
                 move = self._opponent_rng.choice(legal)
             self._last_opponent_action = move
             state.apply_action(move)

@@ -1,0 +1,135 @@
+"""The overridable ``openenv_env`` / ``openenv_policy`` fixtures and how episodes report failures.
+
+The defaults are session-scoped and pick each episode's env and policy from its
+spec (``for_episode``); a user's object with ``for_episode`` is a per-episode
+router. Failed episodes report their story, not a traceback, unless
+``--fulltrace`` asks for one.
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers import assert_clean, read_jsonl
+
+ROUTER_SUITE = """
+import pytest
+from pytest_openenv.policies.scripted import RandomPolicy, ScriptedPolicy
+
+class Alternate:
+    '''Even episodes get the first-legal teacher, odd ones the random one.'''
+    def for_episode(self, spec):
+        return ScriptedPolicy() if spec.index % 2 == 0 else RandomPolicy()
+
+@pytest.fixture
+def openenv_policy():
+    return Alternate()
+
+@pytest.mark.openenv("openspiel:tic_tac_toe", n=6)
+def test_game(episode):
+    pass
+"""
+
+
+def test_a_policy_router_picks_the_policy_of_each_episode(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_router=ROUTER_SUITE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
+    assert_clean(result)
+    result.assert_outcomes(passed=6)
+    rows = read_jsonl(pytester.path / "openenv-results" / "results.jsonl")
+    policies = {row["extra"]["index"]: row["policy"] for row in rows}
+    assert policies == {i: "scripted" if i % 2 == 0 else "random" for i in range(6)}
+
+
+def test_the_default_policy_fixture_can_be_wrapped_by_an_override(
+    pytester: pytest.Pytester,
+) -> None:
+    # the override receives the default (the marker's policy) and may return it
+    pytester.makepyfile(
+        test_wrap="""
+        import pytest
+
+        @pytest.fixture
+        def openenv_policy(openenv_policy):
+            return openenv_policy
+
+        @pytest.mark.openenv("openspiel:tic_tac_toe", n=2, policy="random")
+        def test_game(episode):
+            assert episode.done
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert_clean(result)
+    result.assert_outcomes(passed=2)
+    rows = read_jsonl(pytester.path / "openenv-results" / "results.jsonl")
+    assert [row["policy"] for row in rows] == ["random", "random"]
+
+
+def test_an_env_override_that_is_not_a_factory_names_what_would_work(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_bad_env="""
+        import pytest
+
+        @pytest.fixture
+        def openenv_env():
+            return "openspiel:tic_tac_toe"
+
+        @pytest.mark.openenv("openspiel:tic_tac_toe", n=1)
+        def test_game(episode):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert_clean(result)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*openenv_env must return an env factory*got str*"])
+
+
+def test_an_env_router_picks_the_env_of_each_episode(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_env_router="""
+        import pytest
+        from pytest_openenv import EnvFactory
+        from pytest_openenv.envs.openspiel import OpenSpielFamily
+
+        class ByIndex:
+            def for_episode(self, spec):
+                opponent = "first" if spec.index == 0 else "last"
+                return EnvFactory(OpenSpielFamily("tic_tac_toe", {"opponent": opponent}))
+
+        @pytest.fixture
+        def openenv_env():
+            return ByIndex()
+
+        @pytest.mark.openenv("openspiel:tic_tac_toe", n=2)
+        def test_game(episode):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert_clean(result)
+    result.assert_outcomes(passed=2)
+    rows = read_jsonl(pytester.path / "openenv-results" / "results.jsonl")
+    assert [row["task"]["config"] for row in rows] == [
+        '{"opponent": "first"}',
+        '{"opponent": "last"}',
+    ]
+
+
+def test_a_failed_episode_reports_its_story_and_fulltrace_still_shows_frames(
+    pytester: pytest.Pytester,
+) -> None:
+    # seed 1: the first-legal teacher loses to the random opponent
+    args = ["-p", "no:cacheprovider", "--openenv-env=openspiel:tic_tac_toe", "--openenv-seed=1"]
+    short = pytester.runpytest_subprocess(*args, "--openenv-n=1", "-rf")
+    assert_clean(short)
+    short.assert_outcomes(failed=1)
+    text = short.stdout.str()
+    assert "reason: loss: reward -1" in text
+    assert "bundled_test.py" not in text, "a message-only failure showed a traceback"
+    short.stdout.fnmatch_lines(["FAILED*test_episode[[]ep-000000[]] - Failed: ep*"])
+
+    full = pytester.runpytest_subprocess(*args, "--openenv-n=1", "--fulltrace")
+    full.assert_outcomes(failed=1)
+    assert "bundled_test.py" in full.stdout.str()

@@ -1,0 +1,77 @@
+"""The controller's writer: rows appended as they come, files sorted and deduplicated at the end.
+
+The writer remembers where it put each row of this run, so the end of the run
+needs no re-reading; what it cannot vouch for (rows from an earlier run, a row
+without its key) it reads back from disk. Either way the files end the same.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from helpers import read_jsonl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_openenv.dataset.writer import DatasetWriter
+
+
+def row(index: int, attempt: int = 0) -> tuple[str, tuple[str, str]]:
+    episode_id = f"ep-{index:06d}"
+    test = f"t.py::test[{episode_id}]"
+    line = json.dumps({"episode_id": episode_id, "test": test, "attempt": attempt})
+    return line, (episode_id, test)
+
+
+def ids(path: Path) -> list[str]:
+    return [r["episode_id"] for r in read_jsonl(path)]
+
+
+def test_rows_appended_in_order_are_left_in_place(tmp_path: Path) -> None:
+    writer = DatasetWriter(tmp_path, resume=False)
+    for i in range(5):
+        line, key = row(i)
+        writer.append(line, passed=True, key=key)
+    inode = os.stat(writer.results_path).st_ino
+    writer.finalize()
+    assert ids(writer.results_path) == [f"ep-{i:06d}" for i in range(5)]
+    assert os.stat(writer.results_path).st_ino == inode, "an already sorted file was rewritten"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    order=st.lists(st.integers(0, 20), min_size=1, max_size=40),
+    keyed=st.booleans(),
+    earlier=st.lists(st.integers(0, 20), max_size=5),
+    passes=st.lists(st.booleans(), min_size=40, max_size=40),
+)
+def test_final_files_are_sorted_deduplicated_and_failures_that_later_passed_dropped(
+    tmp_path_factory: object,
+    order: list[int],
+    keyed: bool,
+    earlier: list[int],
+    passes: list[bool],
+) -> None:
+    folder = tmp_path_factory.mktemp("out")  # type: ignore[attr-defined]
+    # rows of an earlier run (resume): the writer must read these back from disk
+    if earlier:
+        folder.joinpath("results.jsonl").write_text(
+            "".join(row(i, attempt=-1)[0] + "\n" for i in earlier)
+        )
+    writer = DatasetWriter(folder, resume=True)
+    expected_pass: dict[str, int] = {f"ep-{i:06d}": -1 for i in earlier}
+    expected_fail: dict[str, int] = {}
+    for attempt, (index, passed) in enumerate(zip(order, passes, strict=False)):
+        line, key = row(index, attempt)
+        writer.append(line, passed=passed, key=key if keyed else None)
+        target = expected_pass if passed else expected_fail
+        target[key[0]] = attempt  # the last row of an episode wins
+    writer.finalize()
+    results = read_jsonl(writer.results_path)
+    failures = read_jsonl(writer.failures_path)
+    assert [r["episode_id"] for r in results] == sorted(expected_pass)
+    assert {r["episode_id"]: r["attempt"] for r in results} == expected_pass
+    assert [r["episode_id"] for r in failures] == sorted(set(expected_fail) - set(expected_pass))
+    assert all(r["attempt"] == expected_fail[r["episode_id"]] for r in failures)
