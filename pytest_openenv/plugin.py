@@ -48,6 +48,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    from . import heap
     from .controller import Controller, read_resume_set
     from .envs.base import EnvConfigError
     from .prefetch import Runahead
@@ -55,6 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from .worker import EpisodeService
 
     config.addinivalue_line("markers", MARKER_HELP)
+    heap.arrange_thaw(config)
     settings = Settings.from_config(config)
     config.stash[SETTINGS_KEY] = settings
     config.stash[SERVICE_KEY] = EpisodeService(settings)
@@ -70,6 +72,8 @@ def pytest_configure(config: pytest.Config) -> None:
         except EnvConfigError as exc:
             raise pytest.UsageError(f"--openenv-env={settings.env!r}: {exc}") from None
     config.stash[SERVICE_KEY].policy(settings.policy)  # fail fast on a bad policy
+    if settings.env:
+        heap.freeze(config)  # what the run imported (an SDK) lives until exit
     no_paths = config.args_source != pytest.Config.ArgsSource.ARGS
     config.stash[BUNDLED_KEY] = bool(settings.env) and no_paths
     if config.stash[BUNDLED_KEY]:
@@ -250,6 +254,14 @@ def pytest_report_teststatus(
     if report.failed:
         return "failed", "F", (f"FAILED ({detail})", {"red": True})
     return None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    from . import heap
+    from .worker import SPEC_KEY
+
+    if any(SPEC_KEY in item.stash for item in session.items):
+        heap.freeze(session.config)  # the items live until the session ends
 
 
 @pytest.hookimpl(trylast=True)

@@ -199,6 +199,8 @@ class Runahead:
         # them back (worksteal), or we cannot tell (a controller that did not say).
         workerinput = getattr(config, "workerinput", {})
         self._queue_is_certain = workerinput.get("openenv_dist") in KEEPS_QUEUED_ITEMS
+        #: the summary is printed here (not an xdist worker): warm its imports once busy
+        self._warm_up = not workerinput
 
     @classmethod
     def from_settings(cls, config: pytest.Config, service: EpisodeService) -> Runahead:
@@ -272,6 +274,11 @@ class Runahead:
             )
             assert self.pool is not None
             self.pool.submit(job)
+        if self._warm_up and self.jobs:
+            from . import warmup
+
+            self._warm_up = False
+            warmup.start(self.config)  # the episodes just queued wait on the network
 
     def upcoming(self, item: pytest.Item) -> list[pytest.Item]:
         """Items this process will run after ``item``, as far as that is certain."""

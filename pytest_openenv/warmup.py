@@ -1,0 +1,40 @@
+"""Load, while episodes wait on the network, what the end of the run will import.
+
+After the last episode the run renders the dataset card (PyYAML), and
+hypothesis' pytest plugin (hypothesis is a dependency of this one) imports the
+whole library for its terminal summary: about a tenth of a second after the
+last episode, on every run. A concurrent run mostly waits on models and servers,
+so one background import takes that off the end. Only in the process that
+prints the summary; never where episodes are CPU-bound (no pool).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+import threading
+
+import pytest
+
+#: what the end of a run imports, and the plugin whose summary needs it (None: ours)
+END_OF_RUN_IMPORTS = (("yaml", None), ("hypothesis.internal.observability", "hypothesispytest"))
+
+
+def start(config: pytest.Config) -> threading.Thread | None:
+    wanted = [
+        module
+        for module, plugin in END_OF_RUN_IMPORTS
+        if module not in sys.modules and (plugin is None or config.pluginmanager.has_plugin(plugin))
+    ]
+    if not wanted:
+        return None
+    thread = threading.Thread(target=_import, args=(wanted,), name="openenv-warmup", daemon=True)
+    thread.start()
+    return thread
+
+
+def _import(modules: list[str]) -> None:
+    for module in modules:
+        with contextlib.suppress(Exception):  # only a head start: the real import reports
+            importlib.import_module(module)

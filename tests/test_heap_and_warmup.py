@@ -1,0 +1,73 @@
+"""Process-level care of a run: the GC freeze is undone at the end; end-of-run imports warm up.
+
+``heap``: a run that plays episodes freezes what it imported and collected (so
+GC passes skip it) and unfreezes after pytest's last collection, leaving the
+process as it found it. ``warmup``: the imports the end of a run needs are
+loaded in the background once episodes are in flight.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_openenv import warmup
+
+FREEZE_PROBE = """
+import gc
+import pytest
+
+@pytest.mark.openenv("openspiel:tic_tac_toe", n=2)
+def test_game(episode):
+    assert gc.get_freeze_count() > 0, "episodes ran with nothing frozen"
+"""
+
+
+def test_episodes_run_frozen_and_the_process_is_thawed_after(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_probe=FREEZE_PROBE)
+    assert gc.get_freeze_count() == 0
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    assert gc.get_freeze_count() == 0, "the run left objects frozen"
+
+
+def test_a_run_without_episodes_freezes_nothing(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_plain="""
+        import gc
+
+        def test_plain():
+            assert gc.get_freeze_count() == 0
+        """
+    )
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_warmup_imports_what_the_end_of_the_run_needs(
+    pytestconfig: pytest.Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tmp_path.joinpath("end_of_run_probe.py").write_text("LOADED = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(
+        warmup,
+        "END_OF_RUN_IMPORTS",
+        (("end_of_run_probe", None), ("never_imported_probe", "no-such-plugin")),
+    )
+    monkeypatch.delitem(sys.modules, "end_of_run_probe", raising=False)
+    thread = warmup.start(pytestconfig)
+    assert thread is not None
+    thread.join(timeout=30)
+    assert sys.modules["end_of_run_probe"].LOADED
+    # a module for a plugin that is not active is left alone
+    assert "never_imported_probe" not in sys.modules
+    monkeypatch.delitem(sys.modules, "end_of_run_probe")
+
+
+def test_warmup_does_nothing_when_all_is_loaded(
+    pytestconfig: pytest.Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(warmup, "END_OF_RUN_IMPORTS", (("json", None),))
+    assert warmup.start(pytestconfig) is None
