@@ -258,10 +258,13 @@ def pytest_report_teststatus(
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     from . import heap
+    from .envs.sessions import IDLE_SESSIONS
     from .worker import SPEC_KEY
 
     if any(SPEC_KEY in item.stash for item in session.items):
         heap.freeze(session.config)  # the items live until the session ends
+        # kept between episodes, a worker's sessions could starve another on a small server
+        IDLE_SESSIONS.enabled = not is_worker(session.config)
 
 
 @pytest.hookimpl(trylast=True)
@@ -272,3 +275,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     service = session.config.stash.get(SERVICE_KEY, None)
     if service is not None:
         service.close()
+        from .envs.sessions import IDLE_SESSIONS
+
+        IDLE_SESSIONS.close_all()

@@ -12,6 +12,7 @@ from servers.openenv_servers import ThreadServer, serve_in_thread
 from pytest_openenv.envs.base import ActionRejected, EnvUnavailable
 from pytest_openenv.envs.openspiel_engine import OpenSpielEngine, load_game
 from pytest_openenv.envs.remote import RemoteBackend
+from pytest_openenv.envs.sessions import IDLE_SESSIONS
 
 
 @pytest.fixture(scope="module")
@@ -135,3 +136,85 @@ def test_nothing_listening_is_an_infrastructure_fault() -> None:
     backend = RemoteBackend("http://127.0.0.1:9")
     with pytest.raises(EnvUnavailable, match=r"cannot open a session at http://127.0.0.1:9/ws"):
         backend.reset(seed=0, episode_id="ep-0")
+
+
+# -- sessions kept between episodes (envs/sessions.py) ---------------------------------------
+@pytest.fixture
+def keep_sessions() -> Iterator[None]:
+    IDLE_SESSIONS.enabled = True
+    try:
+        yield
+    finally:
+        IDLE_SESSIONS.close_all()
+
+
+def test_a_kept_session_is_reset_for_the_next_episode_and_replays_its_seed(
+    keep_sessions: None,
+) -> None:
+    game = load_game("tic_tac_toe", {})
+    with serve_in_thread("tictactoe") as server:
+        for seed in (3, 5, 3):
+            backend = RemoteBackend(server.url)
+            try:
+                seen = play(backend, seed)
+            finally:
+                backend.close()
+            expected = play(OpenSpielEngine(game, agent_player=0, opponent="random"), seed)
+            assert [o for o, _, _ in seen] == [o for o, _, _ in expected]
+        assert server.stats()["sessions_opened"] == 1
+        assert IDLE_SESSIONS.count() == 1
+
+
+def test_a_kept_session_that_went_stale_is_replaced(keep_sessions: None) -> None:
+    with serve_in_thread("tictactoe") as server:
+        first = RemoteBackend(server.url)
+        play(first, 0)
+        first.close()
+        stale = IDLE_SESSIONS.take(first.server)
+        stale.close()  # as if the server had dropped it while it was idle
+        IDLE_SESSIONS.give(first.server, stale)
+        second = RemoteBackend(server.url)
+        try:
+            assert play(second, 1)[-1][2], "the episode did not finish on a fresh session"
+        finally:
+            second.close()
+        assert server.stats()["sessions_opened"] == 2
+
+
+def test_after_a_capacity_refusal_sessions_go_back_to_the_server(keep_sessions: None) -> None:
+    with serve_in_thread("tictactoe", max_sessions=1) as server:
+        holder = RemoteBackend(server.url)
+        holder.reset(seed=0, episode_id="holder")
+        waiting = RemoteBackend(server.url)
+        waiting.limit_time(20)
+        # kept instead of closed, the holder's session would never free for the waiting one
+        release = threading.Timer(0.4, holder.close)
+        release.start()
+        try:
+            assert waiting.reset(seed=1, episode_id="waiting").observation["legal_actions"]
+            assert waiting.capacity_retries >= 1
+        finally:
+            release.join()
+            waiting.close()
+        assert IDLE_SESSIONS.count() == 0
+
+
+def test_a_session_with_an_unread_answer_is_never_kept(
+    keep_sessions: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Interrupted(BaseException):
+        pass
+
+    with serve_in_thread("tictactoe") as server:
+        backend = RemoteBackend(server.url)
+        backend.reset(seed=0, episode_id="ep")
+        ws = backend._ws
+
+        def interrupted_recv(*args: object, **kwargs: object) -> str:
+            raise Interrupted  # e.g. Ctrl-C after the step was sent, before its answer
+
+        monkeypatch.setattr(ws, "recv", interrupted_recv)
+        with pytest.raises(Interrupted):
+            backend.step({"action_id": 0, "game_name": "tic_tac_toe", "game_params": {}})
+        backend.close()
+        assert IDLE_SESSIONS.count() == 0

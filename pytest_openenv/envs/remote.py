@@ -24,6 +24,7 @@ from typing import Any
 
 from .base import ActionRejected, Backend, EnvUnavailable, StepResult
 from .endpoints import ServerURL
+from .sessions import IDLE_SESSIONS, end
 
 #: error codes that mean "the env refused this request": the agent's problem
 REJECTION_CODES = ("VALIDATION_ERROR", "EXECUTION_ERROR")
@@ -86,6 +87,8 @@ class RemoteBackend(Backend):
         self._capacity_wait = capacity_wait
         self._deadline: float | None = None
         self._ws: Any = None
+        #: a request was sent and its answer not yet read: the session cannot be kept
+        self._in_flight = False
         #: sessions the server refused for capacity before one was granted (for tests/metrics)
         self.capacity_retries = 0
 
@@ -96,7 +99,15 @@ class RemoteBackend(Backend):
     def reset(self, *, seed: int, episode_id: str, **options: Any) -> StepResult:
         data = {"seed": seed, "episode_id": episode_id, **options}
         if self._ws is None:
-            return self._open_session(data)
+            self._ws = IDLE_SESSIONS.take(self.server)
+            if self._ws is None:
+                return self._open_session(data)
+            try:
+                return self._result(self._request({"type": "reset", "data": data}))
+            except EnvUnavailable:
+                # the kept session went stale (the server restarted or dropped it): start over
+                self._drop()
+                return self._open_session(data)
         return self._result(self._request({"type": "reset", "data": data}))
 
     def step(self, action: dict[str, Any]) -> StepResult:
@@ -115,10 +126,9 @@ class RemoteBackend(Backend):
         ws, self._ws = self._ws, None
         if ws is None:
             return
-        with contextlib.suppress(Exception):
-            ws.send(json.dumps({"type": "close"}))
-        with contextlib.suppress(Exception):
-            ws.close()
+        if not self._in_flight and IDLE_SESSIONS.give(self.server, ws):
+            return  # the next episode resets it (sessions.py says when that is allowed)
+        end(ws)
 
     # -- session ---------------------------------------------------------------
     def _open_session(self, reset_data: dict[str, Any]) -> StepResult:
@@ -135,6 +145,7 @@ class RemoteBackend(Backend):
                 return self._result(self._request({"type": "reset", "data": reset_data}))
             except CapacityReached as exc:
                 self._drop()
+                IDLE_SESSIONS.crowded(self.server)
                 self.capacity_retries += 1
                 pause = rng.uniform(delay / 2, delay)
                 now = time.monotonic()
@@ -165,6 +176,7 @@ class RemoteBackend(Backend):
             # Recent websockets warn unless a connection is entered as a context manager;
             # entering does nothing else, and ``close``/``_drop`` end it.
             self._ws = connection.__enter__()
+            self._in_flight = False
         except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
             self._ws = None
             raise EnvUnavailable(
@@ -197,6 +209,7 @@ class RemoteBackend(Backend):
         from websockets.exceptions import ConnectionClosed
 
         ws = self._ws
+        self._in_flight = True
         try:
             ws.send(json.dumps(message))
         except ConnectionClosed:
@@ -218,6 +231,7 @@ class RemoteBackend(Backend):
             ) from None
         except OSError as exc:
             raise self._lost(f"connection to {self.location} failed: {self._why(exc)}") from None
+        self._in_flight = False
         try:
             frame = json.loads(raw)
         except (ValueError, RecursionError):  # RecursionError: nested deeper than json reads
