@@ -2,21 +2,31 @@
 
 A run that plays episodes imports large SDKs (``import openai`` builds some 650
 pydantic models) and collects thousands of items, and all of it lives until the
-process ends. Every full collection re-scans each of those objects, and pytest's
-own unconfigure runs full collections too: on a short LLM run that was a tenth
-of a second spent proving that the SDK is still alive. ``gc.freeze()`` moves what
-exists to a permanent generation that collections skip. Reference counting still
-frees everything as usual; only *cyclic* garbage among frozen objects waits for
-``gc.unfreeze()``, which runs after pytest's last collection.
+run ends. Every full collection re-scans each of those objects: pytest's own
+unconfigure runs full collections, and so does the interpreter on its way out.
+On a short LLM run that was a quarter of a second spent proving that the SDK is
+still alive. ``gc.freeze()`` moves what exists to a permanent generation that
+collections skip. Reference counting still frees everything as usual; only
+*cyclic* garbage among frozen objects waits for ``gc.unfreeze()``:
+
+* after pytest's last collection when the process goes on after the run
+  (``pytest.main()`` from a script or notebook, pytester's in-process runs), so
+  nothing of the run is kept from the collector afterwards;
+* never when the process ends with the run (the ``pytest`` command, an xdist
+  worker): the operating system takes the memory back at once.
 """
 
 from __future__ import annotations
 
 import gc
+import os
+import sys
 
 import pytest
 
 FROZEN_KEY = pytest.StashKey[bool]()
+#: how the ``pytest`` command starts: ``python -m pytest`` or the console script
+PYTEST_MAINS = ("pytest", "py.test", "__main__.py")
 
 
 def arrange_thaw(config: pytest.Config) -> None:
@@ -33,4 +43,18 @@ def freeze(config: pytest.Config) -> None:
 def thaw(config: pytest.Config) -> None:
     if config.stash.get(FROZEN_KEY, False):
         config.stash[FROZEN_KEY] = False
-        gc.unfreeze()
+        if not process_ends_with_run(config):
+            gc.unfreeze()
+
+
+def process_ends_with_run(config: pytest.Config) -> bool:
+    """Whether this process exits as soon as the run is over."""
+    if hasattr(config, "workerinput"):
+        return True  # an xdist worker lives for one session
+    main = sys.modules.get("__main__")
+    main_file = os.path.basename(getattr(main, "__file__", None) or "")
+    started_as_pytest = main_file in PYTEST_MAINS and (
+        main_file != "__main__.py" or getattr(main, "__package__", None) == "pytest"
+    )
+    # pytest.main(args) from code started as pytest (a plugin, a test) is not the command
+    return started_as_pytest and tuple(config.invocation_params.args) == tuple(sys.argv[1:])

@@ -71,3 +71,15 @@ def test_warmup_does_nothing_when_all_is_loaded(
 ) -> None:
     monkeypatch.setattr(warmup, "END_OF_RUN_IMPORTS", (("json", None),))
     assert warmup.start(pytestconfig) is None
+
+
+def test_only_a_process_that_goes_on_after_the_run_is_thawed(pytester: pytest.Pytester) -> None:
+    from pytest_openenv import heap
+
+    inline = pytester.parseconfigure("-p", "no:cacheprovider", "--collect-only")
+    assert not heap.process_ends_with_run(inline), "an in-process run was taken for the command"
+
+    class WorkerConfig:
+        workerinput: dict[str, object] = {}
+
+    assert heap.process_ends_with_run(WorkerConfig())  # type: ignore[arg-type]
