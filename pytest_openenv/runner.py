@@ -40,6 +40,40 @@ class Limits:
 
 #: one encoder for every step: json.dumps with options builds a new encoder per call
 CANONICAL_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
+#: argument texts seen before and what they parse to: a policy repeats the same few calls
+#: (``{"action_id": 4}``) across thousands of episodes
+_PARSED_ARGUMENTS: dict[str, tuple[dict[str, Any], str]] = {}
+_PARSED_ARGUMENTS_LIMIT = 4096
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def shorten(value: Any, limit: int = 300) -> str:
+    """``repr`` for an error message, cut short: a model's runaway output is not echoed whole."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def parse_arguments(text: Any) -> tuple[Any, str | None]:
+    """A tool call's JSON arguments and their canonical text (None unless an object).
+
+    Raises ``ValueError`` for text that is not JSON.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"expected JSON text, got {type(text).__name__}")
+    known = _PARSED_ARGUMENTS.get(text)
+    if known is not None:
+        return dict(known[0]), known[1]  # a copy: families may keep what they are given
+    value = json.loads(text) if text.strip() else {}
+    if not isinstance(value, dict):
+        return value, None
+    canonical = CANONICAL_JSON.encode(value)
+    if (
+        len(text) <= 256
+        and len(_PARSED_ARGUMENTS) < _PARSED_ARGUMENTS_LIMIT
+        and all(isinstance(item, _SCALARS) for item in value.values())
+    ):
+        _PARSED_ARGUMENTS[text] = (dict(value), canonical)
+    return value, canonical
 
 
 @dataclass(frozen=True)
@@ -151,15 +185,19 @@ class _Loop:
             )
             return current
         try:
-            arguments = json.loads(call.arguments) if call.arguments.strip() else {}
-        except (ValueError, AttributeError) as exc:
-            self.tool_error(call, f"arguments are not valid JSON ({exc}): {call.arguments!r}", step)
+            arguments, canonical = parse_arguments(call.arguments)
+        except (ValueError, RecursionError) as exc:
+            self.tool_error(
+                call, f"arguments are not valid JSON ({exc}): {shorten(call.arguments)}", step
+            )
             return current
-        if not isinstance(arguments, dict):
-            self.tool_error(call, f"arguments must be a JSON object, got {call.arguments!r}", step)
+        if canonical is None:
+            self.tool_error(
+                call, f"arguments must be a JSON object, got {shorten(call.arguments)}", step
+            )
             return current
         # Normalised so that snapshots do not depend on a model's JSON spacing.
-        step["action"] = f"{call.name}({CANONICAL_JSON.encode(arguments)})"
+        step["action"] = f"{call.name}({canonical})"
         proposed = ProposedCall(call.name, arguments)
         try:
             action = self.family.to_action(proposed, current)

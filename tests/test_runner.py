@@ -49,6 +49,7 @@ def spec(seed: int = 0) -> EpisodeSpec:
     ("call", "error"),
     [
         (("play_move", "{not json"), "not valid JSON"),
+        (("play_move", "[" * 100_000 + "]" * 100_000), "not valid JSON"),  # too deep to read
         (("play_move", "[4]"), "must be a JSON object"),
         (("play_move", '{"action_id": "four"}'), "must be an integer"),
         (("play_move", '{"action_id": 99}'), "is not legal"),
@@ -63,6 +64,7 @@ def test_agent_mistakes_are_tool_errors_that_cost_a_turn(call, error) -> None:
     tool_msg = episode.messages[3]
     assert tool_msg["role"] == "tool" and tool_msg["tool_call_id"] == "c1_0"
     assert error in tool_msg["content"]
+    assert len(tool_msg["content"]) < 1000, "the model's runaway output was echoed whole"
     assert error in episode.tool_trace[0]["result"]["error"]
     assert episode.steps[1]["error"]
 

@@ -126,3 +126,31 @@ def test_tools_convert_to_input_schemas() -> None:
             "input_schema": {"type": "object", "properties": {"action_id": {"type": "integer"}}},
         }
     ]
+
+
+# -- the runner's parse of a call's arguments (memoised for the calls a policy repeats) ------
+@given(objects)
+def test_arguments_parse_to_their_object_and_canonical_text_every_time(value: dict) -> None:
+    from pytest_openenv.runner import parse_arguments
+
+    raw = json.dumps(value, ensure_ascii=False, indent=1)
+    for _ in range(2):  # the second parse may come from the memo: same answer, own copy
+        parsed, canonical = parse_arguments(raw)
+        assert parsed == value
+        assert canonical == json.dumps(value, sort_keys=True, ensure_ascii=False)
+        parsed["mutated"] = True  # a family changing what it got must not change the memo
+
+
+def test_arguments_that_are_not_json_text_are_refused_with_a_reason() -> None:
+    import pytest
+
+    from pytest_openenv.runner import parse_arguments
+
+    assert parse_arguments("[1, 2]") == ([1, 2], None)  # JSON, not an object: caller decides
+    assert parse_arguments("  ") == ({}, "{}")
+    with pytest.raises(ValueError, match="expected JSON text, got dict"):
+        parse_arguments({"action_id": 1})
+    with pytest.raises(ValueError):
+        parse_arguments("{not json")
+    with pytest.raises(RecursionError):
+        parse_arguments("[" * 100_000 + "]" * 100_000)

@@ -16,9 +16,19 @@ from collections.abc import Sequence
 DRAWN_GAMES = frozenset({"tic_tac_toe", "connect_four"})
 
 
+#: tic-tac-toe has 5,478 positions: each drawing is made once per process
+_TIC_TAC_TOE_BOARDS: dict[tuple[float, ...], str] = {}
+
+
 def render_board(game: str, info_state: Sequence[float], agent_player: int) -> str | None:
     if game == "tic_tac_toe" and len(info_state) == 27:
-        return _tic_tac_toe(info_state)
+        key = tuple(info_state)
+        board = _TIC_TAC_TOE_BOARDS.get(key)
+        if board is None:
+            board = _tic_tac_toe(info_state)
+            if len(_TIC_TAC_TOE_BOARDS) < 8192:  # a server sending odd tensors cannot grow it
+                _TIC_TAC_TOE_BOARDS[key] = board
+        return board
     if game == "connect_four" and len(info_state) == 3 * 6 * 7:
         return _connect_four(info_state, agent_player)
     return None
