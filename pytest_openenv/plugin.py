@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .defaults import DEFAULT_ENV, DEFAULT_POLICY, SuiteDefault
 from .options import Settings, check_output_writable, register
 
 if TYPE_CHECKING:
     from .controller import Controller
     from .episode import Episode, EpisodeSpec
     from .prefetch import Runahead
-    from .worker import EpisodeService, SuiteEnvFactory, SuitePolicy
+    from .worker import EpisodeService
 
 # Everything but the options loads on first use: importing this module (which pytest does
 # in every run) must stay cheap for the many runs that never touch an episode.
@@ -165,26 +166,26 @@ def pytest_collection_modifyitems(
             )
 
 
-# Session-scoped: what varies per episode is picked when the episode starts
-# (``for_episode(spec)``), which spares pytest two fixture setups and teardowns per item.
+# Session-scoped and dependency-free: each episode resolves the default when it starts
+# (``defaults.resolve``), which spares pytest two fixture setups and teardowns per item.
 @pytest.fixture(scope="session")
-def openenv_env(pytestconfig: pytest.Config) -> SuiteEnvFactory:
+def openenv_env() -> SuiteDefault:
     """The env factory: each episode gets the env its marker or ``--openenv-env`` names.
 
     Override with any object that has ``family`` and ``open(spec)`` (e.g. an
-    ``EnvFactory``), or ``for_episode(spec)`` returning one.
+    ``EnvFactory``), or ``for_episode(spec)`` returning one (or this default).
     """
-    return pytestconfig.stash[SERVICE_KEY].suite_envs
+    return DEFAULT_ENV
 
 
 @pytest.fixture(scope="session")
-def openenv_policy(pytestconfig: pytest.Config) -> SuitePolicy:
+def openenv_policy() -> SuiteDefault:
     """The policy: each episode gets the one its marker or ``--openenv-policy`` names.
 
     Override with a ``Policy``, a callable ``policy(messages, tools)``, or an object
-    with ``for_episode(spec)`` returning one of those.
+    with ``for_episode(spec)`` returning one of those (or this default).
     """
-    return pytestconfig.stash[SERVICE_KEY].suite_policy
+    return DEFAULT_POLICY
 
 
 @pytest.fixture
@@ -198,15 +199,18 @@ def openenv_snapshot(snapshot: Any) -> Any:
 @pytest.fixture
 def episode(request: pytest.FixtureRequest, openenv_env: Any, openenv_policy: Any) -> Episode:
     """Run the episode during setup and return it finished."""
+    from .defaults import resolve
     from .policies.adapt import as_policy
     from .runner import EpisodeError, as_env_factory
     from .worker import EPISODE_KEY, ERROR_KEY
 
     spec = _spec_of(request)
+    service = request.config.stash[SERVICE_KEY]
     runahead = request.config.stash[RUNAHEAD_KEY]  # inline, or concurrent (prefetch.py)
     try:
-        env = as_env_factory(openenv_env, spec)
-        finished = runahead.episode(request.node, spec, env, as_policy(openenv_policy, spec))
+        env = as_env_factory(resolve(openenv_env, spec, service.env_factory))
+        policy = as_policy(resolve(openenv_policy, spec, service.policy_for))
+        finished = runahead.episode(request.node, spec, env, policy)
     except EpisodeError as exc:
         error = str(exc)
     else:

@@ -99,10 +99,8 @@ class EnvFactory:
         return self.family.remote_backend(server)
 
 
-def as_env_factory(candidate: Any, spec: EpisodeSpec) -> Any:
-    """This episode's env factory: ``candidate`` itself, or what its ``for_episode`` picks."""
-    choose = getattr(candidate, "for_episode", None)
-    factory = choose(spec) if choose is not None else candidate
+def as_env_factory(factory: Any) -> Any:
+    """``factory`` if it is one (routers are resolved before: ``defaults.resolve``)."""
     if not hasattr(factory, "family") or not callable(getattr(factory, "open", None)):
         raise TypeError(
             "openenv_env must return an env factory (an object with `family` and "

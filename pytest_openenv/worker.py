@@ -76,8 +76,6 @@ class EpisodeService:
         self._factories: dict[tuple[str, str], EnvFactory] = {}
         self._policies: dict[str, Policy] = {}
         self._lock = threading.Lock()
-        self.suite_envs = SuiteEnvFactory(self)
-        self.suite_policy = SuitePolicy(self)
 
     def family(self, env: str, config: str) -> EnvFamily:
         key = (env, config)
@@ -91,6 +89,10 @@ class EpisodeService:
             if name not in self._policies:
                 self._policies[name] = build_policy(name, self.settings)
             return self._policies[name]
+
+    def policy_for(self, spec: EpisodeSpec) -> Policy:
+        """The policy an episode's spec names (its marker's, or the run's)."""
+        return self.policy(spec.policy)
 
     def servers(self) -> tuple[str, ...]:
         """``--openenv-server`` URLs (with credentials, if given: connection use only)."""
@@ -162,26 +164,6 @@ def placeholder_episode(spec: EpisodeSpec, reason: str) -> Episode:
         index=spec.index,
         reason=reason,
     )
-
-
-class SuiteEnvFactory:
-    """The default ``openenv_env``: the env each episode's spec names (marker, option or ini)."""
-
-    def __init__(self, service: EpisodeService) -> None:
-        self._service = service
-
-    def for_episode(self, spec: EpisodeSpec) -> EnvFactory:
-        return self._service.env_factory(spec)
-
-
-class SuitePolicy:
-    """The default ``openenv_policy``: the policy each episode's spec names."""
-
-    def __init__(self, service: EpisodeService) -> None:
-        self._service = service
-
-    def for_episode(self, spec: EpisodeSpec) -> Policy:
-        return self._service.policy(spec.policy)
 
 
 def show_message_only_failures_cheaply(item: pytest.Item) -> None:

@@ -133,3 +133,55 @@ def test_a_failed_episode_reports_its_story_and_fulltrace_still_shows_frames(
     full = pytester.runpytest_subprocess(*args, "--openenv-n=1", "--fulltrace")
     full.assert_outcomes(failed=1)
     assert "bundled_test.py" in full.stdout.str()
+
+
+def test_a_router_can_hand_an_episode_back_to_the_default(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_back="""
+        import pytest
+        from pytest_openenv.policies.scripted import RandomPolicy
+
+        @pytest.fixture
+        def openenv_policy(openenv_policy):
+            default = openenv_policy
+
+            class FirstToRandom:
+                def for_episode(self, spec):
+                    return RandomPolicy() if spec.index == 0 else default
+
+            return FirstToRandom()
+
+        @pytest.mark.openenv("openspiel:tic_tac_toe", n=3)
+        def test_game(episode):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--openenv-policy=scripted")
+    assert_clean(result)
+    result.assert_outcomes(passed=3)
+    rows = read_jsonl(pytester.path / "openenv-results" / "results.jsonl")
+    assert [row["policy"] for row in rows] == ["random", "scripted", "scripted"]
+
+
+def test_a_router_that_never_settles_is_a_clear_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_loop="""
+        import pytest
+
+        class Loop:
+            def for_episode(self, spec):
+                return self
+
+        @pytest.fixture
+        def openenv_policy():
+            return Loop()
+
+        @pytest.mark.openenv("openspiel:tic_tac_toe", n=1)
+        def test_game(episode):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert_clean(result)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*for_episode() of Loop led through 8 routers*"])

@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .base import Policy
 
-if TYPE_CHECKING:
-    from ..episode import EpisodeSpec
 
-
-def as_policy(candidate: Any, spec: EpisodeSpec | None = None) -> Policy:
+def as_policy(candidate: Any) -> Policy:
     """A ``Policy`` as is; a ``Policy`` subclass instantiated; any other callable wrapped.
 
     The callable gets ``(messages, tools)`` (and ``turn=`` if it takes it) and
-    returns a tool call; see ``policies.callable`` for the accepted shapes. An
-    object with ``for_episode(spec)`` (the default fixture, or a user's router
-    between teachers) is asked for this episode's policy first.
+    returns a tool call; see ``policies.callable`` for the accepted shapes.
+    Routers (``for_episode``) are resolved before this (``defaults.resolve``).
     """
-    choose = getattr(candidate, "for_episode", None)
-    if spec is not None and choose is not None and not isinstance(candidate, Policy):
-        candidate = choose(spec)
     if isinstance(candidate, Policy):
         return candidate
     if isinstance(candidate, type) and issubclass(candidate, Policy):
