@@ -253,7 +253,8 @@ class _Loop:
                     deadline=self.deadline,
                 )
             )
-            self.usage = self.usage + reply.usage
+            if reply.usage.prompt_tokens or reply.usage.completion_tokens:
+                self.usage = self.usage + reply.usage
             self.messages.append(reply.to_openai())
             if not reply.tool_calls:
                 self.remind(reply)

@@ -52,6 +52,7 @@ class OpenSpielFamily(EnvFamily):
                 f"openspiel game_params must be a JSON object, got {self.game_params!r}"
             )
         self._game = self._load()
+        self._players = self._game.num_players()  # asked on every move: once is enough
 
     def _load(self) -> Any:
         try:
@@ -147,7 +148,7 @@ class OpenSpielFamily(EnvFamily):
             return (
                 f"You play {mark} (player {self.agent_player}) against a {self.opponent} opponent."
             )
-        if self._game.num_players() == 1:
+        if self._players == 1:
             return "This is a single-player game."
         return f"You are player {self.agent_player} against a {self.opponent} opponent."
 
@@ -164,9 +165,9 @@ class OpenSpielFamily(EnvFamily):
     def describe_result(self, call: ProposedCall, result: StepResult) -> str:
         parts = [f"You played {call.arguments.get('action_id')}."]
         last = result.observation.get("opponent_last_action")
-        if last is not None and self._game.num_players() > 1 and not result.done:
+        if last is not None and self._players > 1 and not result.done:
             parts.append(f"Opponent played {last}.")
-        elif last is not None and result.done and self._game.num_players() > 1:
+        elif last is not None and result.done and self._players > 1:
             parts.append(f"Last opponent move: {last}.")
         parts.append(self._show(result))
         if result.done:
@@ -197,7 +198,7 @@ class OpenSpielFamily(EnvFamily):
     def outcome(self, reward: float, done: bool) -> str:
         if not done:
             return "unfinished"
-        if self._game.num_players() == 1:
+        if self._players == 1:
             return f"score {reward:g}"
         if reward > 0:
             return "win"

@@ -30,6 +30,9 @@ class OpenSpielEngine(Backend):
         self, game: Any, *, agent_player: int, opponent: str, name_actions: bool = True
     ) -> None:
         self._game = game
+        game_type = game.get_type()  # a new object per call: read the two flags once
+        self._info_tensor = bool(game_type.provides_information_state_tensor)
+        self._obs_tensor = bool(game_type.provides_observation_tensor)
         self._agent = agent_player
         self._opponent = opponent
         self._name_actions = name_actions
@@ -96,10 +99,9 @@ class OpenSpielEngine(Backend):
 
     def _observe(self) -> StepResult:
         state = self._state
-        game_type = self._game.get_type()
-        if game_type.provides_information_state_tensor:
+        if self._info_tensor:
             info_state = list(state.information_state_tensor(self._agent))
-        elif game_type.provides_observation_tensor:
+        elif self._obs_tensor:
             info_state = list(state.observation_tensor(self._agent))
         else:
             info_state = []
