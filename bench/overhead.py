@@ -5,7 +5,9 @@
 Runs, in fresh empty folders and with identical pytest flags:
   A. N trivial parametrized tests (pytest's own per-item cost);
   B. N built-in episode items (scripted policy on embedded tic-tac-toe, files written);
-and prints both wall times (best of --repeat) and the ratio B/A (target <= 1.5).
+and prints both wall times (best of --repeat) and the ratio B/A (target <= 1.5), and the
+median of the per-repeat ratios (each repeat runs A and B back to back, so slow drift of a
+shared machine cancels out of it).
 Then measures the import cost of the plugin module when no option is given
 (``python -X importtime``, target < 50 ms).
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -85,6 +88,12 @@ def main() -> None:
     print(f"  trivial parametrized tests : {t:7.2f} s  ({1000 * t / args.n:.3f} ms/item)")
     print(f"  openenv episode items      : {e:7.2f} s  ({1000 * e / args.n:.3f} ms/item)")
     print(f"  ratio episodes/trivial     : {e / t:7.2f}   (target <= 1.5)")
+    paired = statistics.median(b / a for a, b in zip(trivial, episodes, strict=True))
+    print(f"  median of paired ratios    : {paired:7.2f}   (each repeat: A then B)")
+    print(
+        "  every repeat (trivial, episodes): "
+        + ", ".join(f"({a:.2f}, {b:.2f})" for a, b in zip(trivial, episodes, strict=True))
+    )
     costs = sorted(import_cost_ms() for _ in range(5))
     print(f"plugin import (no options), median of 5: {costs[2]:.1f} ms  (target < 50 ms)")
 
