@@ -26,6 +26,15 @@ class SuiteDefault:
     def __repr__(self) -> str:
         return f"<the {self.what} each episode's marker or --openenv-* options name>"
 
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(
+            f"the default openenv_{self.what} fixture stands for each episode's own "
+            f"{self.what} and has no {name!r}: use the `episode` fixture's result, or "
+            f"return the default from an override or a router's for_episode(spec)"
+        )
+
 
 DEFAULT_ENV = SuiteDefault("env")
 DEFAULT_POLICY = SuiteDefault("policy")

@@ -185,3 +185,13 @@ def test_a_router_that_never_settles_is_a_clear_error(pytester: pytest.Pytester)
     assert_clean(result)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*for_episode() of Loop led through 8 routers*"])
+
+
+def test_using_the_default_marker_directly_explains_itself() -> None:
+    from pytest_openenv.defaults import DEFAULT_ENV, DEFAULT_POLICY
+
+    with pytest.raises(AttributeError, match="stands for each episode's own env"):
+        DEFAULT_ENV.family  # noqa: B018
+    with pytest.raises(AttributeError, match="has no 'act'"):
+        DEFAULT_POLICY.act  # noqa: B018
+    assert not hasattr(DEFAULT_ENV, "open")  # so it is never taken for a factory
