@@ -122,12 +122,26 @@ def pytest_configure_node(node: Any) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "episode" not in metafunc.fixturenames:
         return
+    from .envs.base import EnvConfigError
     from .worker import suite_specs
 
     settings = metafunc.config.stash[SETTINGS_KEY]
-    specs = suite_specs(settings, metafunc.definition.get_closest_marker("openenv"))
     service = metafunc.config.stash[SERVICE_KEY]
-    service.family(specs[0].env, specs[0].config)
+    where = metafunc.definition.nodeid
+    # A mistake in a test's marker is one collection error naming the test, with no
+    # traceback, before any episode runs (not an error on every one of its items).
+    try:
+        specs = suite_specs(settings, metafunc.definition.get_closest_marker("openenv"))
+        service.family(specs[0].env, specs[0].config)
+    except EnvConfigError as exc:
+        raise pytest.Collector.CollectError(f"{where}: {exc}") from None
+    if specs[0].policy != settings.policy:  # the marker names its own policy
+        try:
+            service.policy(specs[0].policy)
+        except pytest.UsageError as exc:
+            raise pytest.Collector.CollectError(
+                f"{where}: openenv marker policy={specs[0].policy!r} cannot be used: {exc}"
+            ) from None
     metafunc.parametrize("episode", specs, ids=[spec.episode_id for spec in specs], indirect=True)
 
 

@@ -287,3 +287,30 @@ def test_import_does_not_load_heavy_modules() -> None:
         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
     )
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("marker", "message"),
+    [
+        ('policy="nope"', "openenv marker policy='nope' cannot be used: *is unknown*"),
+        ("n=-3", "openenv marker n=-3 is invalid: expected a positive integer"),
+        ('seed="x"', "openenv marker seed='x' is invalid: expected an integer"),
+    ],
+)
+def test_a_bad_marker_is_one_collection_error_naming_the_test(
+    pytester: pytest.Pytester, marker: str, message: str
+) -> None:
+    pytester.makepyfile(
+        test_marked=f"""
+        import pytest
+
+        @pytest.mark.openenv("openspiel:tic_tac_toe", {marker})
+        def test_game(episode):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # collection failed: nothing ran
+    result.stdout.fnmatch_lines([f"test_marked.py::test_game: {message}"])
+    assert "Traceback" not in result.stdout.str() and "plugin.py" not in result.stdout.str()
+    assert not (pytester.path / "openenv-results" / "results.jsonl").exists()
