@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from .policies.base import Usage
@@ -25,7 +26,7 @@ class EpisodeSpec:
     #: env config as canonical JSON text (hashable, identical across workers)
     config: str = "{}"
 
-    @property
+    @cached_property  # asked on every turn and report; frozen fields, so it never changes
     def episode_id(self) -> str:
         base = f"ep-{self.index:06d}"
         return f"{base}-r{self.repeat}" if self.repeats > 1 else base

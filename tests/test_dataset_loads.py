@@ -433,3 +433,34 @@ def test_stable_row_gives_each_field_its_one_type() -> None:
     assert row["metrics"] == {"turns": 1, "per_turn": "[1, 2]"}
     assert row["extra"] == {"server": None, "labels": '{"a": 1}'}
     assert row["model"] is None
+
+
+odd_text = st.text(max_size=12)
+
+
+@given(
+    role=odd_text,
+    content=st.one_of(odd_text, st.none(), st.integers(), st.lists(odd_text, max_size=2)),
+    call_id=st.one_of(st.none(), odd_text, st.integers()),
+    name=st.one_of(st.none(), odd_text),
+)
+def test_chat_messages_take_one_shape_whichever_path_builds_them(
+    role: str, content: Any, call_id: Any, name: Any
+) -> None:
+    from pytest_openenv.dataset.layout import as_text, chat_message
+
+    message: dict[str, Any] = {"role": role, "content": content}
+    if call_id is not None:
+        message["tool_call_id"] = call_id
+    if name is not None:
+        message["name"] = name
+    out = chat_message(message)
+    expected_keys = ["role", "content"]
+    expected_keys += ["tool_call_id"] if call_id is not None else []
+    expected_keys += ["name"] if name is not None else []
+    assert list(out) == expected_keys  # one key order for every row
+    assert all(isinstance(value, str) for value in out.values())
+    assert out["content"] == as_text(content) and out["role"] == role
+    if call_id is not None:
+        assert out["tool_call_id"] == as_text(call_id)
+    assert out is not message

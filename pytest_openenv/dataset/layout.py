@@ -82,6 +82,14 @@ def tool_call(call: dict[str, Any]) -> dict[str, Any]:
 
 
 def chat_message(message: dict[str, Any]) -> dict[str, Any]:
+    role, content = message.get("role"), message.get("content")
+    if type(role) is str and type(content) is str:
+        # the runner's own messages, already in shape: copied without the general walk
+        if len(message) == 2:
+            return {"role": role, "content": content}
+        call_id, name = message.get("tool_call_id"), message.get("name")
+        if len(message) == 4 and type(call_id) is str and type(name) is str:
+            return {"role": role, "content": content, "tool_call_id": call_id, "name": name}
     out: dict[str, Any] = {
         "role": as_text(message.get("role")),
         "content": message_content(message.get("content")),
