@@ -447,7 +447,7 @@ odd_text = st.text(max_size=12)
 def test_chat_messages_take_one_shape_whichever_path_builds_them(
     role: str, content: Any, call_id: Any, name: Any
 ) -> None:
-    from pytest_openenv.dataset.layout import as_text, chat_message
+    from pytest_openenv.dataset.layout import as_text, chat_message, message_content
 
     message: dict[str, Any] = {"role": role, "content": content}
     if call_id is not None:
@@ -460,7 +460,7 @@ def test_chat_messages_take_one_shape_whichever_path_builds_them(
     expected_keys += ["name"] if name is not None else []
     assert list(out) == expected_keys  # one key order for every row
     assert all(isinstance(value, str) for value in out.values())
-    assert out["content"] == as_text(content) and out["role"] == role
+    assert out["content"] == message_content(content) and out["role"] == role
     if call_id is not None:
         assert out["tool_call_id"] == as_text(call_id)
     assert out is not message
