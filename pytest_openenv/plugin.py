@@ -32,6 +32,7 @@ RUNAHEAD_KEY: pytest.StashKey[Runahead] = pytest.StashKey()
 CONTROLLER_KEY: pytest.StashKey[Controller] = pytest.StashKey()
 BUNDLED_KEY = pytest.StashKey[bool]()
 RESUME_KEY = pytest.StashKey[frozenset[str]]()
+HAS_EPISODES_KEY = pytest.StashKey[bool]()
 
 MARKER_HELP = (
     "openenv(env=None, *, n=None, seed=None, policy=None, **env_config): run this test once "
@@ -167,11 +168,13 @@ def pytest_collection_modifyitems(
     from .worker import SPEC_KEY, show_message_only_failures_cheaply
 
     done = config.stash.get(RESUME_KEY, frozenset())
+    config.stash[HAS_EPISODES_KEY] = False
     for item in items:
         callspec = getattr(item, "callspec", None)
         spec = callspec.params.get("episode") if callspec is not None else None
         if not isinstance(spec, EpisodeSpec):
             continue
+        config.stash[HAS_EPISODES_KEY] = True
         item.stash[SPEC_KEY] = spec
         show_message_only_failures_cheaply(item)
         if item.nodeid in done:
@@ -277,9 +280,8 @@ def pytest_report_teststatus(
 def pytest_collection_finish(session: pytest.Session) -> None:
     from . import heap
     from .envs.sessions import IDLE_SESSIONS
-    from .worker import SPEC_KEY
 
-    if any(SPEC_KEY in item.stash for item in session.items):
+    if session.config.stash.get(HAS_EPISODES_KEY, False):
         heap.freeze(session.config)  # the items live until the session ends
         # kept between episodes, a worker's sessions could starve another on a small server
         IDLE_SESSIONS.enabled = not is_worker(session.config)

@@ -11,6 +11,15 @@ from __future__ import annotations
 import pytest
 from helpers import assert_clean, read_jsonl
 
+
+def run_suite(pytester: pytest.Pytester, source: str, *args: str) -> pytest.RunResult:
+    """Write ``source`` as the one test file, run it in a subprocess, and check it ran clean."""
+    pytester.makepyfile(test_suite=source)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+    assert_clean(result)
+    return result
+
+
 ROUTER_SUITE = """
 import pytest
 from pytest_openenv.policies.scripted import RandomPolicy, ScriptedPolicy
@@ -31,9 +40,7 @@ def test_game(episode):
 
 
 def test_a_policy_router_picks_the_policy_of_each_episode(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_router=ROUTER_SUITE)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
-    assert_clean(result)
+    result = run_suite(pytester, ROUTER_SUITE, "-n", "2")
     result.assert_outcomes(passed=6)
     rows = read_jsonl(pytester.path / "openenv-results" / "results.jsonl")
     policies = {row["extra"]["index"]: row["policy"] for row in rows}
@@ -44,8 +51,9 @@ def test_the_default_policy_fixture_can_be_wrapped_by_an_override(
     pytester: pytest.Pytester,
 ) -> None:
     # the override receives the default (the marker's policy) and may return it
-    pytester.makepyfile(
-        test_wrap="""
+    result = run_suite(
+        pytester,
+        """
         import pytest
 
         @pytest.fixture
@@ -55,10 +63,8 @@ def test_the_default_policy_fixture_can_be_wrapped_by_an_override(
         @pytest.mark.openenv("openspiel:tic_tac_toe", n=2, policy="random")
         def test_game(episode):
             assert episode.done
-        """
+        """,
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    assert_clean(result)
     result.assert_outcomes(passed=2)
     rows = read_jsonl(pytester.path / "openenv-results" / "results.jsonl")
     assert [row["policy"] for row in rows] == ["random", "random"]
@@ -67,8 +73,9 @@ def test_the_default_policy_fixture_can_be_wrapped_by_an_override(
 def test_an_env_override_that_is_not_a_factory_names_what_would_work(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makepyfile(
-        test_bad_env="""
+    result = run_suite(
+        pytester,
+        """
         import pytest
 
         @pytest.fixture
@@ -78,17 +85,16 @@ def test_an_env_override_that_is_not_a_factory_names_what_would_work(
         @pytest.mark.openenv("openspiel:tic_tac_toe", n=1)
         def test_game(episode):
             pass
-        """
+        """,
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    assert_clean(result)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*openenv_env must return an env factory*got str*"])
 
 
 def test_an_env_router_picks_the_env_of_each_episode(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(
-        test_env_router="""
+    result = run_suite(
+        pytester,
+        """
         import pytest
         from pytest_openenv import EnvFactory
         from pytest_openenv.envs.openspiel import OpenSpielFamily
@@ -105,10 +111,8 @@ def test_an_env_router_picks_the_env_of_each_episode(pytester: pytest.Pytester) 
         @pytest.mark.openenv("openspiel:tic_tac_toe", n=2)
         def test_game(episode):
             pass
-        """
+        """,
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    assert_clean(result)
     result.assert_outcomes(passed=2)
     rows = read_jsonl(pytester.path / "openenv-results" / "results.jsonl")
     assert [row["task"]["config"] for row in rows] == [
@@ -136,8 +140,9 @@ def test_a_failed_episode_reports_its_story_and_fulltrace_still_shows_frames(
 
 
 def test_a_router_can_hand_an_episode_back_to_the_default(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(
-        test_back="""
+    result = run_suite(
+        pytester,
+        """
         import pytest
         from pytest_openenv.policies.scripted import RandomPolicy
 
@@ -154,18 +159,18 @@ def test_a_router_can_hand_an_episode_back_to_the_default(pytester: pytest.Pytes
         @pytest.mark.openenv("openspiel:tic_tac_toe", n=3)
         def test_game(episode):
             pass
-        """
+        """,
+        "--openenv-policy=scripted",
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--openenv-policy=scripted")
-    assert_clean(result)
     result.assert_outcomes(passed=3)
     rows = read_jsonl(pytester.path / "openenv-results" / "results.jsonl")
     assert [row["policy"] for row in rows] == ["random", "scripted", "scripted"]
 
 
 def test_a_router_that_never_settles_is_a_clear_error(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(
-        test_loop="""
+    result = run_suite(
+        pytester,
+        """
         import pytest
 
         class Loop:
@@ -179,10 +184,8 @@ def test_a_router_that_never_settles_is_a_clear_error(pytester: pytest.Pytester)
         @pytest.mark.openenv("openspiel:tic_tac_toe", n=1)
         def test_game(episode):
             pass
-        """
+        """,
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    assert_clean(result)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*for_episode() of Loop led through 8 routers*"])
 

@@ -45,20 +45,29 @@ def play(backend, seed: int) -> list[tuple[dict, float | None, bool]]:
     return seen
 
 
-def test_remote_session_matches_the_embedded_engine_seed_for_seed(tictactoe: ThreadServer) -> None:
+def play_remote(url: str, seed: int) -> list[tuple[dict, float | None, bool]]:
+    """One whole episode in a session of its own (closed, or kept when keeping is on)."""
+    backend = RemoteBackend(url)
+    try:
+        return play(backend, seed)
+    finally:
+        backend.close()
+
+
+def play_embedded(seed: int) -> list[tuple[dict, float | None, bool]]:
     game = load_game("tic_tac_toe", {})
+    return play(OpenSpielEngine(game, agent_player=0, opponent="random"), seed)
+
+
+def test_remote_session_matches_the_embedded_engine_seed_for_seed(tictactoe: ThreadServer) -> None:
     for seed in (0, 1, 7):
-        remote = RemoteBackend(tictactoe.url)
-        try:
-            remote_seen = play(remote, seed)
-        finally:
-            remote.close()
-        embedded_seen = play(OpenSpielEngine(game, agent_player=0, opponent="random"), seed)
+        remote_seen = play_remote(tictactoe.url, seed)
+        embedded_seen = play_embedded(seed)
         assert [o for o, _, _ in remote_seen] == [o for o, _, _ in embedded_seen]
         assert [(r or 0.0, d) for _, r, d in remote_seen] == [
             (r or 0.0, d) for _, r, d in embedded_seen
         ]
-    assert remote.location == tictactoe.url
+    assert RemoteBackend(tictactoe.url).location == tictactoe.url
 
 
 def test_error_frames_become_tool_errors_and_the_session_goes_on(tictactoe: ThreadServer) -> None:
@@ -151,16 +160,10 @@ def keep_sessions() -> Iterator[None]:
 def test_a_kept_session_is_reset_for_the_next_episode_and_replays_its_seed(
     keep_sessions: None,
 ) -> None:
-    game = load_game("tic_tac_toe", {})
     with serve_in_thread("tictactoe") as server:
         for seed in (3, 5, 3):
-            backend = RemoteBackend(server.url)
-            try:
-                seen = play(backend, seed)
-            finally:
-                backend.close()
-            expected = play(OpenSpielEngine(game, agent_player=0, opponent="random"), seed)
-            assert [o for o, _, _ in seen] == [o for o, _, _ in expected]
+            seen = play_remote(server.url, seed)
+            assert [o for o, _, _ in seen] == [o for o, _, _ in play_embedded(seed)]
         assert server.stats()["sessions_opened"] == 1
         assert IDLE_SESSIONS.count() == 1
 

@@ -98,17 +98,19 @@ class RemoteBackend(Backend):
 
     def reset(self, *, seed: int, episode_id: str, **options: Any) -> StepResult:
         data = {"seed": seed, "episode_id": episode_id, **options}
-        if self._ws is None:
+        from_pool = self._ws is None  # a fresh backend resets a kept session, if any
+        if from_pool:
             self._ws = IDLE_SESSIONS.take(self.server)
             if self._ws is None:
                 return self._open_session(data)
-            try:
-                return self._result(self._request({"type": "reset", "data": data}))
-            except EnvUnavailable:
-                # the kept session went stale (the server restarted or dropped it): start over
-                self._drop()
-                return self._open_session(data)
-        return self._result(self._request({"type": "reset", "data": data}))
+        try:
+            return self._result(self._request({"type": "reset", "data": data}))
+        except EnvUnavailable:
+            if not from_pool:
+                raise
+            # the kept session went stale (the server restarted or dropped it): start over
+            self._drop()
+            return self._open_session(data)
 
     def step(self, action: dict[str, Any]) -> StepResult:
         if self._ws is None:
