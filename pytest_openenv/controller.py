@@ -7,6 +7,7 @@ so a run that collects no episode test writes nothing and prints nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import re
@@ -18,8 +19,11 @@ from typing import Any
 import pytest
 
 from .dataset.card import render_card
+from .dataset.folder import LOCK, MARKER, card_is_generated, ownership_problem, read_metadata
 from .dataset.hub import HubPublisher
+from .dataset.identity import resume_problem, run_identity
 from .dataset.jsonl import CorruptLine, scan
+from .dataset.lock import FolderLocked, RunLock
 from .dataset.writer import CARD, METADATA, SUMMARY, DatasetWriter
 from .options import Settings
 from .report.gates import GateConfig, RunFigures, Verdict, evaluate
@@ -28,6 +32,7 @@ from .report.slim import ReportSlimmer
 from .report.step_summary import append_step_summary, summary_markdown
 from .report.summary import summary_lines
 from .report.tally import Tally
+from .secrets import KnownSecrets
 
 EPISODE_ID_IN_NODEID = re.compile(r"\[(?:.*-)?(ep-\d{6}(?:-r\d+)?)(?:-.*)?\]$")
 
@@ -35,6 +40,9 @@ EPISODE_ID_IN_NODEID = re.compile(r"\[(?:.*-)?(ep-\d{6}(?:-r\d+)?)(?:-.*)?\]$")
 def read_resume_set(settings: Settings) -> tuple[set[str], bool]:
     """Node ids already in results.jsonl; repairs a torn last line (older crash)."""
     path = settings.output / "results.jsonl"
+    holder = RunLock(settings.output / LOCK).live_holder()
+    if holder is not None:  # its last line may be half-written now: repair nothing
+        raise pytest.UsageError(folder_in_use(settings.output, holder))
     try:
         rows, torn = scan(path, repair_torn_tail=True)
     except CorruptLine as exc:
@@ -49,7 +57,13 @@ class Controller:
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
         self.config = config
         self.settings = settings
-        self.writer = DatasetWriter(settings.output, resume=settings.resume)
+        self.secrets = KnownSecrets.from_settings(settings)
+        self.writer = DatasetWriter(settings.output, resume=settings.resume, secrets=self.secrets)
+        # ownership (issue 14): one run per folder, and only a folder that is ours
+        self.lock = RunLock(settings.output / LOCK)
+        self.claimed = False
+        self.created_folder = False
+        self.notes: list[str] = []
         self.tally = Tally()
         self.active = False
         self.started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -79,12 +93,14 @@ class Controller:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         # -n 0: this process collected the items itself
         self.expected = sum(1 for item in session.items if episode_id_from_nodeid(item.nodeid))
+        self.claim_output()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         # xdist: the controller never collects; every worker collects the same ids
         if self.expected is None:
             self.expected = sum(1 for nodeid in ids if episode_id_from_nodeid(nodeid))
+            self.claim_output()  # xdist schedules nothing before every node has collected
         if isinstance(ids, list):
             self.slimmer.share_collection(ids)
 
@@ -110,11 +126,81 @@ class Controller:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        self.apply_gate(session)
-        self.finish(int(session.exitstatus))
+        try:
+            self.apply_gate(session)
+            self.finish(int(session.exitstatus))
+        finally:
+            self.release_output()
         push_failed = self.publisher is not None and self.publisher.failed
         if (self.write_error or push_failed) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.release_output()  # a session that ended before its sessionfinish
+
+    # -- the output folder -----------------------------------------------------
+    def claim_output(self) -> None:
+        """Before any episode: refuse a foreign or busy folder, or a mismatched resume.
+
+        Then hold the folder (lock), move an earlier run's files aside (without
+        resume) and record this run's identity and marker in metadata.json.
+        """
+        if self.claimed or not self.expected or self.config.option.collectonly:
+            return
+        folder = self.settings.output
+        problem = ownership_problem(folder)
+        if problem is not None:
+            raise pytest.UsageError(problem)
+        try:
+            if not folder.exists():
+                folder.mkdir(parents=True)
+                self.created_folder = True
+            self.lock.acquire()
+        except FolderLocked as exc:
+            self.release_output()
+            raise pytest.UsageError(folder_in_use(folder, str(exc))) from None
+        except OSError as exc:
+            self.release_output()
+            raise pytest.UsageError(
+                f"--openenv-output={str(folder)!r} cannot be locked for this run: {exc}"
+            ) from None
+        self.claimed = True
+        if self.lock.took_over is not None:
+            self.warn(
+                f"{self.lock.path}: the run that held this folder "
+                f"({self.lock.took_over.describe()}) ended without releasing it; "
+                "this run took it over"
+            )
+        if self.settings.resume:
+            mismatch = resume_problem(folder, read_metadata(folder), self.settings)
+            if mismatch is not None:
+                self.release_output()
+                raise pytest.UsageError(mismatch)
+        try:
+            self.writer.move_earlier_run_aside()
+            self.writer.write_json(METADATA, self.metadata(finished=False))
+        except OSError as exc:
+            self.release_output()
+            raise pytest.UsageError(
+                f"--openenv-output={str(folder)!r} is not writable: {exc}"
+            ) from None
+
+    def release_output(self) -> None:
+        if self.lock.held:
+            self.lock.release()
+        self.claimed = False
+        if self.created_folder and not self.active:
+            # made for a run that wrote nothing but its metadata: leave no trace
+            for name in (METADATA,):
+                with contextlib.suppress(OSError):
+                    (self.settings.output / name).unlink()
+            with contextlib.suppress(OSError):
+                self.settings.output.rmdir()  # only if empty
+            self.created_folder = False
+
+    def warn(self, message: str) -> None:
+        self.notes.append(f"WARNING: {message}")
+        self.config.issue_config_time_warning(pytest.PytestWarning(message), stacklevel=2)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.active:
@@ -178,7 +264,8 @@ class Controller:
             self.writer.append(line, passed=passed, key=key)
         except OSError as exc:
             self.unsaved += 1
-            self.write_error = f"cannot write to {self.writer.folder}: {exc}"
+            why = exc.strerror or str(exc)
+            self.write_error = f"cannot write to {self.writer.path_of(passed)}: {why}"
             self.stop(f"openenv: {self.write_error}")
 
     def stop(self, reason: str) -> None:
@@ -189,6 +276,9 @@ class Controller:
         dsession = self.config.pluginmanager.getplugin("dsession")
         if dsession is not None and not getattr(dsession, "shouldstop", False):
             dsession.shouldstop = reason
+            from .dispatch import cancel_queued_items
+
+            cancel_queued_items(dsession)
 
     def remember_test(self, nodeid: str, record: str) -> None:
         """Per test function (not per episode): what a crashed item's row is rebuilt from."""
@@ -220,7 +310,9 @@ class Controller:
             repeats=int(self.settings.extra.get("repeats") or 1),
             policy=known.get("policy") or self.settings.policy,
             config=known.get("config") or json.dumps(self.settings.env_config, sort_keys=True),
+            prefix=self.settings.extra.get("id-prefix") or "",
         )
+        episode_id = spec.episode_id
         reason = f"{why} (the process running this episode died: os._exit, a signal or OOM)"
         record = placeholder_episode(spec, reason).record(test=report.nodeid, passed=False)
         record["failure"] = {"outcome": "error", "message": reason}
@@ -274,14 +366,18 @@ class Controller:
                 pytest.ExitCode.OK if self.verdict.passed else pytest.ExitCode.TESTS_FAILED
             )
 
-    def metadata(self) -> dict[str, Any]:
+    def metadata(self, *, finished: bool = True) -> dict[str, Any]:
         from . import __version__
 
         return {
+            **MARKER,
             "tool": "pytest-openenv",
             "version": __version__,
             "started_at": self.started_at,
-            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "finished_at": (
+                time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) if finished else None
+            ),
+            "identity": run_identity(self.settings),
             "settings": self.settings.public(),
             "python": platform.python_version(),
             "pytest": pytest.__version__,
@@ -308,20 +404,30 @@ class Controller:
             metadata = self.metadata()
             self.writer.write_json(METADATA, metadata)
             self.writer.write_json(SUMMARY, summary)
-            card = render_card(
-                self.writer.folder,
-                summary,
-                metadata,
-                repo_id=self.settings.extra.get("push-to-hub"),
-            )
-            self.writer.write_text(CARD, card)
+            if self.card_is_ours():
+                card = render_card(
+                    self.writer.folder,
+                    summary,
+                    metadata,
+                    repo_id=self.settings.extra.get("push-to-hub"),
+                )
+                self.writer.write_text(CARD, card)
+            else:
+                self.notes.append(
+                    f"{self.writer.folder / CARD} has no generated-card marker (edited by "
+                    "hand): kept as it is"
+                )
         except OSError as exc:
             self.write_error = self.write_error or f"cannot write to {self.writer.folder}: {exc}"
         self.publish(exitstatus)
         markdown = summary_markdown(
             self.figures(), self.passk.result(), self.verdict, str(self.settings.output)
         )
-        self.step_summary_error = append_step_summary(markdown)
+        self.step_summary_error = append_step_summary(self.secrets.scrub(markdown))
+
+    def card_is_ours(self) -> bool:
+        card = self.writer.folder / CARD
+        return not card.exists() or card_is_generated(self.writer.folder)
 
     def publish(self, exitstatus: int) -> None:
         """Push the final output folder to the Hub, once (see dataset/hub.py)."""
@@ -335,7 +441,7 @@ class Controller:
             self.publisher.publish(self.writer.folder)
 
     def terminal_lines(self) -> list[str]:
-        lines = summary_lines(self.figures(), str(self.settings.output))
+        lines = summary_lines(self.figures(), str(self.settings.output), gated=self.gate.active)
         passk = self.passk.result()
         if passk.k > 1:
             lines.append(
@@ -356,7 +462,9 @@ class Controller:
         if self.step_summary_error:
             lines.append(f"WARNING: {self.step_summary_error}")
         for moved in self.writer.moved:
-            lines.append(f"earlier run's {moved.name.split('.')[0]}.jsonl kept as {moved}")
+            stem, _, suffix = moved.name.partition(".")
+            lines.append(f"earlier run's {stem}.{suffix.rpartition('.')[2]} kept as {moved}")
+        lines.extend(self.notes)
         if self.exit_status == pytest.ExitCode.INTERRUPTED:
             of = f" of {self.expected}" if self.expected is not None else ""
             lines.append(
@@ -372,7 +480,7 @@ class Controller:
                     f"ERROR: {self.unsaved} finished episode(s) could not be saved; fix the "
                     "output folder and run again with --openenv-resume to redo them"
                 )
-        return lines
+        return [self.secrets.scrub(line) for line in lines]
 
 
 PASSK_NAMES = ("pass@1", "pass@k", "pass^k")
@@ -380,6 +488,14 @@ PASSK_NAMES = ("pass@1", "pass@k", "pass^k")
 
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def folder_in_use(folder: Path, holder: str) -> str:
+    return (
+        f"--openenv-output={str(folder)!r} is in use by another run ({holder}): two runs "
+        "writing one folder would mix their rows. Wait for it to end or pass another "
+        f"--openenv-output; if that run is gone, delete {folder / LOCK}"
+    )
 
 
 def episode_id_from_nodeid(nodeid: str) -> str | None:

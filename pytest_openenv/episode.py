@@ -25,10 +25,14 @@ class EpisodeSpec:
     policy: str = "scripted"
     #: env config as canonical JSON text (hashable, identical across workers)
     config: str = "{}"
+    #: ``--openenv-id-prefix``: ids become ``{prefix}-ep-000000``
+    prefix: str = ""
 
     @cached_property  # asked on every turn and report; frozen fields, so it never changes
     def episode_id(self) -> str:
         base = f"ep-{self.index:06d}"
+        if self.prefix:
+            base = f"{self.prefix}-{base}"
         return f"{base}-r{self.repeat}" if self.repeats > 1 else base
 
 
@@ -55,10 +59,14 @@ class Episode:
     index: int = 0
     backend: str = "embedded"
     server: str | None = None
+    #: What the server said it hosts (``EnvFamily.hosted_by``); None: embedded, or it cannot say.
+    server_reports: dict[str, Any] | None = None
     #: Why the agent did not pass (out of turns, lost, wrong answer); None when it passed.
     reason: str | None = None
     steps: list[dict[str, Any]] = field(default_factory=list)
     final_observation: str = ""
+    #: False when the server ignores the reset seed: the seed does not repeat the episode
+    seeded: bool = True
 
     def __repr__(self) -> str:
         return (
@@ -124,7 +132,9 @@ class Episode:
                 "repeat": self.repeat,
                 "backend": self.backend,
                 "server": self.server,
+                "server_reports": self.server_reports,
                 "reason": self.reason,
+                "seeded": self.seeded,
             },
             "env": self.env,
             "seed": self.seed,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import Any
 import pytest
 
 BUILTIN_POLICIES = ("scripted", "random")
+#: an episode id prefix: it sits in node ids (``test[P-ep-000000]``) and dataset rows
+ID_PREFIX = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._-]{0,63}")
 
 
 def _bad(flag: str, value: Any, expected: str) -> pytest.UsageError:
@@ -160,6 +163,19 @@ def _checked(flag: str, raw: Any, problem: Callable[[str], str | None]) -> str:
     return value
 
 
+def _id_prefix_problem(value: str) -> str | None:
+    if not ID_PREFIX.fullmatch(value):
+        return (
+            "expected letters, digits, '.', '_' or '-' (no ':', '/' or spaces: the id is part "
+            "of a pytest node id and of file names), e.g. run-2024-06"
+        )
+    return None
+
+
+def _id_prefix(flag: str, raw: Any) -> str:
+    return _checked(flag, raw, _id_prefix_problem)
+
+
 def _hub_repo(flag: str, raw: Any) -> str:
     from .dataset.hub import repo_id_problem
 
@@ -198,6 +214,13 @@ OPTIONS: list[Option] = [
     Option("n", "episodes per episode test (default 10)", _positive_int, 10, "N"),
     Option("seed", "base seed; episode i gets seed S+i (default 0)", _int, 0, "S"),
     Option(
+        "id-prefix",
+        "prefix of every episode id: P-ep-000000 (tell runs apart when datasets are merged)",
+        _id_prefix,
+        None,
+        "P",
+    ),
+    Option(
         "env-config",
         "env options as a JSON object (opponent, game params, dataset config)",
         _json_object,
@@ -222,7 +245,11 @@ OPTIONS: list[Option] = [
         "P",
     ),
     Option(
-        "system-prompt", "system prompt for the agent (default: the family's)", _text, None, "TEXT"
+        "system-prompt",
+        "system prompt for the agent (default: the family's; '' sends no system message)",
+        _text,
+        None,
+        "TEXT",
     ),
     Option(
         "max-turns",

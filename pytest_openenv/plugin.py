@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .controller import Controller
     from .episode import Episode, EpisodeSpec
     from .prefetch import Runahead
+    from .secrets import KnownSecrets
     from .worker import EpisodeService
 
 # Everything but the options loads on first use: importing this module (which pytest does
@@ -33,6 +34,7 @@ CONTROLLER_KEY: pytest.StashKey[Controller] = pytest.StashKey()
 BUNDLED_KEY = pytest.StashKey[bool]()
 RESUME_KEY = pytest.StashKey[frozenset[str]]()
 HAS_EPISODES_KEY = pytest.StashKey[bool]()
+SECRETS_KEY: pytest.StashKey[KnownSecrets] = pytest.StashKey()
 
 MARKER_HELP = (
     "openenv(env=None, *, n=None, seed=None, policy=None, **env_config): run this test once "
@@ -54,13 +56,16 @@ def pytest_configure(config: pytest.Config) -> None:
     from .controller import Controller, read_resume_set
     from .envs.base import EnvConfigError
     from .prefetch import Runahead
-    from .preflight import check_servers
+    from .preflight import check_hosting, check_seeding, check_servers
     from .worker import EpisodeService
 
     config.addinivalue_line("markers", MARKER_HELP)
     heap.arrange_thaw(config)
     settings = Settings.from_config(config)
     config.stash[SETTINGS_KEY] = settings
+    from .secrets import KnownSecrets
+
+    config.stash[SECRETS_KEY] = KnownSecrets.from_settings(settings)
     config.stash[SERVICE_KEY] = EpisodeService(settings)
     config.stash[RUNAHEAD_KEY] = Runahead.from_settings(config, config.stash[SERVICE_KEY])
     if settings.extra.get("server") and not is_worker(config):
@@ -68,12 +73,23 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.env:
         try:
             # cached: the family is built (and a generic one reads /schema) once per process
-            config.stash[SERVICE_KEY].family(
+            family = config.stash[SERVICE_KEY].family(
                 settings.env, json.dumps(settings.env_config, sort_keys=True)
             )
         except EnvConfigError as exc:
             raise pytest.UsageError(f"--openenv-env={settings.env!r}: {exc}") from None
-    config.stash[SERVICE_KEY].policy(settings.policy)  # fail fast on a bad policy
+        if settings.extra.get("server") and not is_worker(config):
+            check_hosting(config, settings, family)  # a server hosting another env: usage error
+            check_seeding(config, settings, family)  # a server that drops the seed: one warning
+    policy = config.stash[SERVICE_KEY].policy(settings.policy)  # fail fast on a bad policy
+    if settings.env and _run_policy_in_use(config):
+        from .policies.registry import check_fits, check_honoured
+
+        family = config.stash[SERVICE_KEY].family(
+            settings.env, json.dumps(settings.env_config, sort_keys=True)
+        )
+        check_fits(policy, family, f"--openenv-policy={settings.policy}")
+        check_honoured(settings.policy, family, f"--openenv-policy={settings.policy}")
     if settings.env:
         heap.freeze(config)  # what the run imported (an SDK) lives until exit
     no_paths = config.args_source != pytest.Config.ArgsSource.ARGS
@@ -81,6 +97,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.stash[BUNDLED_KEY]:
         config.args[:] = []
     if is_worker(config):
+        from .envs.seeding import UNSEEDED_SERVERS
+
+        UNSEEDED_SERVERS.update(config.workerinput.get("openenv_unseeded", ()))  # type: ignore[attr-defined]
         done = config.workerinput.get("openenv_resume_done", ())  # type: ignore[attr-defined]
         config.stash[RESUME_KEY] = frozenset(done)
         return
@@ -118,6 +137,9 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput["openenv_resume_done"] = sorted(done)
     # workers see --dist as "no"; run-ahead needs to know whether items can be taken back
     node.workerinput["openenv_dist"] = node.config.getoption("dist", None)
+    from .envs.seeding import UNSEEDED_SERVERS
+
+    node.workerinput["openenv_unseeded"] = sorted(UNSEEDED_SERVERS)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -143,7 +165,42 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             raise pytest.Collector.CollectError(
                 f"{where}: openenv marker policy={specs[0].policy!r} cannot be used: {exc}"
             ) from None
+    chosen_by = (
+        f"openenv marker policy={specs[0].policy!r}"
+        if specs[0].policy != settings.policy
+        else f"--openenv-policy={settings.policy}"
+    )
+    if _uses_default_policy(metafunc):
+        from .policies.registry import check_fits, check_honoured
+
+        family = service.family(specs[0].env, specs[0].config)
+        try:
+            check_fits(service.policy(specs[0].policy), family, chosen_by)
+            check_honoured(specs[0].policy, family, chosen_by)
+        except pytest.UsageError as exc:
+            raise pytest.Collector.CollectError(f"{where}: {exc}") from None
     metafunc.parametrize("episode", specs, ids=[spec.episode_id for spec in specs], indirect=True)
+
+
+def _run_policy_in_use(config: pytest.Config) -> bool:
+    """Will episodes play the run's policy? Named on purpose (command line or ini), or the
+    bundled test with no conftest ``openenv_policy`` fixture to stand in for it."""
+    dest = "openenv_policy"
+    if config.getoption(dest, None) or config.getini(dest):
+        return True
+    if config.args_source == pytest.Config.ArgsSource.ARGS:
+        return False  # test files may override the fixture; pytest_generate_tests checks them
+    return not any(
+        getattr(plugin, "__name__", "").rpartition(".")[2] == "conftest"
+        and hasattr(plugin, "openenv_policy")
+        for plugin in config.pluginmanager.get_plugins()
+    )
+
+
+def _uses_default_policy(metafunc: pytest.Metafunc) -> bool:
+    """The test gets its policy from this plugin's ``openenv_policy``, not an override."""
+    defs = metafunc.definition._fixtureinfo.name2fixturedefs.get("openenv_policy")
+    return bool(defs) and getattr(defs[-1].func, "__module__", None) == __name__
 
 
 class _BundledModule(pytest.Module):
@@ -260,6 +317,12 @@ def pytest_runtest_makereport(
     from .worker import attach_to_report
 
     attach_to_report(item, report)
+    secrets = item.config.stash.get(SECRETS_KEY, None)
+    if secrets is not None and secrets.active:
+        from .secrets import scrub_report
+
+        # one choke point for what JUnit XML, the terminal and the controller receive
+        scrub_report(report, secrets)
     return report
 
 

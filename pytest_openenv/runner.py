@@ -17,8 +17,18 @@ from typing import Any
 
 from .envs.base import ActionRejected, Backend, EnvFamily, EnvUnavailable, ProposedCall, StepResult
 from .envs.endpoints import redact
+from .envs.hosting import ServerMismatch, check_backend
+from .envs.seeding import seeded
 from .episode import Episode, EpisodeSpec
-from .policies.base import Policy, PolicyUnavailable, Reply, ToolCall, Turn, Usage
+from .policies.base import (
+    ContextExhausted,
+    Policy,
+    PolicyUnavailable,
+    Reply,
+    ToolCall,
+    Turn,
+    Usage,
+)
 
 NO_TOOL_CALL_REMINDER = "You did not call a tool. Reply with exactly one tool call: {names}."
 
@@ -133,9 +143,11 @@ class _Loop:
         self.tool_specs = self.family.tools()
         self.tools = self.family.openai_tools()
         self.tool_names = [t.name for t in self.tool_specs]
-        self.messages: list[dict[str, Any]] = [
-            {"role": "system", "content": system_prompt or self.family.system_prompt}
-        ]
+        # None: the family's prompt; "" (given empty on purpose): no system message at all
+        prompt = self.family.system_prompt if system_prompt is None else system_prompt
+        self.messages: list[dict[str, Any]] = (
+            [{"role": "system", "content": prompt}] if prompt else []
+        )
         self.tool_trace: list[dict[str, Any]] = []
         self.steps: list[dict[str, Any]] = []
         self.usage = Usage()
@@ -145,6 +157,9 @@ class _Loop:
         self.tool_calls = 0
         self.tool_errors = 0
         self.task_info: dict[str, Any] = {}
+        #: why the episode ended before the env said done, when not for lack of turns
+        self.stopped: str | None = None
+        self.server_reports: dict[str, Any] | None = None
 
     def check_time(self) -> None:
         if self.deadline is not None and self.clock() > self.deadline:
@@ -162,7 +177,8 @@ class _Loop:
         self.tool_trace.append(
             {
                 "tool_name": call.name,
-                "arguments": call.arguments,
+                "arguments": None,  # refused: its arguments may not even be JSON
+                "arguments_text": call.arguments,
                 "result": {"data": content, "done": self.done, "reward": 0.0, "error": message},
             }
         )
@@ -213,7 +229,8 @@ class _Loop:
         self.tool_trace.append(
             {
                 "tool_name": call.name,
-                "arguments": call.arguments,
+                "arguments": arguments,  # an object, as `openenv collect` writes it
+                "arguments_text": call.arguments,  # exactly what the policy sent
                 "result": {"data": content, "done": result.done, "reward": reward, "error": None},
             }
         )
@@ -230,6 +247,10 @@ class _Loop:
             )
         except ActionRejected as exc:
             raise EpisodeError(f"the env rejected reset: {exc}") from exc
+        try:  # a server swapped mid-run must not leave rows under the wrong env's name
+            self.server_reports = check_backend(self.family, backend, current)
+        except ServerMismatch as exc:
+            raise EpisodeError(f"{spec.episode_id} was not recorded: {exc}") from exc
         task = self.family.describe_task(current)
         self.task_info = self.family.task_info(current, task)
         self.messages.append({"role": "user", "content": task})
@@ -240,19 +261,11 @@ class _Loop:
         while not self.done and self.turns < self.limits.max_turns:
             self.check_time()
             self.turns += 1
-            reply = self.policy.act(
-                Turn(
-                    messages=list(self.messages),
-                    tools=self.tools,
-                    episode_id=spec.episode_id,
-                    seed=spec.seed,
-                    turn=self.turns,
-                    repeat=spec.repeat,
-                    scripted=self.family.scripted_call(current),
-                    legal=self.family.legal_calls(current) if self.policy.wants_legal else None,
-                    deadline=self.deadline,
-                )
-            )
+            try:
+                reply = self.policy.act(self.turn_for(current))
+            except ContextExhausted as exc:
+                self.stopped = f"the model's context window is full: {exc}"
+                break
             if reply.usage.prompt_tokens or reply.usage.completion_tokens:
                 self.usage = self.usage + reply.usage
             self.messages.append(reply.to_openai())
@@ -265,6 +278,24 @@ class _Loop:
                     final_text = self.steps[-1]["observation"]
         self.check_time()
         return self.finish(final_text)
+
+    def turn_for(self, current: StepResult) -> Turn:
+        """What the policy sees on this turn."""
+        spec = self.spec
+        return Turn(
+            messages=list(self.messages),
+            tools=self.tools,
+            episode_id=spec.episode_id,
+            seed=spec.seed,
+            turn=self.turns,
+            repeat=spec.repeat,
+            scripted=self.family.scripted_call(current),
+            legal=self.family.legal_calls(current) if self.policy.wants_legal else None,
+            expert=self.family.expert_call(current, seed=spec.seed, repeat=spec.repeat)
+            if self.policy.wants_expert
+            else None,
+            deadline=self.deadline,
+        )
 
     def remind(self, reply: Reply) -> None:
         self.messages.append(
@@ -287,7 +318,9 @@ class _Loop:
             passed = self.done and self.reward >= min_reward
         outcome = family.outcome(self.reward, self.done)
         reason = None
-        if not self.done:
+        if not self.done and self.stopped:
+            reason = f"{self.stopped} ({self.tool_errors} tool error(s))"
+        elif not self.done:
             reason = (
                 f"ran out of turns: the episode did not end within --openenv-max-turns="
                 f"{self.limits.max_turns} ({self.tool_errors} tool error(s))"
@@ -333,9 +366,11 @@ class _Loop:
             index=spec.index,
             backend="remote" if server else "embedded",
             server=server,
+            server_reports=self.server_reports,
             reason=reason,
             steps=self.steps,
             final_observation=final_text,
+            seeded=seeded(server),
         )
 
 

@@ -61,6 +61,7 @@ def suite_specs(settings: Settings, marker: pytest.Mark | None) -> list[EpisodeS
             repeats=repeats,
             policy=policy,
             config=config_text,
+            prefix=settings.extra.get("id-prefix") or "",
         )
         for i in range(n)
         for r in range(repeats)

@@ -124,7 +124,8 @@ def test_items_with_an_overridden_policy_run_in_turn(run_pytest, pytester: pytes
         @pytest.mark.openenv(n=4)
         def test_custom(episode):
             assert episode.policy.endswith("last")
-            assert episode.tool_trace[0]["arguments"] == '{"action_id": 8}'
+            assert episode.tool_trace[0]["arguments_text"] == '{"action_id": 8}'
+            assert episode.tool_trace[0]["arguments"] == {"action_id": 8}
         """,
     )
     with serve_openai(delay=0.05) as server:

@@ -245,10 +245,18 @@ def test_files_of_every_family_load_with_datasets(
         for row in rows:
             if row["messages"]:
                 assert row["messages"][0]["content"] == ODD_PROMPT
+    # tool_trace: the accepted call's arguments as an object (as `openenv collect` writes
+    # them), a refused one's as null, and the policy's text for both
+    traces = [entry for row in results + failures for entry in row["tool_trace"]]
+    assert any(isinstance(entry["arguments"], dict) for entry in traces)
+    broken = [entry for entry in traces if entry["arguments_text"] == "{not json"]
+    assert broken and all(entry["arguments"] is None for entry in broken)
     cache = datasets_offline
     for path in (folder / "results.jsonl", folder / "failures.jsonl"):
-        for row in assert_loads_losslessly(path, cache):
+        raw_rows = read_jsonl(path)
+        for raw, row in zip(raw_rows, assert_loads_losslessly(path, cache), strict=True):
             assert_openai_chat(without_nulls(row["messages"]), without_nulls(row["tools"]))
+            assert without_nulls(row["tool_trace"]) == without_nulls(raw["tool_trace"])
 
     # the card's configs point datasets (and the Hub viewer) at the right files
     import datasets
@@ -425,7 +433,8 @@ def test_stable_row_gives_each_field_its_one_type() -> None:
     }
     assert row["tool_trace"][0] == {
         "tool_name": "f",
-        "arguments": '{"x": 1}',
+        "arguments": {"x": 1},
+        "arguments_text": '{"x": 1}',
         "result": {"data": "3", "done": False, "reward": 1.0, "error": None},
     }
     assert row["reward"] == 1.0 and isinstance(row["reward"], float)

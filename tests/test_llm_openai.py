@@ -230,17 +230,31 @@ def test_reasoning_models_on_the_official_api_get_max_completion_tokens(
         ("gpt-5-mini", True, {"max_completion_tokens": 64}),
         ("gpt-4o-mini", True, {"max_tokens": 64, "temperature": 0.5}),
         # self-hosted endpoints keep max_tokens whatever the model is called
-        ("o3-mini", False, {"max_tokens": 64, "temperature": 0.5}),
-        ("meta-llama/Llama-3.1-8B-Instruct", False, {"max_tokens": 64, "temperature": 0.5}),
+        ("o3-mini", False, {"max_tokens": 64, "temperature": 0.5, "seed": 7}),
+        (
+            "meta-llama/Llama-3.1-8B-Instruct",
+            False,
+            {"max_tokens": 64, "temperature": 0.5, "seed": 7},
+        ),
     ],
 )
 def test_sampling_parameters_by_model_family(model: str, official: bool, expected: dict) -> None:
     turn = Turn(
-        messages=[{"role": "user", "content": "hi"}], tools=[], episode_id="e", seed=0, turn=1
+        messages=[{"role": "user", "content": "hi"}], tools=[], episode_id="e", seed=7, turn=1
     )
     body = request_body(model, turn, temperature=0.5, max_tokens=64, official=official)
     sampling = {k: v for k, v in body.items() if k not in ("model", "messages", "tools")}
     assert sampling == expected
+
+
+def test_each_repeat_of_an_episode_gets_its_own_sampling_seed() -> None:
+    def seed(episode_seed: int, repeat: int) -> int:
+        turn = Turn(messages=[], tools=[], episode_id="e", seed=episode_seed, turn=1, repeat=repeat)
+        return request_body("m", turn, temperature=1.0, max_tokens=8, official=False)["seed"]
+
+    assert seed(5, 0) == 5
+    assert len({seed(5, r) for r in range(4)}) == 4
+    assert 0 <= seed(2**40, 3) < 2**31
 
 
 def test_wire_messages_keep_only_fields_the_api_accepts() -> None:

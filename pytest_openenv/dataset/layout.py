@@ -15,8 +15,12 @@ The rules, applied to every row:
 - ``tools`` stay OpenAI function tools (what TRL passes to the chat template);
   empty objects inside a parameter schema are dropped (``"properties": {}``
   means the same as no ``properties``).
-- ``tool_trace`` entries are ``{tool_name, arguments: str, result: {data: str,
-  done: bool, reward: float, error: str | null}}``.
+- ``tool_trace`` entries are ``{tool_name, arguments: object | null,
+  arguments_text: str, result: {data: str, done: bool, reward: float, error: str |
+  null}}``: ``arguments`` is the parsed object of an accepted call (as ``openenv
+  collect`` writes it; empty objects inside dropped), null for a refused one (its
+  text may not be JSON, its values not the schema's types), and ``arguments_text``
+  is what the policy sent.
 - ``task`` values are strings or null (a family's extra task fields included).
 - ``metrics``, ``verify_metrics``, ``artifacts``, ``extra`` are flat: scalars as
   they are, nested lists/objects as JSON text.
@@ -131,11 +135,28 @@ def tool(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def trace_arguments(arguments: Any) -> dict[str, Any] | None:
+    """A call's arguments as an object without empty objects (Parquet cannot store
+    them), or None; text is parsed (a producer that kept only the text)."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except (ValueError, RecursionError):
+            return None
+    pruned = schema(arguments) if isinstance(arguments, dict) else None
+    return pruned or None
+
+
 def trace_entry(entry: dict[str, Any]) -> dict[str, Any]:
     result = entry.get("result") or {}
+    arguments = entry.get("arguments")
+    text = entry.get("arguments_text")
+    if text is None:
+        text = arguments if isinstance(arguments, str) else optional_text(arguments)
     return {
         "tool_name": as_text(entry.get("tool_name")),
-        "arguments": as_text(entry.get("arguments", "")),
+        "arguments": trace_arguments(arguments),
+        "arguments_text": as_text(text),
         "result": {
             "data": as_text(result.get("data")),
             "done": bool(result.get("done", False)),

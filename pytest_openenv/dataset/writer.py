@@ -4,6 +4,10 @@ Rows are appended as reports arrive, one ``os.write`` per whole line on an
 ``O_APPEND`` descriptor, so a killed run leaves only whole lines. At session end
 each file is rewritten sorted by episode id through a temp file and
 ``os.replace``, so readers never see a half-written file.
+
+Every text written goes through ``KnownSecrets.scrub`` (``secrets.py``): whatever
+an env server or a model echoed back of a key or password is hidden here, the
+one place all files of the folder are written from.
 """
 
 from __future__ import annotations
@@ -11,10 +15,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
 
+from ..secrets import KnownSecrets
 from .jsonl import Row, scan
 
 RESULTS = "results.jsonl"
@@ -22,10 +28,25 @@ FAILURES = "failures.jsonl"
 METADATA = "metadata.json"
 SUMMARY = "summary.json"
 CARD = "README.md"
+#: what an earlier run leaves that a new run (without --openenv-resume) moves aside
+EARLIER_RUN = (RESULTS, FAILURES, METADATA, SUMMARY)
+
+_TEMP = re.compile(
+    r"\.(?:results\.jsonl|failures\.jsonl|metadata\.json|summary\.json|README\.md)\.tmp-\d+"
+)
+
+
+def temp_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+def is_temp_name(name: str) -> bool:
+    """A temp file of ours (``temp_path`` of one of the folder's five files)."""
+    return bool(_TEMP.fullmatch(name))
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = temp_path(path)
     try:
         with tmp.open("wb") as handle:
             handle.write(data)
@@ -43,10 +64,13 @@ def _discard(path: Path) -> None:
 
 
 def remove_stale_temps(folder: Path) -> None:
-    """Temp files of an earlier run killed mid-rewrite (the file they replace is intact)."""
+    """Temp files of an earlier run killed mid-rewrite (the file they replace is intact).
+
+    Only our own names: another program's dot-files in the folder are not ours to delete.
+    """
     with contextlib.suppress(OSError):
         for stale in folder.glob(".*.tmp-*"):
-            if stale.name.rpartition("-")[2].isdigit():
+            if is_temp_name(stale.name):
                 _discard(stale)
 
 
@@ -83,7 +107,7 @@ def move_aside(path: Path) -> Path | None:
     if not path.exists():
         return None
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(path.stat().st_mtime))
-    stem, suffix = path.name.split(".", 1)
+    stem, _, suffix = path.name.partition(".")
     target = path.with_name(f"{stem}.{stamp}.{suffix}")
     counter = 1
     while target.exists():
@@ -94,9 +118,10 @@ def move_aside(path: Path) -> Path | None:
 
 
 class DatasetWriter:
-    def __init__(self, folder: Path, *, resume: bool) -> None:
+    def __init__(self, folder: Path, *, resume: bool, secrets: KnownSecrets | None = None) -> None:
         self.folder = folder
         self.resume = resume
+        self.secrets = secrets or KnownSecrets()
         self.results_path = folder / RESULTS
         self.failures_path = folder / FAILURES
         self.moved: list[Path] = []
@@ -108,6 +133,15 @@ class DatasetWriter:
         self.opened = False
         #: set when the folder or its files vanished mid-run and the rows were written back
         self.restored: list[Path] = []
+
+    def move_earlier_run_aside(self) -> None:
+        """Without --openenv-resume: an earlier run's files are renamed, never overwritten."""
+        if self.resume:
+            return
+        for name in EARLIER_RUN:
+            moved = move_aside(self.folder / name)
+            if moved is not None:
+                self.moved.append(moved)
 
     def open(self) -> None:
         """Called at the first episode report: before it the plugin writes nothing."""
@@ -132,6 +166,8 @@ class DatasetWriter:
         """Append one row; ``key`` (episode id, test) spares finalize() re-reading the file."""
         if not self.opened:
             self.open()
+        if self.secrets.active:
+            line = self.secrets.scrub(line)
         data = (line + "\n").encode("utf-8")
         fd = self._fds[passed]
         written = 0
@@ -182,6 +218,10 @@ class DatasetWriter:
             copy_out(self._fds[passed], path)
             self.restored.append(path)
 
+    def path_of(self, passed: bool) -> Path:
+        """The file a row goes to (for messages)."""
+        return self._path(passed)
+
     def _path(self, passed: bool) -> Path:
         return self.results_path if passed else self.failures_path
 
@@ -218,11 +258,11 @@ class DatasetWriter:
     def write_json(self, name: str, payload: dict[str, Any]) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         text = json.dumps(payload, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
-        atomic_write(self.folder / name, text.encode("utf-8"))
+        self.write_text(name, text)
 
     def write_text(self, name: str, text: str) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.folder / name, text.encode("utf-8"))
+        atomic_write(self.folder / name, self.secrets.scrub(text).encode("utf-8"))
 
 
 def _last_per_key(rows: list[Row]) -> list[Row]:
@@ -244,7 +284,7 @@ def _rewrite_sorted(path: Path, rows: list[Row], *, unchanged: bool = False) -> 
         return
     if unchanged:
         return
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = temp_path(path)
     try:
         with path.open("rb") as source, tmp.open("wb") as target:
             for row in rows:

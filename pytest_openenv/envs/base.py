@@ -129,6 +129,8 @@ class EnvFamily(ABC):
     system_prompt: ClassVar[str] = (
         "You are an agent acting in an environment through tools. Call exactly one tool per turn."
     )
+    #: Whether ``expert_call`` can answer (``--openenv-policy=expert``) for some variants.
+    offers_expert: ClassVar[bool] = False
 
     def __init__(self, variant: str, config: dict[str, Any]) -> None:
         self.variant = variant
@@ -164,6 +166,22 @@ class EnvFamily(ABC):
         """Words for ``passes`` when it is not ``reward >= default_min_reward``."""
         return None
 
+    #: Action fields ``to_action`` always sends: a server whose schema lacks one hosts
+    #: another kind of env (checked in ``hosting.kind_mismatch``).
+    action_fields: ClassVar[tuple[str, ...]] = ()
+
+    def hosted_by(self, report: Any) -> dict[str, Any] | None:
+        """What a server hosts, in this family's terms, from its ``hosting.ServerReport``.
+
+        None when the server cannot say. The answer is stored in every record
+        (``extra.server_reports``) and compared by ``hosting_mismatch``.
+        """
+        return None
+
+    def hosting_mismatch(self, hosted: dict[str, Any]) -> str | None:
+        """Why a server hosting ``hosted`` is not this env, naming both; None: it is."""
+        return None
+
     @abstractmethod
     def tools(self) -> list[ToolSpec]: ...
 
@@ -197,6 +215,35 @@ class EnvFamily(ABC):
 
     def legal_calls(self, current: StepResult) -> list[ProposedCall] | None:
         """Every legal call now, when the env can enumerate them (random policy)."""
+        return None
+
+    def builtin_policy_problem(self, policy: str) -> str | None:
+        """Why the built-in policy ``policy`` (``scripted``, ``random``...) cannot play this
+        env as its name says, or None if it can.
+
+        A family that cannot honour one says so here: the run is then a usage error at
+        start, never a silent stand-in (a "random" row that played the oracle answer).
+        """
+        return None
+
+    def expert_problem(self) -> str | None:
+        """Why ``expert_call`` cannot answer for this variant and backend, or None if it can.
+
+        Asked once at start-up when the policy is ``expert``, so that a misfit is one
+        usage error rather than an error in every episode.
+        """
+        if self.offers_expert:
+            return None
+        return f"env family {self.name!r} has no expert teacher"
+
+    def expert_call(
+        self, current: StepResult, *, seed: int, repeat: int = 0
+    ) -> ProposedCall | None:
+        """The expert's move now (a search, so only asked for when a policy wants it).
+
+        ``seed`` is the episode's and ``repeat`` its repeat index: the same pair plays
+        the same moves. Raise ``EnvUnavailable`` when the move cannot be worked out.
+        """
         return None
 
     def task_info(self, first: StepResult, prompt: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ There is no scripted move: drive it with an LLM policy or your own
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, ClassVar
 
 from .base import (
@@ -22,6 +23,7 @@ from .base import (
     Backend,
     EnvConfigError,
     EnvFamily,
+    EnvUnavailable,
     ProposedCall,
     StepResult,
     ToolSpec,
@@ -54,6 +56,52 @@ def show(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
+#: what env names end in without saying anything (``echo_env``, ``EchoEnvironment``)
+NAME_SUFFIXES = ("environment", "env")
+
+
+def plain_name(name: str) -> str:
+    """An env name reduced to what identifies it: ``Echo_Env`` and ``echo-environment`` -> echo."""
+    plain = re.sub(r"[^a-z0-9]", "", name.lower())
+    for suffix in NAME_SUFFIXES:
+        if plain.endswith(suffix) and plain != suffix:
+            return plain[: -len(suffix)]
+    return plain
+
+
+def list_server_tools(server: str) -> str:
+    """An MCP-style env's tools (its ``list_tools`` action), as prompt lines; "" if none.
+
+    Its one action carries ``tool_name`` and ``arguments``; without the names a model
+    can only guess them.
+    """
+    from .remote import RemoteBackend
+
+    backend = RemoteBackend(server)
+    backend.limit_time(SCHEMA_TIMEOUT)
+    try:
+        backend.reset(seed=0, episode_id="list-tools")
+        tools = backend.step({"type": "list_tools"}).observation.get("tools")
+    except (ActionRejected, EnvUnavailable):
+        return ""
+    finally:
+        backend.close()
+    if not isinstance(tools, list):
+        return ""
+    lines = [
+        f"- {tool.get('name')}: {tool.get('description') or ''} "
+        f"(arguments: {show(tool.get('input_schema') or tool.get('inputSchema') or {})})"
+        for tool in tools
+        if isinstance(tool, dict) and tool.get("name")
+    ]
+    if not lines:
+        return ""
+    return (
+        f'Tools on this server (call {TOOL_NAME} with type "call_tool", tool_name and '
+        "arguments):\n" + "\n".join(lines)
+    )
+
+
 class GenericFamily(EnvFamily):
     name: ClassVar[str] = "openenv"
     #: the verdict is "reward > 0" (see ``passes``); 0.0 is what summaries show
@@ -67,6 +115,8 @@ class GenericFamily(EnvFamily):
         super().__init__(variant, config)
         self._tool: ToolSpec | None = None
         self._description = ""
+        #: an MCP-style server's own tools (``list_tools``), shown in the first prompt
+        self._server_tools = ""
 
     def bind_servers(self, servers: tuple[str, ...]) -> None:
         super().bind_servers(servers)
@@ -76,6 +126,8 @@ class GenericFamily(EnvFamily):
                 "--openenv-server URL (e.g. http://127.0.0.1:8000 or https://user-space.hf.space)"
             )
         self._tool = self._read_schema(ServerURL.parse(servers[0]))
+        if "tool_name" in (self._tool.parameters.get("properties") or {}):
+            self._server_tools = list_server_tools(servers[0])
 
     def _read_schema(self, server: ServerURL) -> ToolSpec:
         try:
@@ -121,11 +173,28 @@ class GenericFamily(EnvFamily):
 
         return RemoteBackend(server_url)
 
+    def hosted_by(self, report: Any) -> dict[str, Any] | None:
+        return {"name": report.name} if report.name else None
+
+    def hosting_mismatch(self, hosted: dict[str, Any]) -> str | None:
+        """The label must name what ``GET /metadata`` calls the env (``echo`` ~ ``echo_env``)."""
+        label, name = plain_name(self.variant), plain_name(hosted["name"])
+        if not label or not name or label in name or name in label:
+            return None
+        return (
+            f"it calls itself {hosted['name']!r} (GET /metadata), which the label "
+            f"{self.variant!r} does not name; use --openenv-env=openenv:{hosted['name']}"
+        )
+
     def describe_task(self, first: StepResult) -> str:
         lines = [f"Environment: {self.variant}."]
         if self._description:
             lines.append(self._description)
+        if self._server_tools:
+            lines.append(self._server_tools)
         lines.append(f"Observation: {show(first.observation)}")
+        if first.metadata:  # e.g. a maze's layout: part of what the server shows the agent
+            lines.append(f"Metadata: {show(first.metadata)}")
         if first.done:
             lines.append("The episode is already over.")
         else:
@@ -134,8 +203,9 @@ class GenericFamily(EnvFamily):
 
     def describe_result(self, call: ProposedCall, result: StepResult) -> str:
         reward = 0.0 if result.reward is None else result.reward
+        metadata = f"Metadata: {show(result.metadata)}\n" if result.metadata else ""
         return (
-            f"Observation: {show(result.observation)}\n"
+            f"Observation: {show(result.observation)}\n{metadata}"
             f"Reward: {reward:g}. Done: {'yes' if result.done else 'no'}."
         )
 
@@ -146,6 +216,15 @@ class GenericFamily(EnvFamily):
         return dict(call.arguments)
 
     def scripted_call(self, current: StepResult) -> ProposedCall | None:
+        return None
+
+    def builtin_policy_problem(self, policy: str) -> str | None:
+        if policy in ("scripted", "random"):
+            return (
+                "the generic family has no scripted move and cannot list legal actions of an "
+                "unknown env; drive it with openai, anthropic, pkg.module:callable or an "
+                "openenv_policy fixture"
+            )
         return None
 
     def passes(self, reward: float) -> bool:

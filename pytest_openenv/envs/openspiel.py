@@ -10,15 +10,21 @@ from .base import (
     Backend,
     EnvConfigError,
     EnvFamily,
+    EnvUnavailable,
     ProposedCall,
     StepResult,
     ToolSpec,
     single_argument,
 )
 from .openspiel_engine import OPPONENTS, OpenSpielEngine, load_game
-from .openspiel_render import DRAWN_GAMES, render_board
+from .openspiel_expert import ExpertError, choose_action, move_seed, rebuild_state
+from .openspiel_expert import unsupported_reason as expert_unsupported
+from .openspiel_remote import ALTERNATING_GAMES
+from .openspiel_render import DRAWN_GAMES, render_board, tensor_view
 
 CONFIG_KEYS = ("agent_player", "opponent", "game_params")
+#: games whose view is a board every player sees whole
+BOARD_GAMES = DRAWN_GAMES | {"catch"}
 
 
 class OpenSpielFamily(EnvFamily):
@@ -28,6 +34,7 @@ class OpenSpielFamily(EnvFamily):
         "You are playing a game. On each turn call the play_move tool with the "
         "action_id of one legal action. Play to win; avoid losing."
     )
+    offers_expert: ClassVar[bool] = True
 
     def __init__(self, variant: str, config: dict[str, Any]) -> None:
         super().__init__(variant, config)
@@ -53,6 +60,11 @@ class OpenSpielFamily(EnvFamily):
             )
         self._game = self._load()
         self._players = self._game.num_players()  # asked on every move: once is enough
+        if self.opponent == "expert" and expert_unsupported(self._game):
+            raise EnvConfigError(
+                f"openspiel opponent 'expert' cannot play {self.variant}: "
+                f"{expert_unsupported(self._game)}"
+            )
 
     def _load(self) -> Any:
         try:
@@ -117,19 +129,83 @@ class OpenSpielFamily(EnvFamily):
         )
 
     def remote_backend(self, server_url: str) -> Backend:
-        from .remote import RemoteBackend
+        from .openspiel_remote import HistoryTrackingRemote
 
-        return RemoteBackend(server_url)
+        return HistoryTrackingRemote(server_url)
+
+    action_fields: ClassVar[tuple[str, ...]] = ("action_id",)
+
+    def hosted_by(self, report: Any) -> dict[str, Any] | None:
+        from .openspiel_hosting import hosted_game
+
+        return hosted_game(report)
+
+    def hosting_mismatch(self, hosted: dict[str, Any]) -> str | None:
+        from .openspiel_hosting import game_mismatch
+
+        return game_mismatch(
+            hosted,
+            variant=self.variant,
+            game=self._game,
+            game_params=self.game_params,
+            agent=self.agent_player,
+        )
+
+    def expert_problem(self) -> str | None:
+        problem = expert_unsupported(self._game)
+        if problem:
+            return problem
+        if self.servers and self.variant not in ALTERNATING_GAMES:
+            return (
+                f"on --openenv-server the expert rebuilds the game from the server's moves, "
+                f"which is exact only for {', '.join(ALTERNATING_GAMES)}; run {self.variant} "
+                "on the embedded engine (leave out --openenv-server)"
+            )
+        return None
+
+    def expert_call(
+        self, current: StepResult, *, seed: int, repeat: int = 0
+    ) -> ProposedCall | None:
+        legal = current.observation.get("legal_actions") or []
+        if current.done or not legal:
+            return None
+        history = current.metadata.get("action_history")
+        if history is None:
+            raise EnvUnavailable(
+                "the expert needs the game's action history, which this backend did not keep"
+            )
+        state = rebuild_state(self._game, history)
+        if (
+            state.is_terminal()
+            or state.current_player() != self.agent_player
+            or sorted(state.legal_actions()) != sorted(legal)
+        ):
+            raise EnvUnavailable(
+                f"the expert rebuilt {self.variant} from the moves {history}, but that "
+                "position does not match the env's (its player to move or legal actions "
+                "differ); the expert needs the embedded engine for this game"
+            )
+        try:
+            action = choose_action(
+                self._game, state, seed=move_seed("expert", seed, repeat, len(history))
+            )
+        except ExpertError as exc:
+            raise EnvUnavailable(f"the expert cannot move: {exc}") from exc
+        return ProposedCall("play_move", {"action_id": action})
 
     def _show(self, result: StepResult) -> str:
         obs = result.observation
         lines = []
-        board = render_board(self.variant, obs.get("info_state") or [], self.agent_player)
+        info_state = obs.get("info_state") or []
+        board = render_board(self.variant, info_state, self.agent_player)
         if board is None:
             text = result.metadata.get("text")
             board = str(text).rstrip() if text else None
+        if board is None:  # a server that sends only the tensor: what each number means
+            board = tensor_view(self._game, info_state)
         if board:
-            lines += ["Board:", board]
+            label = "Board:" if self.variant in BOARD_GAMES else "Your view:"
+            lines += [label, board]
         if result.done:
             lines.append("The game is over.")
         else:

@@ -3,8 +3,9 @@
 The observation fields match OpenEnv's openspiel server (``info_state``,
 ``legal_actions``, ``game_phase``, ``current_player_id``,
 ``opponent_last_action``) so the openspiel adapter cannot tell this backend from
-a deployed server. pyspiel's own text rendering rides in ``metadata["text"]``
-for games the adapter cannot draw from the tensor.
+a deployed server. pyspiel's per-player text (the agent's ``observation_string``,
+never ``str(state)``, which shows every hand) rides in ``metadata["text"]`` for
+games the adapter cannot draw from the tensor.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import random
 from typing import Any
 
 from .base import ActionRejected, Backend, EnvUnavailable, StepResult
+from .openspiel_expert import choose_action, move_seed
 
-OPPONENTS = ("random", "first", "last")
+OPPONENTS = ("random", "first", "last", "expert")
 
 
 def load_game(name: str, params: dict[str, Any]) -> Any:
@@ -33,6 +35,9 @@ class OpenSpielEngine(Backend):
         game_type = game.get_type()  # a new object per call: read the two flags once
         self._info_tensor = bool(game_type.provides_information_state_tensor)
         self._obs_tensor = bool(game_type.provides_observation_tensor)
+        # str(state) is the whole state: in poker it holds the opponent's card
+        self._obs_string = bool(game_type.provides_observation_string)
+        self._info_string = bool(game_type.provides_information_state_string)
         self._agent = agent_player
         self._opponent = opponent
         self._name_actions = name_actions
@@ -90,12 +95,24 @@ class OpenSpielEngine(Backend):
                 move = legal[0]
             elif self._opponent == "last":
                 move = legal[-1]
+            elif self._opponent == "expert":
+                # its own stream, apart from the agent's expert moves and the chance draws
+                seed = move_seed("opponent-expert", self._seed, len(state.history()))
+                move = choose_action(self._game, state, seed=seed)
             else:
                 if self._opponent_rng is None:
                     self._opponent_rng = random.Random(f"opponent:{self._seed}")
                 move = self._opponent_rng.choice(legal)
             self._last_opponent_action = move
             state.apply_action(move)
+
+    def _view(self, state: Any) -> str:
+        """What the agent's player may see: pyspiel's per-player string, never another's cards."""
+        if self._obs_string:
+            return str(state.observation_string(self._agent))
+        if self._info_string:
+            return str(state.information_state_string(self._agent))
+        return ""  # no per-player text: the adapter shows the tensor instead
 
     def _observe(self) -> StepResult:
         state = self._state
@@ -122,10 +139,11 @@ class OpenSpielEngine(Backend):
             "current_player_id": int(state.current_player()),
             "opponent_last_action": self._last_opponent_action,
         }
-        metadata: dict[str, Any] = {}
+        # the expert rebuilds the state from it (chance outcomes included)
+        metadata: dict[str, Any] = {"action_history": state.history()}
         if self._name_actions:
             legal = observation["legal_actions"]
-            metadata["text"] = str(state)
+            metadata["text"] = self._view(state)
             metadata["action_names"] = {
                 str(a): state.action_to_string(self._agent, a) for a in legal
             }

@@ -6,11 +6,18 @@ swaps the marks; the test suite pins the cell positions.
 
 connect_four's tensor is relative to the observer: plane 0 the observer's
 pieces, plane 1 the opponent's, plane 2 empty; row 0 is the bottom row.
+
+kuhn_poker's information-state tensor is the acting player's view only: who
+they are, their own card, the betting so far. catch's observation tensor is the
+grid (ball and paddle). A server that sends only the tensor (OpenEnv's openspiel
+server does) still gives the agent what the player sees; for other games the
+tensor is split into pyspiel's named pieces (``tensor_view``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 #: games whose board we draw from the tensor; others show pyspiel's text and action names
 DRAWN_GAMES = frozenset({"tic_tac_toe", "connect_four"})
@@ -31,7 +38,82 @@ def render_board(game: str, info_state: Sequence[float], agent_player: int) -> s
         return board
     if game == "connect_four" and len(info_state) == 3 * 6 * 7:
         return _connect_four(info_state, agent_player)
+    if game == "kuhn_poker" and len(info_state) % 6 == 5:
+        return _kuhn_poker(info_state)
+    if game == "catch" and len(info_state) == 10 * 5:
+        return _catch(info_state)
     return None
+
+
+KUHN_CARDS = "JQKABCDEFGHI"  # pyspiel deals cards 0..N (J, Q, K for two players)
+
+
+def _one_hot(values: Sequence[float]) -> int | None:
+    hot = [i for i, v in enumerate(values) if v > 0.5]
+    return hot[0] if len(hot) == 1 else None
+
+
+def _kuhn_poker(t: Sequence[float]) -> str | None:
+    players = (len(t) + 1) // 6
+    player = _one_hot(t[:players])
+    card = _one_hot(t[players : 2 * players + 1])
+    if player is None or card is None:
+        return None
+    history = t[2 * players + 1 :]
+    moves = []
+    for i in range(0, len(history), 2):
+        if history[i] > 0.5:
+            moves.append("pass")
+        elif history[i + 1] > 0.5:
+            moves.append("bet")
+    betting = ", ".join(moves) if moves else "none yet"
+    return f"You are player {player}. Your card: {KUHN_CARDS[card]}.\nBetting so far: {betting}."
+
+
+def _catch(t: Sequence[float]) -> str:
+    rows, cols = 10, 5
+    lines = []
+    for row in range(rows):
+        mark = "x" if row == rows - 1 else "o"
+        lines.append("".join(mark if t[row * cols + c] > 0.5 else "." for c in range(cols)))
+    return "\n".join(lines)
+
+
+def tensor_view(game: Any, info_state: Sequence[float]) -> str | None:
+    """The tensor split into pyspiel's named pieces (what each number means), or None.
+
+    For games we do not draw and a server that sends no text: better than a bare
+    list of legal actions, and it never shows more than the tensor holds.
+    """
+    if not info_state:
+        return None
+    try:
+        import pyspiel
+        from open_spiel.python.observation import make_observation
+
+        game_type = game.get_type()
+        kind = (
+            pyspiel.IIGObservationType(perfect_recall=True)
+            if game_type.provides_information_state_tensor
+            else None
+        )
+        pieces = make_observation(game, kind).dict
+    except Exception:  # a game without tensors, or pyspiel's layout API missing
+        pieces = {}
+    lines = []
+    offset = 0
+    for name, piece in pieces.items():
+        size = int(piece.size)
+        values = info_state[offset : offset + size]
+        offset += size
+        lines.append(f"{name}: {_numbers(values)}")
+    if offset != len(info_state):  # not the layout we know: show the numbers as they are
+        lines = [f"info_state: {_numbers(info_state)}"]
+    return "\n".join(lines)
+
+
+def _numbers(values: Sequence[float]) -> str:
+    return " ".join(f"{float(v):g}" for v in values)
 
 
 def _tic_tac_toe(t: Sequence[float]) -> str:

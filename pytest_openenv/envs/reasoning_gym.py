@@ -163,6 +163,39 @@ class ReasoningGymFamily(EnvFamily):
 
         return RemoteBackend(server_url)
 
+    action_fields: ClassVar[tuple[str, ...]] = ("answer",)
+
+    def hosted_by(self, report: Any) -> dict[str, Any] | None:
+        """The dataset a server serves: from its state (``dataset_name``, ``dataset_config``),
+        the reset's metadata ``task`` (OpenEnv's reasoning_gym server) or the entry's
+        ``dataset_metadata.source_dataset``."""
+        state = report.state or {}
+        first = report.first
+        name = state.get("dataset_name")
+        if not name and first is not None:
+            entry = first.observation.get("dataset_metadata")
+            name = first.metadata.get("task") or (
+                entry.get("source_dataset") if isinstance(entry, dict) else None
+            )
+        if not isinstance(name, str) or not name:
+            return None
+        hosted: dict[str, Any] = {"dataset_name": name}
+        if isinstance(state.get("dataset_config"), dict):
+            hosted["dataset_config"] = state["dataset_config"]
+        return hosted
+
+    def hosting_mismatch(self, hosted: dict[str, Any]) -> str | None:
+        name = hosted["dataset_name"]
+        if self.variant != "composite" and name != self.variant:
+            return f"it serves reasoning_gym dataset {name!r}, not {self.variant!r}"
+        config = hosted.get("dataset_config")
+        if config is not None and config != self.config:
+            return (
+                f"it serves {name} with dataset config {config}, but the env config asks for "
+                f"{self.config}"
+            )
+        return None
+
     def reset_options(self, *, seed: int, episode_id: str) -> dict[str, Any]:
         self._remember_oracle(seed)
         return {"dataset_name": self.variant, "dataset_config": dict(self.config), "size": 1}
@@ -193,6 +226,14 @@ class ReasoningGymFamily(EnvFamily):
                 f"answer must be a string, got {answer!r} ({type(answer).__name__})"
             )
         return {"answer": answer}
+
+    def builtin_policy_problem(self, policy: str) -> str | None:
+        if policy == "random":
+            return (
+                "a reasoning_gym question has no list of legal answers to draw from at "
+                "random (scripted plays the oracle answer)"
+            )
+        return None
 
     def scripted_call(self, current: StepResult) -> ProposedCall | None:
         answer = self._oracle_answer(current)

@@ -20,10 +20,12 @@ import json
 import math
 import random
 import time
+import weakref
 from typing import Any
 
 from .base import ActionRejected, Backend, EnvUnavailable, StepResult
 from .endpoints import ServerURL
+from .hosting import ServerReport, session_report
 from .sessions import IDLE_SESSIONS, end
 
 #: error codes that mean "the env refused this request": the agent's problem
@@ -40,6 +42,8 @@ MAX_BACKOFF = 2.0
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 #: how long closing may wait for a silent server's goodbye before dropping the socket
 CLOSE_TIMEOUT = 2.0
+#: each open session's ``state`` frame, asked once per session: a kept session serves one env
+SESSION_STATES: weakref.WeakKeyDictionary[Any, dict[str, Any] | None] = weakref.WeakKeyDictionary()
 
 
 class CapacityReached(EnvUnavailable):
@@ -124,6 +128,23 @@ class RemoteBackend(Backend):
         data = frame.get("data")
         return data if isinstance(data, dict) else {}
 
+    def server_report(self, first: StepResult) -> ServerReport:
+        """What this session's server says it hosts (see ``hosting``), for the episode check.
+
+        The session's state is asked once per session; a server that does not answer
+        ``state`` (an error frame) simply cannot say.
+        """
+        ws = self._ws
+        if ws is None:
+            raise EnvUnavailable("server_report before reset: no session is open")
+        if ws in SESSION_STATES:
+            state = SESSION_STATES[ws]
+        else:
+            frame = self._request({"type": "state"}, refusal_ok=True)
+            data = frame.get("data") if frame.get("type") == "state" else None
+            state = SESSION_STATES[ws] = data if isinstance(data, dict) else None
+        return session_report(self.server, state, first)
+
     def close(self) -> None:
         ws, self._ws = self._ws, None
         if ws is None:
@@ -207,7 +228,8 @@ class RemoteBackend(Backend):
     def _why(self, exc: BaseException) -> str:
         return self.server.scrub(str(exc)) or type(exc).__name__
 
-    def _request(self, message: dict[str, Any]) -> dict[str, Any]:
+    def _request(self, message: dict[str, Any], *, refusal_ok: bool = False) -> dict[str, Any]:
+        """Send one frame and read its answer; ``refusal_ok``: an error frame is returned."""
         from websockets.exceptions import ConnectionClosed
 
         ws = self._ws
@@ -240,7 +262,7 @@ class RemoteBackend(Backend):
             raise self._lost(f"{self.location} sent a frame that is not JSON") from None
         if not isinstance(frame, dict):
             raise self._lost(f"{self.location} sent a frame that is not a JSON object")
-        if frame.get("type") == "error":
+        if frame.get("type") == "error" and not refusal_ok:
             data = frame.get("data")
             self._raise_for_error(data if isinstance(data, dict) else {"message": repr(data)})
         return frame

@@ -11,21 +11,11 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from .base import Reply, ToolCall, Turn, Usage
+from .base import Reply, ToolCall, Turn, Usage, content_text
 from .llm import RemoteModelPolicy
 
 #: Messages rejects an assistant turn with no content; ours may be empty (the model said nothing).
 EMPTY_TURN = "(no reply)"
-
-
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # OpenAI content parts
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return str(content)
 
 
 def tool_input(arguments: str) -> dict[str, Any]:
@@ -54,7 +44,7 @@ def to_anthropic(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, An
 
     for message in messages:
         role = message.get("role")
-        text = _text(message.get("content"))
+        text = content_text(message.get("content"))
         if role == "system":
             if text:
                 system.append(text)

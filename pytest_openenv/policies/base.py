@@ -22,6 +22,26 @@ class PolicyUnavailable(Exception):
     """
 
 
+class ContextExhausted(Exception):
+    """The conversation no longer fits the model's context window (an HTTP 400 saying so).
+
+    Asking again cannot help, and the limit is the model's, not the infrastructure's:
+    the episode ends unfinished, a *failure* with this reason (inspect-ai's
+    ``model_length`` stop), never an error.
+    """
+
+
+def content_text(content: Any) -> str:
+    """A message's text: a string, or OpenAI content parts (``[{"type": "text", ...}]``)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content)
+
+
 @dataclass(frozen=True)
 class ToolCall:
     """A tool call as a model emitted it: ``arguments`` is the raw JSON text."""
@@ -83,6 +103,8 @@ class Turn:
     scripted: ProposedCall | None = None
     #: Every legal call, when the env can enumerate them.
     legal: list[ProposedCall] | None = None
+    #: The env's expert move (a search), when the policy ``wants_expert``.
+    expert: ProposedCall | None = None
     #: ``time.monotonic()`` by which the episode must end (``--openenv-timeout``), or None.
     #: Policies that wait on a network bound each request by it.
     deadline: float | None = None
@@ -95,6 +117,8 @@ class Policy(ABC):
     model: str | None = None
     #: Whether ``Turn.legal`` should be filled in (enumerating legal calls has a cost).
     wants_legal: ClassVar[bool] = False
+    #: Whether ``Turn.expert`` should be filled in (the expert's move is a search).
+    wants_expert: ClassVar[bool] = False
 
     @abstractmethod
     def act(self, turn: Turn) -> Reply: ...

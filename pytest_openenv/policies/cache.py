@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from .base import Policy, PolicyUnavailable, Reply, ToolCall, Turn, Usage
+from .base import ContextExhausted, Policy, PolicyUnavailable, Reply, ToolCall, Turn, Usage
 from .llm import SECRET_VARS
 
 FORMAT = "pytest-openenv/response-cache/1"
@@ -83,6 +83,8 @@ def reply_from_json(data: Any) -> Reply:
     """Raises ``ValueError`` on anything that is not a stored reply."""
     if not isinstance(data, dict):
         raise ValueError("reply is not an object")
+    if isinstance(data.get("context_full"), str):
+        raise ContextExhausted(data["context_full"])
     calls = data.get("tool_calls") or []
     usage = data.get("usage") or {}
     if not isinstance(calls, list) or not isinstance(usage, dict):
@@ -197,7 +199,12 @@ class CachedPolicy(Policy):
                 "--openenv-replay (the key covers provider, model, sampling, tools, messages "
                 "and episode id, so a changed prompt or option is a miss)"
             )
-        reply = self.inner.act(turn)
+        context_full = ""
+        try:
+            reply: Reply | None = self.inner.act(turn)
+        except ContextExhausted as exc:
+            # recorded too, so that a replay ends this episode where the recording did
+            reply, context_full = None, str(exc)
         entry = {
             "format": FORMAT,
             "key": key,
@@ -206,7 +213,7 @@ class CachedPolicy(Policy):
             "sampling": self.sampling,
             "episode_id": turn.episode_id,
             "turn": turn.turn,
-            "reply": reply_to_json(reply),
+            "reply": {"context_full": context_full} if reply is None else reply_to_json(reply),
         }
         staged = _STAGED.get()
 
@@ -217,6 +224,8 @@ class CachedPolicy(Policy):
             write()
         else:
             staged.append(write)
+        if reply is None:
+            raise ContextExhausted(context_full)
         return reply
 
     def close(self) -> None:

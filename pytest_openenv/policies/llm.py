@@ -25,7 +25,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import pytest
 
-from .base import Policy, PolicyUnavailable, Reply, Turn
+from .base import ContextExhausted, Policy, PolicyUnavailable, Reply, Turn
 
 #: Environment variables whose values must never reach a file, a log or a message.
 SECRET_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -131,6 +131,19 @@ class Failure(NamedTuple):
     sticky: bool
 
 
+#: How servers say a request outgrew the model's context window, in an HTTP 400: OpenAI
+#: and vLLM ("maximum context length", code context_length_exceeded), llama.cpp
+#: ("exceed context window"), TGI ("must be <= N"), Anthropic ("prompt is too long").
+CONTEXT_FULL = re.compile(
+    r"context[_ ](length|window)|maximum context|prompt is too long|tokens .{0,60}must be <=",
+    re.IGNORECASE,
+)
+
+
+def context_full(status: int, message: str) -> bool:
+    return status in (400, 413) and bool(CONTEXT_FULL.search(message))
+
+
 #: Statuses the SDKs retry; an error after them says how many retries were spent.
 def _retried(status: int) -> bool:
     return status in (408, 409, 429) or status >= 500
@@ -214,6 +227,7 @@ class RemoteModelPolicy(Policy):
         except PolicyUnavailable:
             raise
         except Exception as exc:
+            self._raise_if_context_full(exc)
             failure = self._classify(exc, timeout)
             if failure is None:
                 raise
@@ -226,6 +240,12 @@ class RemoteModelPolicy(Policy):
                         "process fail at once]"
                     )
         raise PolicyUnavailable(message)
+
+    def _raise_if_context_full(self, exc: Exception) -> None:
+        status = getattr(exc, "status_code", None)
+        if isinstance(status, int) and context_full(status, _server_message(exc)):
+            said = scrub(_server_message(exc), (self._api_key or "",))[:MAX_MESSAGE]
+            raise ContextExhausted(f"HTTP {status} from {self.where}: {said}") from None
 
     def _request_timeout(self, turn: Turn) -> float | None:
         if turn.deadline is None:

@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any, ClassVar
 
-from .base import Reply, ToolCall, Turn, Usage
+from .base import Reply, ToolCall, Turn, Usage, content_text
 from .llm import RemoteModelPolicy
 
 #: OpenAI reasoning models (o1, o3, o4-mini, gpt-5 ...) reject ``max_tokens`` and
@@ -57,7 +57,16 @@ def request_body(
     else:
         body["max_tokens"] = max_tokens
         body["temperature"] = temperature
+    if not official:
+        # Self-hosted servers (vLLM, llama.cpp, TGI) honour a sampling seed: with it an
+        # episode samples the same way on every run, and each repeat differently.
+        body["seed"] = sampling_seed(turn)
     return body
+
+
+def sampling_seed(turn: Turn) -> int:
+    """The episode's seed, moved along per repeat; in the 31 bits every server accepts."""
+    return (turn.seed + 1_000_003 * turn.repeat) % (2**31 - 1)
 
 
 def _field(obj: Any, name: str) -> Any:
@@ -93,7 +102,7 @@ def parse_response(response: Any, turn: Turn) -> Reply:
     content = _field(message, "content")
     calls = _field(message, "tool_calls") or []
     return Reply(
-        content=content if isinstance(content, str) else "",
+        content=content_text(content),
         tool_calls=tuple(
             parse_tool_call(call, f"call_{turn.turn:03d}_{i}") for i, call in enumerate(calls)
         ),

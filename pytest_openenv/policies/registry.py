@@ -1,6 +1,6 @@
-"""Turn ``--openenv-policy`` into a ``Policy``.
+"""Turn ``--openenv-policy`` into a ``Policy``, and check that it fits the env.
 
-``scripted`` and ``random`` need no model; ``openai`` and ``anthropic`` call a
+``scripted``, ``random`` and ``expert`` need no model; ``openai`` and ``anthropic`` call a
 hosted model (or any OpenAI-compatible endpoint); ``pkg.module:callable`` loads
 a user's function. ``--openenv-cache`` wraps the model-backed ones.
 """
@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .base import Policy
+from .expert import ExpertPolicy
 from .scripted import RandomPolicy, ScriptedPolicy
 
 if TYPE_CHECKING:
+    from ..envs.base import EnvFamily
     from ..options import Settings
 
-BUILTIN = {"scripted": ScriptedPolicy, "random": RandomPolicy}
+BUILTIN = {"scripted": ScriptedPolicy, "random": RandomPolicy, "expert": ExpertPolicy}
 LLM = ("openai", "anthropic")
 
 
@@ -44,3 +46,58 @@ def build_policy(name: str, settings: Settings) -> Policy:
     from .cache import wrap_with_cache
 
     return wrap_with_cache(policy, settings.extra, name)
+
+
+def check_fits(policy: Policy, family: EnvFamily, where: str) -> None:
+    """Raise ``pytest.UsageError`` if ``policy`` needs what ``family`` cannot give.
+
+    ``where`` names the setting that chose the policy (``--openenv-policy=expert``).
+    """
+    if not policy.wants_expert:
+        return
+    problem = family.expert_problem()
+    if problem is None:
+        return
+    offering = ", ".join(_families_with_expert()) or "none installed"
+    raise pytest.UsageError(
+        f"{where} cannot play {family.spec}: {problem} "
+        f"(env families with an expert teacher: {offering})"
+    )
+
+
+def _families_with_expert() -> list[str]:
+    from ..envs.registry import installed_families
+
+    names = []
+    for name, entry_point in sorted(installed_families().items()):
+        try:
+            offers = bool(getattr(entry_point.load(), "offers_expert", False))
+        except Exception:  # a broken third-party family must not hide this message
+            continue
+        if offers:
+            names.append(name)
+    return names
+
+
+def check_honoured(policy: str, family: EnvFamily, where: str) -> None:
+    """Raise ``pytest.UsageError`` if ``family`` cannot play the built-in ``policy`` honestly.
+
+    The family declares it (``EnvFamily.builtin_policy_problem``); a record that says
+    ``random`` must never hold the oracle's answer.
+    """
+    if policy not in BUILTIN:
+        return
+    problem = family.builtin_policy_problem(policy)
+    if problem is None:
+        return
+    fitting = [
+        name
+        for name in BUILTIN
+        if family.builtin_policy_problem(name) is None
+        and not (BUILTIN[name].wants_expert and family.expert_problem())
+    ]
+    choices = ", ".join([*fitting, *LLM, "pkg.module:callable"])
+    raise pytest.UsageError(
+        f"{where} cannot play {family.spec} (family {family.name!r}): {problem}. "
+        f"Choose one of: {choices}"
+    )

@@ -10,7 +10,8 @@ policy's. ``Faults`` makes it misbehave the way real endpoints and models do:
   (429 bursts, 500s, 401s) with ``retry_after``, ``always_status``, ``hang``
   (never answer until the server stops), ``drop`` (close the connection without
   an answer: the endpoint looks unreachable), ``echo_auth`` (quote the received
-  credentials in error bodies, as some proxies do: the plugin must scrub them);
+  credentials in error bodies, as some proxies do: the plugin must scrub them),
+  ``echo_auth_in_reply`` (quote them in the reply text a model returns);
 * model: per turn (``turn_faults``) or on every turn (``every_turn``) one of
   ``FAULT_KINDS``.
 
@@ -50,6 +51,7 @@ class Faults:
     hang: bool = False
     drop: bool = False
     echo_auth: bool = False
+    echo_auth_in_reply: bool = False
     turn_faults: dict[int, str] = field(default_factory=dict)
     every_turn: str | None = None
 
@@ -257,6 +259,9 @@ class ModelServer:
             time.sleep(faults.delay)
         texts, turn = self.texts_and_turn(body)
         decision = decide(texts, turn, faults)
+        if faults.echo_auth_in_reply:
+            seen = handler.headers.get("Authorization") or handler.headers.get("x-api-key")
+            decision = Decision(f"{decision.text} (my request said {seen})".strip(), decision.calls)
         prompt_tokens = sum(len(t) for t in texts) // 4 + 1
         completion_tokens = 7 + 5 * len(decision.calls)
         with self._lock:

@@ -12,6 +12,15 @@ on FastAPI + uvicorn, bound to 127.0.0.1 on an ephemeral port:
   score, correct_answer, dataset_metadata}``).
 - ``echo``: an env the plugin has no adapter for (the generic family's target):
   say the target word back.
+- ``openspiel``: OpenEnv's own openspiel server as deployed: any game (``game``
+  option, default catch) through ``rl_environment``, ``reset()`` that takes no
+  seed (OpenEnv's server drops it) and an unseeded random opponent, so two resets
+  with one seed may differ; observations carry only the ``info_state`` tensor.
+- ``silent_tictactoe``: ``tictactoe`` whose state names no game (a server that
+  cannot say what it hosts). The ``openspiel`` kind takes ``game_params`` too.
+- ``maze``: a generic env whose observation ``metadata`` carries the layout (as
+  OpenEnv's maze env does), and ``mcp_echo``: an MCP-style env (actions
+  ``list_tools`` / ``call_tool``) whose tool names come from the server.
 
 ``max_sessions`` caps concurrent WebSocket sessions (``CAPACITY_REACHED`` past
 it) and ``step_delay`` slows each step, so sessions overlap. ``GET /test/stats``
@@ -43,7 +52,7 @@ from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 from pydantic import Field
 
-KINDS = ("tictactoe", "reasoning_gym", "echo")
+KINDS = ("tictactoe", "reasoning_gym", "echo", "openspiel", "maze", "mcp_echo", "silent_tictactoe")
 
 
 # -- tic-tac-toe with OpenEnv's openspiel schema ------------------------------------------
@@ -65,6 +74,7 @@ class OpenSpielState(State):
     game_name: str = "tic_tac_toe"
     agent_player: int = 0
     opponent_policy: str = "random"
+    game_params: dict[str, Any] = Field(default_factory=dict)
     num_players: int = 2
 
 
@@ -283,7 +293,194 @@ class EchoEnvironment(Environment):
         )
 
 
+# -- OpenEnv's openspiel server as deployed: no seed, info_state only ----------------------
+class DeployedOpenSpielEnvironment(Environment):
+    """Like OpenEnv's ``OpenSpielEnvironment``: ``reset()`` has no seed parameter, so
+    OpenEnv's server drops the seed a client sends; chance and the opponent are unseeded."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(
+        self, step_delay: float = 0.0, game: str = "catch", game_params: dict | None = None
+    ) -> None:
+        super().__init__()
+        from open_spiel.python import rl_environment
+
+        self._game_params = dict(game_params or {})
+        self._env = rl_environment.Environment(game, **self._game_params)
+        self._game_name = game
+        self._players = self._env.num_players
+        self._rng = random.Random()  # unseeded, as OpenEnv's random opponent
+        self._last_opponent: int | None = None
+        self._time_step: Any = None
+        self._state = OpenSpielState(game_name=game, game_params=self._game_params)
+
+    def reset(self) -> OpenSpielObservation:  # type: ignore[override]
+        self._last_opponent = None
+        self._state = OpenSpielState(
+            game_name=self._game_name, game_params=self._game_params, num_players=self._players
+        )
+        self._time_step = self._opponents(self._env.reset())
+        return self._observe()
+
+    def step(
+        self, action: Action, timeout_s: float | None = None, **kwargs: Any
+    ) -> OpenSpielObservation:
+        assert isinstance(action, OpenSpielAction)
+        legal = self._time_step.observations["legal_actions"][0]
+        if action.action_id not in legal:
+            raise ValueError(f"action_id {action.action_id} is not legal; legal: {legal}")
+        self._state.step_count += 1
+        self._time_step = self._opponents(self._env.step([action.action_id]))
+        return self._observe()
+
+    def _opponents(self, time_step: Any) -> Any:
+        while self._players > 1 and not time_step.last():
+            player = time_step.observations["current_player"]
+            if player == 0:
+                break
+            move = self._rng.choice(time_step.observations["legal_actions"][player])
+            self._last_opponent = move
+            time_step = self._env.step([move])
+        return time_step
+
+    def _observe(self) -> OpenSpielObservation:
+        time_step = self._time_step
+        phase = "terminal" if time_step.last() else "initial" if time_step.first() else "playing"
+        reward = None if time_step.rewards is None else float(time_step.rewards[0])
+        return OpenSpielObservation(
+            info_state=[float(x) for x in time_step.observations["info_state"][0]],
+            legal_actions=list(time_step.observations["legal_actions"][0]),
+            game_phase=phase,
+            current_player_id=int(time_step.observations["current_player"]),
+            opponent_last_action=self._last_opponent,
+            done=bool(time_step.last()),
+            reward=reward,
+        )
+
+    @property
+    def state(self) -> OpenSpielState:
+        return self._state
+
+
+# -- maze: what a generic env keeps in the observation's metadata ---------------------------
+MAZE = ("#####", "#S..#", "#.#.#", "#..G#", "#####")
+MOVES = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
+
+
+class MazeAction(Action):
+    direction: str = Field(..., description="up, down, left or right")
+
+
+class MazeObservation(Observation):
+    position: list[int] = Field(default_factory=list)
+
+
+class MazeEnvironment(Environment):
+    """Reach G; the layout travels only in the observation's ``metadata``."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, step_delay: float = 0.0) -> None:
+        super().__init__()
+        self._position = [1, 1]
+        self._state = State()
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> MazeObservation:
+        self._position = [1, 1]
+        self._state = State(episode_id=episode_id, step_count=0)
+        return self._observe(done=False, reward=0.0)
+
+    def step(
+        self, action: Action, timeout_s: float | None = None, **kwargs: Any
+    ) -> MazeObservation:
+        assert isinstance(action, MazeAction)
+        dr, dc = MOVES.get(action.direction, (0, 0))
+        row, col = self._position[0] + dr, self._position[1] + dc
+        if MAZE[row][col] != "#":
+            self._position = [row, col]
+        goal = MAZE[row][col] == "G"
+        return self._observe(done=goal, reward=1.0 if goal else 0.0)
+
+    def _observe(self, *, done: bool, reward: float) -> MazeObservation:
+        return MazeObservation(
+            position=list(self._position),
+            done=done,
+            reward=reward,
+            metadata={"layout": list(MAZE), "legend": "# wall, S start, G goal"},
+        )
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+
+# -- an MCP-style env: tools listed by the server, called through one action ----------------
+class McpAction(Action):
+    type: str = Field(..., description="list_tools or call_tool")
+    tool_name: str | None = Field(default=None, description="Name of the tool to call")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments")
+
+
+class McpObservation(Observation):
+    tools: list[dict[str, Any]] | None = None
+    result: Any = None
+
+
+ECHO_TOOLS = [
+    {
+        "name": "echo_message",
+        "description": "Echo a message back",
+        "input_schema": {"type": "object", "properties": {"message": {"type": "string"}}},
+    },
+    {
+        "name": "echo_with_length",
+        "description": "Echo a message with its length",
+        "input_schema": {"type": "object", "properties": {"message": {"type": "string"}}},
+    },
+]
+
+
+class McpEchoEnvironment(Environment):
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, step_delay: float = 0.0) -> None:
+        super().__init__()
+        self._state = State()
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> McpObservation:
+        self._state = State(episode_id=episode_id, step_count=0)
+        return McpObservation(done=False, reward=0.0)
+
+    def step(self, action: Action, timeout_s: float | None = None, **kwargs: Any) -> McpObservation:
+        assert isinstance(action, McpAction)
+        if action.type == "list_tools":
+            return McpObservation(tools=ECHO_TOOLS, done=False, reward=0.0)
+        if action.tool_name not in {tool["name"] for tool in ECHO_TOOLS}:
+            raise ValueError(f"unknown tool {action.tool_name!r}")
+        message = str(action.arguments.get("message", ""))
+        return McpObservation(result=message, done=True, reward=1.0 if message else 0.0)
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+
+# -- tic-tac-toe that does not say what it hosts --------------------------------------------
+class SilentTicTacToeEnvironment(TicTacToeEnvironment):
+    """The ``tictactoe`` env with a bare ``State``: no game name anywhere."""
+
+    @property
+    def state(self) -> State:
+        return State(episode_id=self._state.episode_id, step_count=self._state.step_count)
+
+
 ENVS: dict[str, tuple[type[Environment], type[Action], type[Observation], type[State]]] = {
+    "silent_tictactoe": (SilentTicTacToeEnvironment, OpenSpielAction, OpenSpielObservation, State),
     "tictactoe": (TicTacToeEnvironment, OpenSpielAction, OpenSpielObservation, OpenSpielState),
     "reasoning_gym": (
         ReasoningGymEnvironment,
@@ -292,18 +489,42 @@ ENVS: dict[str, tuple[type[Environment], type[Action], type[Observation], type[S
         State,
     ),
     "echo": (EchoEnvironment, EchoAction, EchoObservation, State),
+    "openspiel": (
+        DeployedOpenSpielEnvironment,
+        OpenSpielAction,
+        OpenSpielObservation,
+        OpenSpielState,
+    ),
+    "maze": (MazeEnvironment, MazeAction, MazeObservation, State),
+    "mcp_echo": (McpEchoEnvironment, McpAction, McpObservation, State),
 }
 
 
 # -- app -----------------------------------------------------------------------------------
-def build_app(kind: str, *, max_sessions: int = 64, step_delay: float = 0.0) -> Any:
-    """OpenEnv's HTTP + WebSocket server for one env kind (what ``create_app`` builds)."""
+def build_app(
+    kind: str,
+    *,
+    max_sessions: int = 64,
+    step_delay: float = 0.0,
+    game: str | None = None,
+    game_params: dict[str, Any] | None = None,
+) -> Any:
+    """OpenEnv's HTTP + WebSocket server for one env kind (what ``create_app`` builds).
+
+    ``game``: the OpenSpiel game of the ``openspiel`` kind (as OpenEnv's ``OPENSPIEL_GAME``);
+    ``game_params``: its parameters (reported in its state, as OpenEnv's server does).
+    """
     from fastapi import FastAPI
 
     env_cls, action_cls, observation_cls, state_cls = ENVS[kind]
+    options: dict[str, Any] = {"step_delay": step_delay}
+    if game is not None:
+        options["game"] = game
+    if game_params is not None:
+        options["game_params"] = game_params
 
     def factory() -> Environment:
-        return env_cls(step_delay=step_delay)
+        return env_cls(**options)
 
     factory.__name__ = env_cls.__name__
     app = FastAPI(title=f"test OpenEnv server: {kind}")

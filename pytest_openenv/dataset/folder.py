@@ -1,0 +1,102 @@
+"""Which files of an output folder are ours, and whether a folder may be written at all.
+
+The plugin writes only these names (DESIGN §4) and nothing else:
+
+- ``results.jsonl``, ``failures.jsonl``, ``metadata.json``, ``summary.json``,
+  ``README.md`` (the dataset card);
+- an earlier run's files moved aside: ``results.20250101T120000.jsonl``
+  (``-1``, ``-2`` ... on a clash), likewise ``failures``, ``metadata``, ``summary``;
+- ``.openenv.lock`` while a run holds the folder, and ``.<name>.tmp-<pid>`` while
+  one of the five files is being replaced.
+
+A folder is ours when it holds nothing else and its ``metadata.json``, if any,
+carries ``"written_by": "pytest-openenv"`` (``"tool"`` in folders of earlier
+versions). Anything else (a project's README, a stray file, a sub-folder) makes
+it foreign, and the run refuses it before any episode: writing there would
+overwrite or mix with files that are not ours. A ``README.md`` without the card's
+generated marker in a folder that is ours is a hand-edited card: kept as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from .card import GENERATED_MARKER
+from .writer import CARD, FAILURES, METADATA, RESULTS, SUMMARY, is_temp_name
+
+WRITTEN_BY = "pytest-openenv"
+#: bump when the folder layout changes in a way an older reader must refuse
+FOLDER_FORMAT = 1
+LOCK = ".openenv.lock"
+MARKER = {"written_by": WRITTEN_BY, "folder_format": FOLDER_FORMAT}
+
+OWNED_NAMES = frozenset((RESULTS, FAILURES, METADATA, SUMMARY, CARD, LOCK))
+_BACKUP = re.compile(
+    r"(?:(?:results|failures)\.\d{8}T\d{6}(?:-\d+)?\.jsonl"
+    r"|(?:metadata|summary)\.\d{8}T\d{6}(?:-\d+)?\.json)"
+)
+#: at most this many foreign names in a message
+SHOWN = 8
+
+
+def is_our_name(name: str) -> bool:
+    return name in OWNED_NAMES or bool(_BACKUP.fullmatch(name)) or is_temp_name(name)
+
+
+def read_metadata(folder: Path) -> dict[str, Any] | None:
+    """``metadata.json`` as a dict; None when absent, unreadable or not an object."""
+    try:
+        value = json.loads((folder / METADATA).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def metadata_is_ours(metadata: dict[str, Any] | None) -> bool:
+    if metadata is None:
+        return False
+    return WRITTEN_BY in (metadata.get("written_by"), metadata.get("tool"))
+
+
+def card_is_generated(folder: Path) -> bool:
+    try:
+        return GENERATED_MARKER in (folder / CARD).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+
+
+def foreign_entries(folder: Path) -> list[str]:
+    """What in ``folder`` we did not write (empty for a missing, empty or own folder)."""
+    try:
+        names = sorted(entry.name for entry in folder.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    foreign = []
+    for name in names:
+        path = folder / name
+        if not is_our_name(name) or (path.is_dir() and not path.is_symlink()):
+            foreign.append(f"{name}/" if path.is_dir() else name)
+    ours = metadata_is_ours(read_metadata(folder))
+    if METADATA in names and not ours:
+        foreign.append(f"{METADATA} (not written by {WRITTEN_BY})")
+    if CARD in names and not ours and not card_is_generated(folder):
+        foreign.append(f"{CARD} (not a dataset card written by {WRITTEN_BY})")
+    return foreign
+
+
+def ownership_problem(folder: Path) -> str | None:
+    """Why the run must not write to ``folder``, or None when it may."""
+    foreign = foreign_entries(folder)
+    if not foreign:
+        return None
+    shown = ", ".join(foreign[:SHOWN])
+    more = f" and {len(foreign) - SHOWN} more" if len(foreign) > SHOWN else ""
+    return (
+        f"--openenv-output={str(folder)!r} holds files pytest-openenv did not write: "
+        f"{shown}{more}. The plugin writes only into an empty or new folder, or one an "
+        f'earlier run wrote (its metadata.json says "written_by": "{WRITTEN_BY}"); '
+        "pass another --openenv-output, e.g. openenv-results"
+    )

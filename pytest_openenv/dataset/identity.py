@@ -1,0 +1,106 @@
+"""The run identity a resumed run must share with the run that wrote the folder.
+
+``--openenv-resume`` skips every episode whose test id is already in
+``results.jsonl``. An id like ``test_eps.py::test_ep[ep-000004]`` only means the
+same episode when the same settings made it: the env and its config (game
+parameters, opponent, reasoning_gym dataset config) pick the task, the base seed
+fixes episode i's seed, the id prefix and repeats shape the id, and the policy,
+model, system prompt, sampling, turn limit and pass threshold decide what was
+played and which file the row went to. These fields are recorded in ``metadata.json`` (``identity``)
+and a resume with any of them different is refused, naming the field: otherwise
+rows of two different runs end up in one dataset. ``--openenv-n`` is not part of
+it (a resume may extend a run), nor are output, concurrency, timeouts, servers or
+the cache, which change how episodes run, not which ones.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+#: identity field -> the option that sets it
+IDENTITY_OPTIONS = {
+    "env": "--openenv-env",
+    "env_config": "--openenv-env-config",
+    "seed": "--openenv-seed",
+    "id_prefix": "--openenv-id-prefix",
+    "repeats": "--openenv-repeats",
+    "policy": "--openenv-policy",
+    "model": "--openenv-model",
+    "system_prompt": "--openenv-system-prompt",
+    "temperature": "--openenv-temperature",
+    "max_tokens": "--openenv-max-tokens",
+    "max_turns": "--openenv-max-turns",
+    "min_reward": "--openenv-min-reward",
+}
+
+
+def _plain(value: Any) -> Any:
+    """As it reads back from JSON (tuples become lists, keys strings)."""
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def run_identity(settings: Any) -> dict[str, Any]:
+    extra = settings.extra
+    return _plain(
+        {
+            "env": settings.env,
+            "env_config": settings.env_config,
+            "seed": settings.seed,
+            "id_prefix": extra.get("id-prefix") or "",
+            "repeats": int(extra.get("repeats") or 1),
+            "policy": settings.policy,
+            "model": extra.get("model"),
+            "system_prompt": settings.system_prompt,
+            "temperature": extra.get("temperature"),
+            "max_tokens": extra.get("max-tokens"),
+            "max_turns": settings.max_turns,
+            "min_reward": settings.min_reward,
+        }
+    )
+
+
+def recorded_identity(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The identity a ``metadata.json`` records (read from ``settings`` in older folders)."""
+    identity = metadata.get("identity")
+    if isinstance(identity, dict):
+        return identity
+    settings = metadata.get("settings") if isinstance(metadata.get("settings"), dict) else {}
+    llm = settings.get("llm") if isinstance(settings.get("llm"), dict) else {}
+    evaluation = metadata.get("evaluation") if isinstance(metadata.get("evaluation"), dict) else {}
+    legacy = {
+        **{key: settings[key] for key in IDENTITY_OPTIONS if key in settings},
+        **{key: llm[key] for key in ("model", "temperature", "max_tokens") if key in llm},
+    }
+    if "repeats" in evaluation:
+        legacy["repeats"] = evaluation["repeats"]
+    return legacy
+
+
+def identity_mismatch(
+    recorded: dict[str, Any], current: dict[str, Any]
+) -> tuple[str, Any, Any] | None:
+    """The first field (in ``IDENTITY_OPTIONS`` order) the two runs disagree on."""
+    for field in IDENTITY_OPTIONS:
+        if field in recorded and field in current and _plain(recorded[field]) != current[field]:
+            return field, recorded[field], current[field]
+    return None
+
+
+def resume_problem(folder: Path, metadata: dict[str, Any] | None, settings: Any) -> str | None:
+    """Why resuming into ``folder`` would mix two runs' rows, or None."""
+    if metadata is None:
+        return None
+    mismatch = identity_mismatch(recorded_identity(metadata), run_identity(settings))
+    if mismatch is None:
+        return None
+    field, before, now = mismatch
+    option = IDENTITY_OPTIONS[field]
+    return (
+        f"--openenv-resume: {folder / 'metadata.json'} was written by a run with "
+        f"{field}={json.dumps(before)}, this run has {field}={json.dumps(now)} ({option}). "
+        "Its episode ids mean other episodes, so resuming would mix two runs' rows in one "
+        f"dataset. Run with {option} as recorded, use another --openenv-output, or drop "
+        "--openenv-resume (the earlier files are then moved aside, not deleted)"
+    )

@@ -1,0 +1,20 @@
+"""The ``expert`` teacher: plays the env's expert move (OpenSpiel's own search bots)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from .base import Policy, PolicyUnavailable, Reply, ToolCall, Turn
+
+
+class ExpertPolicy(Policy):
+    """Plays ``Turn.expert``; which envs have one is checked at start-up (``check_fits``)."""
+
+    name: ClassVar[str] = "expert"
+    wants_expert: ClassVar[bool] = True
+
+    def act(self, turn: Turn) -> Reply:
+        if turn.expert is None:
+            raise PolicyUnavailable("this env offers no expert move; choose another policy")
+        call = ToolCall.from_proposed(turn.expert, f"call_{turn.turn:03d}")
+        return Reply(tool_calls=(call,))
