@@ -253,9 +253,10 @@ OPTIONS: list[Option] = [
     ),
     Option(
         "max-turns",
-        "policy turns per episode before it counts as failed (default 10)",
+        "policy turns per episode before it counts as failed (default 10, or more when the "
+        "env's family knows a whole episode needs more: e.g. 21 for openspiel:connect_four)",
         _positive_int,
-        10,
+        None,
         "N",
     ),
     Option("output", "output folder (default openenv-results under rootdir)", _text, None, "DIR"),
@@ -453,7 +454,8 @@ class Settings:
     env_config: dict[str, Any]
     policy: str
     system_prompt: str | None
-    max_turns: int
+    #: None: the family's default (``EnvFamily.default_max_turns``)
+    max_turns: int | None
     output: Path
     resume: bool
     min_reward: float | None

@@ -43,7 +43,8 @@ class EpisodeTimeout(EpisodeError):
 
 @dataclass(frozen=True)
 class Limits:
-    max_turns: int = 10
+    #: None: the family's default (``EnvFamily.default_max_turns``)
+    max_turns: int | None = None
     timeout: float | None = None
     min_reward: float | None = None
 
@@ -140,6 +141,7 @@ class _Loop:
         self.clock = clock
         self.started = clock()
         self.deadline = None if limits.timeout is None else self.started + limits.timeout
+        self.max_turns = limits.max_turns or self.family.default_max_turns()
         self.tool_specs = self.family.tools()
         self.tools = self.family.openai_tools()
         self.tool_names = [t.name for t in self.tool_specs]
@@ -258,7 +260,7 @@ class _Loop:
         self.done = current.done
         self.reward += float(current.reward or 0.0)
         final_text = task
-        while not self.done and self.turns < self.limits.max_turns:
+        while not self.done and self.turns < self.max_turns:
             self.check_time()
             self.turns += 1
             try:
@@ -323,7 +325,7 @@ class _Loop:
         elif not self.done:
             reason = (
                 f"ran out of turns: the episode did not end within --openenv-max-turns="
-                f"{self.limits.max_turns} ({self.tool_errors} tool error(s))"
+                f"{self.max_turns} ({self.tool_errors} tool error(s))"
             )
         elif not passed and self.limits.min_reward is None and family.pass_rule():
             reason = f"{outcome}: reward {self.reward:g} fails the rule {family.pass_rule()}"

@@ -7,6 +7,7 @@ tic-tac-toe server for the remote backend, pytest itself through pytester.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,6 @@ from pytest_openenv.envs.registry import build_family
 
 TTT = "--openenv-env=openspiel:tic_tac_toe"
 C4 = "--openenv-env=openspiel:connect_four"
-#: a connect-four game can last 21 moves of one player; the default of 10 cuts it short
-C4_TURNS = "--openenv-max-turns=21"
 
 
 @pytest.fixture(scope="module")
@@ -120,18 +119,37 @@ def test_the_expert_opponent_is_never_beaten_by_a_random_agent(
 
 
 def test_connect_four_expert_beats_random(run_pytest, pytester: pytest.Pytester) -> None:
-    result = run_pytest(C4, C4_TURNS, "--openenv-policy=expert", "--openenv-n=20", "-n", "2")
+    result = run_pytest(C4, "--openenv-policy=expert", "--openenv-n=20", "-n", "2")
     assert result.ret in (0, 1)
     rows = results(pytester.path)
     assert len(rows) >= 19, [row["failure"] for row in failures(pytester.path)]
     assert all(row["reward"] > 0 for row in rows)  # a pass here is a win, not a draw
 
 
+def test_openspiel_turn_limit_defaults_to_the_agents_share_of_the_longest_game() -> None:
+    # without --openenv-max-turns a connect-four game (up to 21 moves a player) is not cut
+    # short by a loop limit meant for models; an explicit limit still wins
+    from pytest_openenv.episode import EpisodeSpec
+    from pytest_openenv.runner import EnvFactory, Limits, _Loop
+
+    def limit(env: str, max_turns: int | None = None) -> int:
+        factory = EnvFactory(build_family(env, {}))
+        spec = EpisodeSpec(env=env, index=0, seed=0)
+        limits = Limits(max_turns=max_turns)
+        return _Loop(spec, factory, None, limits, None, time.monotonic).max_turns  # type: ignore[arg-type]
+
+    assert limit("openspiel:connect_four") == 21
+    assert limit("openspiel:tic_tac_toe") == 10
+    assert limit("openspiel:chess") == 50
+    assert limit("reasoning_gym:chain_sum") == 10
+    assert limit("openspiel:connect_four", 4) == 4
+
+
 def test_the_same_seed_replays_the_same_mcts_games_on_any_number_of_workers(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
     def transcripts(*args: str) -> dict[str, Any]:
-        run_pytest(C4, C4_TURNS, "--openenv-policy=expert", "--openenv-n=6", *args)
+        run_pytest(C4, "--openenv-policy=expert", "--openenv-n=6", *args)
         rows = results(pytester.path) + failures(pytester.path)
         return {row["episode_id"]: row["messages"] for row in rows}
 
@@ -241,7 +259,6 @@ def test_expert_wins_connect_four_on_openenvs_deployed_openspiel_server(
     with serve_in_thread("openspiel", game="connect_four") as server:
         result = run_pytest(
             C4,
-            C4_TURNS,
             "--openenv-policy=expert",
             "--openenv-n=10",
             f"--openenv-server={server.url}",

@@ -61,7 +61,9 @@ def test_headline_command_with_8_workers(run_pytest, pytester: pytest.Pytester) 
 
 def _episodes(folder: Path) -> dict[str, tuple[float, list[str]]]:
     rows = read_jsonl(folder / "results.jsonl") + read_jsonl(folder / "failures.jsonl")
-    return {r["episode_id"]: (r["reward"], [t["arguments"] for t in r["tool_trace"]]) for r in rows}
+    return {
+        r["episode_id"]: (r["reward"], [t["arguments_text"] for t in r["tool_trace"]]) for r in rows
+    }
 
 
 def test_same_seed_same_episodes_across_worker_counts_and_runs(

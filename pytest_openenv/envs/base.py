@@ -17,6 +17,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+#: ``--openenv-max-turns`` when neither the user nor the family says otherwise
+DEFAULT_MAX_TURNS = 10
+
 
 class EnvConfigError(ValueError):
     """Bad env spec or env config; surfaced to the user as a pytest usage error."""
@@ -157,6 +160,10 @@ class EnvFamily(ABC):
         cannot run that way (e.g. a generic family with no server to read from).
         """
         self.servers = tuple(servers)
+
+    def default_max_turns(self) -> int:
+        """Policy turns an episode gets when ``--openenv-max-turns`` is not set."""
+        return DEFAULT_MAX_TURNS
 
     def passes(self, reward: float) -> bool:
         """The family's default verdict on a finished episode's total reward."""

@@ -6,6 +6,7 @@ import difflib
 from typing import Any, ClassVar
 
 from .base import (
+    DEFAULT_MAX_TURNS,
     ActionRejected,
     Backend,
     EnvConfigError,
@@ -21,6 +22,9 @@ from .openspiel_expert import ExpertError, choose_action, move_seed, rebuild_sta
 from .openspiel_expert import unsupported_reason as expert_unsupported
 from .openspiel_remote import ALTERNATING_GAMES
 from .openspiel_render import DRAWN_GAMES, render_board, tensor_view
+
+#: a family default past this would let one stuck LLM episode run (and bill) for long
+MOST_DEFAULT_TURNS = 50
 
 CONFIG_KEYS = ("agent_player", "opponent", "game_params")
 #: games whose view is a board every player sees whole
@@ -100,6 +104,12 @@ class OpenSpielFamily(EnvFamily):
                 f"({game.num_players()} player(s): 0..{game.num_players() - 1})"
             )
         return game
+
+    def default_max_turns(self) -> int:
+        # Enough turns for the agent's share of the longest game (connect four: 21 of 42
+        # moves), so the limit never ends a game the policy is still playing properly.
+        moves = -(-self._game.max_game_length() // max(self._players, 1))
+        return max(DEFAULT_MAX_TURNS, min(moves, MOST_DEFAULT_TURNS))
 
     def tools(self) -> list[ToolSpec]:
         return [

@@ -139,7 +139,8 @@ class OpenSpielEngine(Backend):
             "current_player_id": int(state.current_player()),
             "opponent_last_action": self._last_opponent_action,
         }
-        # the expert rebuilds the state from it (chance outcomes included)
+        # the expert rebuilds the state from it; it holds every chance outcome (the other
+        # player's cards too), so it is for the search only, never shown or recorded
         metadata: dict[str, Any] = {"action_history": state.history()}
         if self._name_actions:
             legal = observation["legal_actions"]

@@ -19,6 +19,7 @@ import contextlib
 import json
 import math
 import random
+import threading
 import time
 import weakref
 from typing import Any
@@ -44,6 +45,7 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 CLOSE_TIMEOUT = 2.0
 #: each open session's ``state`` frame, asked once per session: a kept session serves one env
 SESSION_STATES: weakref.WeakKeyDictionary[Any, dict[str, Any] | None] = weakref.WeakKeyDictionary()
+_SESSION_STATES_LOCK = threading.Lock()
 
 
 class CapacityReached(EnvUnavailable):
@@ -137,12 +139,15 @@ class RemoteBackend(Backend):
         ws = self._ws
         if ws is None:
             raise EnvUnavailable("server_report before reset: no session is open")
-        if ws in SESSION_STATES:
-            state = SESSION_STATES[ws]
-        else:
+        with _SESSION_STATES_LOCK:
+            known = ws in SESSION_STATES
+            state = SESSION_STATES.get(ws)
+        if not known:  # one session is used by one episode at a time: no race on ``ws``
             frame = self._request({"type": "state"}, refusal_ok=True)
             data = frame.get("data") if frame.get("type") == "state" else None
-            state = SESSION_STATES[ws] = data if isinstance(data, dict) else None
+            state = data if isinstance(data, dict) else None
+            with _SESSION_STATES_LOCK:
+                SESSION_STATES[ws] = state
         return session_report(self.server, state, first)
 
     def close(self) -> None:

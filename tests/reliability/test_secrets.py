@@ -93,7 +93,8 @@ def test_no_marker_in_any_output(launcher: Launcher, secret_env: dict[str, str])
             env={**secret_env, "OPENAI_BASE_URL": model.base_url, "HF_ENDPOINT": hub.url},
         )
         assert finished.returncode in (0, 1), finished.stdout[-3000:]
-        assert model.requests > 0 and env_server.stats()["sessions_opened"] == 4
+        # 4 episodes, +1: the controller's seed probe (preflight.py)
+        assert model.requests > 0 and env_server.stats()["sessions_opened"] == 4 + 1
         (commit,) = hub.commits("alice/secret-scan")
         uploaded = b"".join(commit.files.values()).decode("utf-8", "replace")
         outputs += [finished.stdout, finished.stderr, uploaded]
