@@ -148,7 +148,14 @@ class Controller:
         if self.claimed or not self.expected or self.config.option.collectonly:
             return
         folder = self.settings.output
-        problem = ownership_problem(folder)
+        # what this run writes itself may sit inside the output folder
+        invoked = Path(self.config.invocation_params.dir)
+        own_paths = [
+            invoked / path
+            for path in (self.settings.extra.get("cache"), self.config.getoption("xmlpath", None))
+            if path
+        ]
+        problem = ownership_problem(folder, own_paths)
         if problem is not None:
             raise pytest.UsageError(problem)
         try:

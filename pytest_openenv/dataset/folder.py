@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -68,15 +69,37 @@ def card_is_generated(folder: Path) -> bool:
         return False
 
 
-def foreign_entries(folder: Path) -> list[str]:
-    """What in ``folder`` we did not write (empty for a missing, empty or own folder)."""
+def entries_for(folder: Path, paths: Iterable[Path | str | None]) -> set[str]:
+    """The entries of ``folder`` that hold these paths (a cache or JUnit file put inside it)."""
+    names = set()
+    for path in paths:
+        if not path:
+            continue
+        try:
+            inside = Path(path).resolve().relative_to(folder.resolve())
+        except (OSError, ValueError):
+            continue
+        if inside.parts:
+            names.add(inside.parts[0])
+    return names
+
+
+def foreign_entries(folder: Path, also_ours: Iterable[Path | str | None] = ()) -> list[str]:
+    """What in ``folder`` we did not write (empty for a missing, empty or own folder).
+
+    ``also_ours``: paths this run is told to write (``--openenv-cache``, ``--junitxml``);
+    put inside the output folder they do not make it foreign.
+    """
     try:
         names = sorted(entry.name for entry in folder.iterdir())
     except (FileNotFoundError, NotADirectoryError):
         return []
+    allowed = entries_for(folder, also_ours)
     foreign = []
     for name in names:
         path = folder / name
+        if name in allowed:
+            continue
         if not is_our_name(name) or (path.is_dir() and not path.is_symlink()):
             foreign.append(f"{name}/" if path.is_dir() else name)
     ours = metadata_is_ours(read_metadata(folder))
@@ -87,9 +110,9 @@ def foreign_entries(folder: Path) -> list[str]:
     return foreign
 
 
-def ownership_problem(folder: Path) -> str | None:
+def ownership_problem(folder: Path, also_ours: Iterable[Path | str | None] = ()) -> str | None:
     """Why the run must not write to ``folder``, or None when it may."""
-    foreign = foreign_entries(folder)
+    foreign = foreign_entries(folder, also_ours)
     if not foreign:
         return None
     shown = ", ".join(foreign[:SHOWN])

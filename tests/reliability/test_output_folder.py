@@ -132,3 +132,13 @@ def test_stale_temp_cleanup_deletes_only_our_temp_files(tmp_path: Path) -> None:
     remove_stale_temps(tmp_path)
     assert not ours.exists()
     assert all(path.read_text() == "data\n" for path in others)
+
+
+def test_files_this_run_is_told_to_write_may_sit_inside(launcher: Launcher) -> None:
+    launcher.write_episode_test()
+    inside = ("--junitxml=out/junit.xml", "--openenv-output=out")
+    assert launcher.run(*RUN, *inside).returncode in (0, 1)
+    again = launcher.run(*RUN, *inside)  # its own junit.xml does not make the folder foreign
+    assert again.returncode in (0, 1), again.text[-3000:]
+    refused = launcher.run(*RUN, "--openenv-output=out")  # without it, that file is foreign
+    assert refused.returncode == 4 and "junit.xml" in refused.stderr
