@@ -1,8 +1,10 @@
 """Controller side: the only writer of the output folder, and the run's figures.
 
 Runs in the pytest process that receives every report: the xdist controller,
-or the single process with ``-n 0``. It activates at the first episode report,
-so a run that collects no episode test writes nothing and prints nothing.
+or the single process with ``-n 0``. It claims the output folder once episode
+tests are collected (ownership, lock, resume identity: ``claim_output``) and
+activates at the first episode report, so a run that collects no episode test
+writes nothing and prints nothing.
 """
 
 from __future__ import annotations

@@ -84,9 +84,11 @@ class Job:
 
 
 class EpisodePool:
-    """``size`` daemon threads; waited-for jobs jump the queue; abandoned threads are replaced.
+    """Up to ``size`` jobs running on daemon threads; waited-for jobs jump the queue.
 
     Daemon threads, so an abandoned episode (a hung request) never holds up exit.
+    ``resize`` changes how many jobs may run at once (``--openenv-concurrency auto``):
+    threads beyond the new size finish their job and then wait.
     """
 
     def __init__(self, size: int) -> None:
@@ -94,6 +96,7 @@ class EpisodePool:
         self._queue: deque[Job] = deque()
         self._cv = threading.Condition()
         self._live = 0
+        self._running = 0
         self._closed = False
 
     def submit(self, job: Job, *, urgent: bool = False) -> None:
@@ -108,6 +111,13 @@ class EpisodePool:
                 self._start()
             self._cv.notify()
 
+    def resize(self, size: int) -> None:
+        with self._cv:
+            self.size = max(1, size)
+            while self._live < self.size and self._queue and not self._closed:
+                self._start()
+            self._cv.notify_all()
+
     def _start(self) -> None:
         self._live += 1
         threading.Thread(target=self._serve, name="openenv-episode", daemon=True).start()
@@ -115,17 +125,20 @@ class EpisodePool:
     def _serve(self) -> None:
         while True:
             with self._cv:
-                while not self._queue and not self._closed:
+                while (not self._queue or self._running >= self.size) and not self._closed:
                     self._cv.wait()
                 if self._closed:
                     self._live -= 1
                     return
                 job = self._queue.popleft()
+                self._running += 1
                 job.started_at = time.monotonic()
             job.run()
             with self._cv:
                 if job.abandoned:  # a replacement thread already took this one's place
                     return
+                self._running -= 1
+                self._cv.notify()
 
     def abandon(self, job: Job) -> bool:
         """Give up on a running job; False if it finished meanwhile (use its result)."""
@@ -134,6 +147,7 @@ class EpisodePool:
                 return False
             job.abandoned = True
             self._live -= 1
+            self._running -= 1
             if not self._closed and self._queue:
                 self._start()
             return True
