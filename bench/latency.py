@@ -1,6 +1,7 @@
 """Model latency hidden by ``--openenv-concurrency``, measured in one run.
 
     python bench/latency.py [--n 200] [--delay 0.05] [--concurrency 16] [--repeat 3]
+    python bench/latency.py --workers 0,2,4 [--n 1000] [--concurrency 16] [--repeat 3]
 
 Starts the OpenAI-compatible test server (``tests/servers/openai_compat.py``)
 with a fixed delay per completion and runs N tic-tac-toe episodes through
@@ -19,6 +20,11 @@ no schedule can finish sooner. Each configuration runs --repeat times and
 keeps its best session time (the machine is shared: other processes only ever
 make a run slower). Targets: B reaches >= 70% of its bound (bound / time), and
 B is >= 10x faster than A.
+
+``--workers 0,2,4`` instead runs ``-n W --openenv-concurrency=C`` for each W (W x C
+episodes in flight; ``-n 0`` is one process) and prints every repeat, not the best:
+wall, session time and share of the bound. Targets: ``-n 2`` at least 1.6x faster
+than ``-n 0`` (median session times), every configuration >= 60% of its bound.
 """
 
 from __future__ import annotations
@@ -90,14 +96,60 @@ def run(label: str, extra: list[str], parallelism: int, n: int, delay: float) ->
     )
 
 
+def workers_sweep(workers: list[int], n: int, delay: float, c: int, repeat: int) -> None:
+    """``-n W`` x ``--openenv-concurrency=C`` for each W; every repeat printed."""
+    runs: dict[int, list[Run]] = {}
+    for w in workers:
+        extra = [f"--openenv-concurrency={c}", "-n", str(w)]
+        label = f"-n {w} C={c}"
+        runs[w] = [run(label, extra, max(1, w) * c, n, delay) for _ in range(repeat)]
+    print(
+        f"{n} tic-tac-toe episodes, {delay * 1000:g} ms per completion, {os.cpu_count()} CPUs, "
+        f"{repeat} repeats each, load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"{'run':<12} {'in flight':>9} {'session s':>9} {'wall s':>7} {'completions':>11} "
+        f"{'bound s':>8} {'bound/time':>10}"
+    )
+    for group in runs.values():
+        for r in group:
+            print(
+                f"{r.label:<12} {r.parallelism:>9} {r.session_s:>9.2f} {r.wall_s:>7.2f} "
+                f"{r.completions:>11} {r.bound_s:>8.2f} {r.efficiency:>9.0%}"
+            )
+
+    def median(values: list[float]) -> float:
+        return sorted(values)[len(values) // 2]
+
+    for w, group in runs.items():
+        share = median([r.efficiency for r in group])
+        print(
+            f"-n {w} C={c}: median {share:.0%} of its latency bound (target >= 60%): "
+            f"{'ok' if share >= 0.6 else 'MISSED'}"
+        )
+    if 0 in runs and 2 in runs:
+        speedup = median([r.session_s for r in runs[0]]) / median([r.session_s for r in runs[2]])
+        print(
+            f"-n 2 C={c} is {speedup:.2f}x faster than -n 0 C={c} (median session time; "
+            f"target >= 1.6x): {'ok' if speedup >= 1.6 else 'MISSED'}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--delay", type=float, default=0.05)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--workers", help="comma-separated xdist worker counts to compare, e.g. 0,2,4"
+    )
     args = parser.parse_args()
     n, delay, c = args.n, args.delay, args.concurrency
+    if args.workers:
+        workers = [int(w) for w in args.workers.split(",")]
+        workers_sweep(workers, n, delay, c, args.repeat)
+        return
 
     def best(label: str, extra: list[str], parallelism: int) -> Run:
         tries = [run(label, extra, parallelism, n, delay) for _ in range(args.repeat)]

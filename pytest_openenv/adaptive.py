@@ -19,7 +19,6 @@ limit of this process hears them (there is one per pytest process).
 
 from __future__ import annotations
 
-import statistics
 import threading
 import weakref
 from collections.abc import Callable
@@ -77,7 +76,7 @@ class AdaptiveLimit:
             self._round.append(seconds_per_turn)
             if len(self._round) < self.limit:
                 return
-            typical = statistics.median(self._round)
+            typical = sorted(self._round)[len(self._round) // 2]
             self._round.clear()
             if self.best is None or typical < self.best:
                 self.best = typical

@@ -111,7 +111,14 @@ class Controller:
         """A worker died mid-episode: xdist's report has none of our fields, so add them."""
         episode_id = episode_id_from_nodeid(crashitem)
         if episode_id is not None:
-            self.decorate_crash_report(report, episode_id, str(report.longrepr))
+            why = str(report.longrepr)
+            if self.settings.extra.get("concurrency") not in (None, 1):
+                # xdist names the item the worker was on; its run-ahead episodes died too
+                why += (
+                    "; with --openenv-concurrency other episodes of that worker were in "
+                    "flight and may have caused it (they run again on another worker)"
+                )
+            self.decorate_crash_report(report, episode_id, why)
 
     @pytest.hookimpl(tryfirst=True, specname="pytest_runtest_logreport")
     def pytest_runtest_logreport_first(self, report: pytest.TestReport) -> None:

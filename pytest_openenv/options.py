@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from .adaptive import AUTO, AUTO_CEILING, AUTO_START
+
 BUILTIN_POLICIES = ("scripted", "random")
 #: an episode id prefix: it sits in node ids (``test[P-ep-000000]``) and dataset rows
 ID_PREFIX = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._-]{0,63}")
@@ -33,6 +35,25 @@ def _positive_int(flag: str, raw: Any) -> int:
         raise _bad(flag, raw, "a positive integer, e.g. 10") from None
     if value <= 0:
         raise _bad(flag, raw, "a positive integer (> 0), e.g. 10")
+    return value
+
+
+#: most episodes in flight per pytest process: each is a thread (and a connection)
+MAX_CONCURRENCY = 256
+
+
+def _concurrency(flag: str, raw: Any) -> int | str:
+    """``auto`` or 1..MAX_CONCURRENCY: a bigger number would start that many threads."""
+    text = str(raw).strip().lower()
+    if text == AUTO:
+        return AUTO
+    expected = f"a positive integer 1..{MAX_CONCURRENCY} or auto, e.g. 16"
+    try:
+        value = int(text)
+    except ValueError:
+        raise _bad(flag, raw, expected) from None
+    if not 1 <= value <= MAX_CONCURRENCY:
+        raise _bad(flag, raw, expected)
     return value
 
 
@@ -340,8 +361,11 @@ OPTIONS: list[Option] = [
     ),
     Option(
         "concurrency",
-        "episodes in flight per pytest process; items are still reported in order (default 1)",
-        _positive_int,
+        f"episodes in flight per pytest process (1..{MAX_CONCURRENCY}); items are still "
+        "reported in order; with -n W up to W x C in flight; auto: start at "
+        f"{AUTO_START}, grow while latency holds, halve on 429/CAPACITY_REACHED/timeouts, "
+        f"ceiling {AUTO_CEILING} (default 1)",
+        _concurrency,
         1,
         "C",
     ),

@@ -142,6 +142,16 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput["openenv_unseeded"] = sorted(UNSEEDED_SERVERS)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist controller: keep each worker's queue as long as its episode run-ahead window."""
+    from .schedule import make_scheduler
+
+    settings = config.stash.get(SETTINGS_KEY, None)
+    concurrency = settings.extra.get("concurrency") if settings is not None else None
+    return make_scheduler(config, log, concurrency)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "episode" not in metafunc.fixturenames:
         return

@@ -20,7 +20,13 @@ Which items are certain to run next:
   (and loadscope, loadfile, loadgroup, each) never takes them back; ``--dist
   worksteal`` may, so there only the next item, already popped from the queue,
   is run ahead. Workers see ``--dist`` as "no", so the controller passes it on
-  (``pytest_configure_node`` in ``plugin.py``).
+  (``pytest_configure_node`` in ``plugin.py``). With ``--dist load`` the
+  controller's scheduler (``schedule.py``) keeps that queue about a window long,
+  so ``-n W`` keeps up to W x C episodes in flight.
+
+``--openenv-concurrency auto`` lets ``adaptive.AdaptiveLimit`` resize the pool (and
+with it the window) as the endpoint answers: each finished episode's seconds per
+turn is its signal, and overloads (429s, ``CAPACITY_REACHED``, timeouts) halve it.
 
 Only items whose ``episode``, ``openenv_env`` and ``openenv_policy`` fixtures are
 the plugin's own are run ahead: an override in a conftest may depend on other
@@ -42,6 +48,7 @@ from typing import Any
 
 import pytest
 
+from .adaptive import AUTO, AdaptiveLimit, concurrency_ceiling, overloaded
 from .episode import Episode, EpisodeSpec
 from .policies.base import Policy
 from .runner import EpisodeTimeout
@@ -65,6 +72,7 @@ class Job:
         self.work = work
         self.done = threading.Event()
         self.started_at: float | None = None
+        self.finished_at: float | None = None
         self.abandoned = False
         self.result: Episode | None = None
         self.error: BaseException | None = None
@@ -80,6 +88,7 @@ class Job:
                 self.error = exc
             finally:
                 self.writes = writes
+                self.finished_at = time.monotonic()
                 self.done.set()
 
 
@@ -194,17 +203,19 @@ class Runahead:
         config: pytest.Config,
         service: EpisodeService,
         *,
-        concurrency: int,
+        concurrency: int | str,
         timeout: float | None,
     ) -> None:
         self.config = config
         self.service = service
-        self.concurrency = concurrency
+        #: most episodes in flight (auto: its ceiling); > 1 means episodes run ahead
+        self.concurrency = concurrency_ceiling(concurrency)
         self.timeout = timeout
-        self.pool = EpisodePool(concurrency) if concurrency > 1 or timeout else None
-        #: items whose episodes may be queued or running: more than C, so a slow episode at
-        #: the head (its item waits for it) does not leave the other threads idle
-        self.window = WINDOW_FACTOR * concurrency if concurrency > 1 else 1
+        self.adaptive: AdaptiveLimit | None = None
+        self.pool = EpisodePool(self.concurrency) if self.concurrency > 1 or timeout else None
+        if concurrency == AUTO and self.pool is not None:
+            self.adaptive = AdaptiveLimit(ceiling=self.concurrency, on_change=self.pool.resize)
+            self.pool.resize(self.adaptive.limit)
         self.jobs: dict[int, Job] = {}
         self._eligible: dict[int, bool] = {}
         self._interactor: Any = None
@@ -219,12 +230,28 @@ class Runahead:
     @classmethod
     def from_settings(cls, config: pytest.Config, service: EpisodeService) -> Runahead:
         extra = service.settings.extra
-        return cls(
+        runahead = cls(
             config,
             service,
-            concurrency=int(extra.get("concurrency") or 1),
+            concurrency=extra.get("concurrency") or 1,
             timeout=extra.get("timeout"),
         )
+        if runahead.adaptive is not None and not hasattr(config, "workerinput"):
+            config.pluginmanager.register(runahead, "openenv-runahead")  # its summary line
+        return runahead
+
+    @property
+    def window(self) -> int:
+        """Items whose episodes may be queued or running: more than C, so a slow episode at
+        the head (its item waits for it) does not leave the other threads idle."""
+        if self.concurrency <= 1:
+            return 1
+        running = self.adaptive.limit if self.adaptive is not None else self.concurrency
+        return WINDOW_FACTOR * running
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.adaptive is not None and self.adaptive.best is not None:
+            terminalreporter.write_line(self.adaptive.describe())
 
     # -- the item's own episode ----------------------------------------------
     def episode(self, item: pytest.Item, spec: EpisodeSpec, env: Any, policy: Policy) -> Episode:
@@ -248,16 +275,24 @@ class Runahead:
                 and self.pool is not None
                 and self.pool.abandon(job)
             ):
+                overloaded()
                 raise EpisodeTimeout(
                     f"episode {job.spec.episode_id} exceeded --openenv-timeout="
                     f"{self.timeout:g}s (still waiting on the env or the policy; abandoned)"
                 )
         for write in job.writes:  # the item claims its episode: its cache entries may land
             write()
+        if self.adaptive is not None and job.result is not None:
+            self._observe(job, job.result)
         if job.error is not None:
             raise job.error
         assert job.result is not None
         return job.result
+
+    def _observe(self, job: Job, episode: Episode) -> None:
+        if job.started_at is None or job.finished_at is None or self.adaptive is None:
+            return
+        self.adaptive.observe((job.finished_at - job.started_at) / max(1, episode.turns))
 
     # -- run-ahead -------------------------------------------------------------
     def _run_ahead(self, item: pytest.Item) -> None:

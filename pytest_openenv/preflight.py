@@ -147,7 +147,9 @@ def check_seeding(config: pytest.Config, settings: Settings, family: EnvFamily) 
     from .envs.endpoints import redact
     from .envs.seeding import UNSEEDED_SERVERS
 
-    workers = config.getoption("numprocesses", None)
+    # with workers (-n, or --tx gateways) the controller runs no episode: a kept probe
+    # session would sit idle on the server for the whole run
+    workers = config.getoption("numprocesses", None) or config.getoption("tx", None)
     for server in settings.extra.get("server") or ():
         if probe_seeding(family, server, settings.seed, keep=not workers) is not False:
             continue

@@ -12,12 +12,13 @@ import contextlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .envs.base import ActionRejected, Backend, EnvFamily, EnvUnavailable, ProposedCall, StepResult
 from .envs.endpoints import redact
 from .envs.hosting import ServerMismatch, check_backend
+from .envs.rotation import SERVER_ROTATION, ServerRotation
 from .envs.seeding import seeded
 from .episode import Episode, EpisodeSpec
 from .policies.base import (
@@ -89,25 +90,37 @@ def parse_arguments(text: Any) -> tuple[Any, str | None]:
 
 @dataclass(frozen=True)
 class EnvFactory:
-    """Makes one backend per episode: embedded, or round-robin over deployed servers.
+    """Makes one backend per episode: embedded, or on one of the deployed servers.
 
-    Users may override the ``openenv_env`` fixture with any object that has a
-    ``family`` and an ``open(spec)`` returning a ``Backend``.
+    The server is the one in rotation with the fewest episodes of this process in
+    flight (``envs/rotation``). Users may override the ``openenv_env`` fixture with
+    any object that has a ``family`` and an ``open(spec)`` returning a ``Backend``.
     """
 
     family: EnvFamily
     servers: tuple[str, ...] = ()
+    rotation: ServerRotation = field(default=SERVER_ROTATION, compare=False, repr=False)
 
     def server_for(self, spec: EpisodeSpec) -> str | None:
+        """The server episode ``spec`` prefers when all are equally busy (round-robin)."""
         if not self.servers:
             return None
         return self.servers[spec.index % len(self.servers)]
 
     def open(self, spec: EpisodeSpec) -> Backend:
-        server = self.server_for(spec)
-        if server is None:
+        if not self.servers:
             return self.family.embedded_backend()
-        return self.family.remote_backend(server)
+        lease = self.rotation.lease(self.servers, index=spec.index)
+        try:
+            backend = self.family.remote_backend(lease.server)
+        except BaseException:
+            lease.close()
+            raise
+        if hasattr(backend, "lease"):
+            backend.lease = lease  # released when the backend closes
+        else:  # a third-party backend: chosen by rotation, not counted in flight
+            lease.close()
+        return backend
 
 
 def as_env_factory(factory: Any) -> Any:
@@ -158,10 +171,12 @@ class _Loop:
         self.turns = 0
         self.tool_calls = 0
         self.tool_errors = 0
+        self.silent_turns = 0
         self.task_info: dict[str, Any] = {}
         #: why the episode ended before the env said done, when not for lack of turns
         self.stopped: str | None = None
         self.server_reports: dict[str, Any] | None = None
+        self.backend: Backend | None = None
 
     def check_time(self) -> None:
         if self.deadline is not None and self.clock() > self.deadline:
@@ -241,6 +256,7 @@ class _Loop:
 
     def run(self, backend: Backend) -> Episode:
         spec = self.spec
+        self.backend = backend
         try:
             current = backend.reset(
                 seed=spec.seed,
@@ -300,6 +316,7 @@ class _Loop:
         )
 
     def remind(self, reply: Reply) -> None:
+        self.silent_turns += 1
         self.messages.append(
             {
                 "role": "user",
@@ -320,19 +337,25 @@ class _Loop:
             passed = self.done and self.reward >= min_reward
         outcome = family.outcome(self.reward, self.done)
         reason = None
+        mistakes = (
+            f"{self.tool_errors} tool error(s), {self.silent_turns} turn(s) without a tool call"
+        )
         if not self.done and self.stopped:
-            reason = f"{self.stopped} ({self.tool_errors} tool error(s))"
+            reason = f"{self.stopped} ({mistakes})"
         elif not self.done:
             reason = (
                 f"ran out of turns: the episode did not end within --openenv-max-turns="
-                f"{self.max_turns} ({self.tool_errors} tool error(s))"
+                f"{self.max_turns} ({mistakes})"
             )
         elif not passed and self.limits.min_reward is None and family.pass_rule():
             reason = f"{outcome}: reward {self.reward:g} fails the rule {family.pass_rule()}"
         elif not passed:
             reason = f"{outcome}: reward {self.reward:g} is below the pass threshold {min_reward:g}"
-        server_for = getattr(self.env, "server_for", None)
-        server = server_for(spec) if server_for is not None else None
+        # the server the session really ran on (rotation may have moved it)
+        server = getattr(self.backend, "location", None) if self.backend else None
+        if server is None:
+            server_for = getattr(self.env, "server_for", None)
+            server = server_for(spec) if server_for is not None else None
         server = redact(server) if server else None
         return Episode(
             episode_id=spec.episode_id,
@@ -352,6 +375,7 @@ class _Loop:
                 "turns": self.turns,
                 "tool_calls": self.tool_calls,
                 "tool_errors": self.tool_errors,
+                "no_tool_call_turns": self.silent_turns,
                 "prompt_tokens": self.usage.prompt_tokens,
                 "completion_tokens": self.usage.completion_tokens,
                 "wall_time_s": round(self.clock() - self.started, 6),

@@ -87,9 +87,14 @@ class EpisodeLoadScheduling(LoadScheduling):
         have = len(self.node2pending[node])
         if have >= self.low or not self.pending or node.shutting_down:
             return
-        share = math.ceil(len(self.pending) / max(1, len(self.node2pending)))
-        count = min(self.high - have, share, self.maxschedchunk or share)
-        self._send_tests(node, max(count, 1))
+        # an even share of all work not yet done, so the last items spread over every node
+        outstanding = len(self.pending) + sum(len(p) for p in self.node2pending.values())
+        share = math.ceil(outstanding / max(1, len(self.node2pending)))
+        count = min(self.high, share) - have
+        if self.maxschedchunk:
+            count = min(count, self.maxschedchunk)
+        if count > 0:
+            self._send_tests(node, count)
 
     # -- -x / --maxfail: the queued items are not run ------------------------
     def _stopping(self) -> bool:

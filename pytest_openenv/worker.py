@@ -148,6 +148,7 @@ def placeholder_episode(spec: EpisodeSpec, reason: str) -> Episode:
             "turns": 0,
             "tool_calls": 0,
             "tool_errors": 0,
+            "no_tool_call_turns": 0,
             "prompt_tokens": 0,
             "completion_tokens": 0,
             "wall_time_s": 0.0,

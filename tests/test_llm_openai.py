@@ -60,6 +60,7 @@ def test_openai_endpoint_drives_episodes_like_the_scripted_policy(
     assert (body["model"], body["max_tokens"], body["temperature"]) == (MODEL, 256, 0.2)
     assert "max_completion_tokens" not in body
     assert body["tools"][0]["function"]["name"] == "play_move"
+    assert body["tool_choice"] == "auto"  # some servers read a missing one as "none"
     later = openai_server.bodies[1]
     tool_message = next(m for m in later["messages"] if m["role"] == "tool")
     assert set(tool_message) == {"role", "tool_call_id", "content"}

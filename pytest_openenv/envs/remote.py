@@ -11,6 +11,10 @@ connection; DESIGN §7). Outcomes of the server's answers:
 - a dropped connection, a silent server, any other error code: an infrastructure
   fault (``EnvUnavailable``) that makes the episode an *error*. Every wait has a
   timeout, so nothing hangs.
+
+With a ``lease`` (several servers, ``rotation``), a session that cannot be opened
+moves the episode to another server once, and a refused or dropped connection takes
+its server out of rotation for a while.
 """
 
 from __future__ import annotations
@@ -22,12 +26,16 @@ import random
 import threading
 import time
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..adaptive import overloaded
 from .base import ActionRejected, Backend, EnvUnavailable, StepResult
 from .endpoints import ServerURL
 from .hosting import ServerReport, session_report
 from .sessions import IDLE_SESSIONS, end
+
+if TYPE_CHECKING:
+    from .rotation import Lease
 
 #: error codes that mean "the env refused this request": the agent's problem
 REJECTION_CODES = ("VALIDATION_ERROR", "EXECUTION_ERROR")
@@ -46,6 +54,10 @@ CLOSE_TIMEOUT = 2.0
 #: each open session's ``state`` frame, asked once per session: a kept session serves one env
 SESSION_STATES: weakref.WeakKeyDictionary[Any, dict[str, Any] | None] = weakref.WeakKeyDictionary()
 _SESSION_STATES_LOCK = threading.Lock()
+
+
+class CannotConnect(EnvUnavailable):
+    """No session could be opened (refused, handshake failed or timed out): nothing was sent."""
 
 
 class CapacityReached(EnvUnavailable):
@@ -97,6 +109,10 @@ class RemoteBackend(Backend):
         self._in_flight = False
         #: sessions the server refused for capacity before one was granted (for tests/metrics)
         self.capacity_retries = 0
+        #: this episode's hold on its server among several (set by ``EnvFactory.open``)
+        self.lease: Lease | None = None
+        #: resetting a kept session: its drop means it went stale, not that the server failed
+        self._reusing = False
 
     # -- Backend ---------------------------------------------------------------
     def limit_time(self, seconds: float | None) -> None:
@@ -110,13 +126,17 @@ class RemoteBackend(Backend):
             if self._ws is None:
                 return self._open_session(data)
         try:
+            self._reusing = from_pool
             return self._result(self._request({"type": "reset", "data": data}))
         except EnvUnavailable:
             if not from_pool:
                 raise
             # the kept session went stale (the server restarted or dropped it): start over
+            self._reusing = False
             self._drop()
             return self._open_session(data)
+        finally:
+            self._reusing = False
 
     def step(self, action: dict[str, Any]) -> StepResult:
         if self._ws is None:
@@ -152,11 +172,15 @@ class RemoteBackend(Backend):
 
     def close(self) -> None:
         ws, self._ws = self._ws, None
-        if ws is None:
-            return
-        if not self._in_flight and IDLE_SESSIONS.give(self.server, ws):
-            return  # the next episode resets it (sessions.py says when that is allowed)
-        end(ws)
+        try:
+            if ws is None:
+                return
+            if not self._in_flight and IDLE_SESSIONS.give(self.server, ws):
+                return  # the next episode resets it (sessions.py says when that is allowed)
+            end(ws)
+        finally:
+            if self.lease is not None:
+                self.lease.close()
 
     # -- session ---------------------------------------------------------------
     def _open_session(self, reset_data: dict[str, Any]) -> StepResult:
@@ -169,11 +193,12 @@ class RemoteBackend(Backend):
         rng = random.Random()
         while True:
             try:
-                self._connect()
+                self._connect_somewhere()
                 return self._result(self._request({"type": "reset", "data": reset_data}))
             except CapacityReached as exc:
                 self._drop()
                 IDLE_SESSIONS.crowded(self.server)
+                overloaded()  # --openenv-concurrency auto: fewer episodes in flight
                 self.capacity_retries += 1
                 pause = rng.uniform(delay / 2, delay)
                 now = time.monotonic()
@@ -185,6 +210,20 @@ class RemoteBackend(Backend):
                     ) from None
                 time.sleep(pause)
                 delay = min(MAX_BACKOFF, delay * 2)
+
+    def _connect_somewhere(self) -> None:
+        """Connect; a server that refuses hands the episode to another in rotation, once."""
+        while True:
+            try:
+                self._connect()
+                return
+            except CannotConnect as exc:
+                other = self.lease.move(str(exc)) if self.lease is not None else None
+                if other is None:
+                    raise
+                # nothing was sent: the episode has not begun, so it starts over there
+                self.server = ServerURL.parse(other)
+                self.location = self.server.public
 
     def _connect(self) -> None:
         from websockets.exceptions import InvalidHandshake, InvalidURI
@@ -207,7 +246,7 @@ class RemoteBackend(Backend):
             self._in_flight = False
         except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
             self._ws = None
-            raise EnvUnavailable(
+            raise CannotConnect(
                 f"cannot open a session at {self.location}/ws: {self._why(exc)}"
             ) from None
 
@@ -225,9 +264,14 @@ class RemoteBackend(Backend):
             raise EnvUnavailable(f"the episode ran out of time talking to {self.location}")
         return min(seconds, remaining)
 
-    def _lost(self, why: str) -> EnvUnavailable:
-        """Drop the connection (it cannot be trusted any more) and describe the fault."""
+    def _lost(self, why: str, *, dropped: bool = False) -> EnvUnavailable:
+        """Drop the connection (it cannot be trusted any more) and describe the fault.
+
+        ``dropped``: the server closed or reset it, which takes the server out of rotation.
+        """
         self._drop()
+        if dropped and self.lease is not None and not self._reusing:
+            self.lease.fault(why)
         return EnvUnavailable(why)
 
     def _why(self, exc: BaseException) -> str:
@@ -246,7 +290,9 @@ class RemoteBackend(Backend):
             # race against our send, the frame is still queued for recv below.
             pass
         except OSError as exc:
-            raise self._lost(f"connection to {self.location} failed: {self._why(exc)}") from None
+            raise self._lost(
+                f"connection to {self.location} failed: {self._why(exc)}", dropped=True
+            ) from None
         try:
             raw = ws.recv(timeout=self._bounded(self._message_timeout))
         except TimeoutError:
@@ -256,10 +302,13 @@ class RemoteBackend(Backend):
         except ConnectionClosed as exc:
             raise self._lost(
                 f"connection to {self.location} dropped during {message['type']!r}: "
-                f"{self._why(exc)}"
+                f"{self._why(exc)}",
+                dropped=True,
             ) from None
         except OSError as exc:
-            raise self._lost(f"connection to {self.location} failed: {self._why(exc)}") from None
+            raise self._lost(
+                f"connection to {self.location} failed: {self._why(exc)}", dropped=True
+            ) from None
         self._in_flight = False
         try:
             frame = json.loads(raw)

@@ -144,7 +144,12 @@ class AnthropicPolicy(RemoteModelPolicy):
     _takes_temperature: bool = True
 
     def _make_client(self, module: Any, api_key: str) -> Any:
-        client = module.Anthropic(api_key=api_key, **self.config.client_options())
+        from ..adaptive import observe_response
+
+        # the SDK's own client, plus a look at every answer: a 429 it retries still counts
+        # for --openenv-concurrency auto
+        http = module.DefaultHttpxClient(event_hooks={"response": [observe_response]})
+        client = module.Anthropic(api_key=api_key, http_client=http, **self.config.client_options())
         self._takes_temperature = _accepts(client.messages.create, "temperature")
         return client
 

@@ -25,6 +25,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import pytest
 
+from ..adaptive import overloaded
 from .base import ContextExhausted, Policy, PolicyUnavailable, Reply, Turn
 
 #: Environment variables whose values must never reach a file, a log or a message.
@@ -228,6 +229,8 @@ class RemoteModelPolicy(Policy):
             raise
         except Exception as exc:
             self._raise_if_context_full(exc)
+            if isinstance(exc, self._module().APITimeoutError):
+                overloaded()  # --openenv-concurrency auto: fewer requests in flight
             failure = self._classify(exc, timeout)
             if failure is None:
                 raise

@@ -52,6 +52,9 @@ def request_body(
     body: dict[str, Any] = {"model": model, "messages": wire_messages(turn.messages)}
     if turn.tools:
         body["tools"] = turn.tools
+        # OpenAI's default with tools, said out loud: llama-cpp-python's tool-calling chat
+        # formats read a missing tool_choice as "none" and hide the tools from the model.
+        body["tool_choice"] = "auto"
     if is_reasoning_model(model, official):
         body["max_completion_tokens"] = max_tokens
     else:
@@ -118,7 +121,12 @@ class OpenAIPolicy(RemoteModelPolicy):
     sdk: ClassVar[str] = "openai"
 
     def _make_client(self, module: Any, api_key: str) -> Any:
-        return module.OpenAI(api_key=api_key, **self.config.client_options())
+        from ..adaptive import observe_response
+
+        # the SDK's own client, plus a look at every answer: a 429 it retries still counts
+        # for --openenv-concurrency auto
+        http = module.DefaultHttpxClient(event_hooks={"response": [observe_response]})
+        return module.OpenAI(api_key=api_key, http_client=http, **self.config.client_options())
 
     def _complete(self, client: Any, turn: Turn, timeout: float | None) -> Reply:
         body = request_body(

@@ -18,6 +18,7 @@ from pathlib import Path
 import execnet
 import pytest
 from faults import ENV, Launcher, read_rows
+from servers.openenv_servers import serve_in_thread
 
 N = 16
 SOCKET_SERVER = Path(execnet.__file__).parent / "script" / "socketserver.py"
@@ -96,3 +97,39 @@ def test_socket_gateways_write_one_dataset_on_the_controller(
     assert f"{len(results)} skipped" in resumed.stdout
     again = read_rows(launcher.output / "results.jsonl")
     assert [row["episode_id"] for row in again] == ids
+
+
+def test_socket_gateways_share_env_servers_within_workers_times_concurrency(
+    launcher: Launcher, socket_servers: list[SocketServer]
+) -> None:
+    """Two machines (gateways), two env servers, C episodes in flight per worker."""
+    n, concurrency = 24, 2
+    tx = [arg for s in socket_servers for arg in ("--tx", f"socket=127.0.0.1:{s.port}")]
+    with (
+        serve_in_thread("tictactoe", step_delay=0.05) as first,
+        serve_in_thread("tictactoe", step_delay=0.05) as second,
+    ):
+        finished = launcher.run(
+            "--dist",
+            "load",
+            *tx,
+            f"--openenv-env={ENV}",
+            f"--openenv-n={n}",
+            "--openenv-policy=expert",
+            f"--openenv-server={first.url}",
+            f"--openenv-server={second.url}",
+            f"--openenv-concurrency={concurrency}",
+            "-v",
+        )
+        peaks = [server.stats()["peak_sessions"] for server in (first, second)]
+    assert finished.returncode == 0, finished.stdout[-3000:]  # the expert never loses
+    for gw in ("gw0", "gw1"):
+        assert re.search(rf"\[{gw}\] \[\s*\d+%\] PASSED", finished.stdout), f"{gw} ran nothing"
+    results = read_rows(launcher.output / "results.jsonl")
+    assert [row["episode_id"] for row in results] == [f"ep-{i:06d}" for i in range(n)]
+    used = [row["extra"]["server"] for row in results]
+    assert used.count(first.url) and used.count(second.url), used
+    # sessions open at once on a server: never more than workers x concurrency (the
+    # controller keeps no session of its own), and more than one worker's worth overall
+    assert max(peaks) <= len(socket_servers) * concurrency, peaks
+    assert sum(peaks) > concurrency, peaks

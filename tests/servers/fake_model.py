@@ -45,6 +45,8 @@ LEGAL = re.compile(r"Legal actions:\s*([0-9][0-9 ,()A-Za-z_\-]*)")
 @dataclass
 class Faults:
     delay: float = 0.0
+    #: more seconds per completion for each other request in flight (a server slowing under load)
+    delay_per_in_flight: float = 0.0
     statuses: list[int] = field(default_factory=list)
     retry_after: float | None = None
     always_status: int | None = None
@@ -121,6 +123,8 @@ class ModelServer:
         self.max_in_flight = 0
         self.bodies: list[dict[str, Any]] = []
         self.arrivals: list[float] = []
+        #: requests in flight when each one arrived (itself included)
+        self.in_flight_at_arrival: list[int] = []
         self.statuses_sent: list[int] = []
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -195,6 +199,7 @@ class ModelServer:
             self.max_in_flight = 0
             self.bodies.clear()
             self.arrivals.clear()
+            self.in_flight_at_arrival.clear()
             self.statuses_sent.clear()
 
     # -- one request ---------------------------------------------------------
@@ -226,14 +231,18 @@ class ModelServer:
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             self.bodies.append(body)
             self.arrivals.append(time.monotonic())
+            self.in_flight_at_arrival.append(self.in_flight)
             status = self.faults.statuses.pop(0) if self.faults.statuses else None
+            others = self.in_flight - 1
         try:
-            self._answer(handler, body, status)
+            self._answer(handler, body, status, others)
         finally:
             with self._lock:
                 self.in_flight -= 1
 
-    def _answer(self, handler: BaseHTTPRequestHandler, body: dict[str, Any], status: Any) -> None:
+    def _answer(
+        self, handler: BaseHTTPRequestHandler, body: dict[str, Any], status: Any, others: int = 0
+    ) -> None:
         faults = self.faults
         if faults.hang:
             self._stopping.wait(600)
@@ -255,8 +264,8 @@ class ModelServer:
                 self.statuses_sent.append(int(status))
             self._send(handler, int(status), self.error_body(int(status), message), **headers)
             return
-        if faults.delay:
-            time.sleep(faults.delay)
+        if faults.delay or faults.delay_per_in_flight:
+            time.sleep(faults.delay + faults.delay_per_in_flight * others)
         texts, turn = self.texts_and_turn(body)
         decision = decide(texts, turn, faults)
         if faults.echo_auth_in_reply:

@@ -55,7 +55,7 @@ class LlamaServer:
         self.threads = threads
         self.seed = seed
         self._proc: subprocess.Popen[bytes] | None = None
-        self._log = tempfile.TemporaryFile()
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
 
     def command(self) -> list[str]:
         return [

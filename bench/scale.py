@@ -1,0 +1,176 @@
+"""A long LLM-shaped run: controller memory, throughput over time, the final sorted file.
+
+    python bench/scale.py [--n 100000] [--workers 2] [--concurrency 64|auto] [--delay 0.05]
+
+Starts the OpenAI-compatible test server (``tests/servers/openai_compat.py``) with
+a fixed delay per completion and runs N tic-tac-toe episodes through
+``--openenv-llm-endpoint`` with ``-n WORKERS --openenv-concurrency C``, every row
+written (``--openenv-min-reward=-1``). The controller probe of ``bench/memory.py``
+(``-p``, controller only) records its peak RSS (``VmHWM``, after the final sorted
+rewrite of results.jsonl) and CPU; this script adds the time of every episode
+report, from which it prints episodes/s in the first and the last 10% of the
+reports (target: the last no slower than the first), and checks results.jsonl
+line by line: N rows, sorted by episode id. CPU seconds per episode (the pytest
+processes, and the model server in this process) say whether the run was
+CPU-bound: the machine's cores, not the latency bound, then set the pace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import array
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from benchenv import PYTEST_QUIET, user_env  # noqa: E402
+from memory import PROBE  # noqa: E402
+from servers.openai_compat import serve_openai  # noqa: E402
+
+#: the memory probe, plus the time of each episode report (8 bytes each, in the controller)
+SCALE_PROBE = (
+    PROBE
+    + """
+
+import array as _array
+
+_report_times = _array.array("d")
+_memory_logreport = pytest_runtest_logreport
+_memory_unconfigure = pytest_unconfigure
+
+
+def pytest_runtest_logreport(report):
+    _memory_logreport(report)
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+        _report_times.append(time.perf_counter())
+
+
+def pytest_unconfigure(config):
+    _memory_unconfigure(config)
+    if _controller(config):
+        with open(os.environ["SCALE_TIMES_OUT"], "wb") as out:
+            _report_times.tofile(out)
+"""
+)
+
+
+def rate(times: array.array[float], start: int, stop: int) -> float:
+    """Episodes per second over reports start..stop-1."""
+    span = times[stop - 1] - times[start]
+    return (stop - start - 1) / span if span > 0 else float("inf")
+
+
+def check_sorted(path: Path) -> tuple[int, bool]:
+    """Rows and whether their episode ids ascend, reading one line at a time."""
+    rows, ordered, last = 0, True, ""
+    with path.open("rb") as handle:
+        for line in handle:
+            episode_id = json.loads(line)["episode_id"]
+            ordered = ordered and episode_id >= last
+            last = episode_id
+            rows += 1
+    return rows, ordered
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--concurrency", default="64")
+    parser.add_argument("--delay", type=float, default=0.05)
+    args = parser.parse_args()
+    n = args.n
+    with (
+        tempfile.TemporaryDirectory() as probe_dir,
+        tempfile.TemporaryDirectory() as folder,
+        serve_openai(delay=args.delay) as server,
+    ):
+        (Path(probe_dir) / "openenv_memory_probe.py").write_text(SCALE_PROBE)
+        figures_path, times_path = Path(folder) / "probe.json", Path(folder) / "times.bin"
+        env = user_env("OPENAI_", "ANTHROPIC_")
+        env.update(
+            MEMORY_PROBE_OUT=str(figures_path),
+            SCALE_TIMES_OUT=str(times_path),
+            PYTHONPATH=os.pathsep.join(filter(None, [probe_dir, env.get("PYTHONPATH")])),
+        )
+        command = [
+            *PYTEST_QUIET,
+            "-p",
+            "openenv_memory_probe",
+            "-n",
+            str(args.workers),
+            "--openenv-env=openspiel:tic_tac_toe",
+            f"--openenv-n={n}",
+            "--openenv-min-reward=-1",
+            f"--openenv-llm-endpoint={server.base_url}",
+            "--openenv-model=bench-model",
+            f"--openenv-concurrency={args.concurrency}",
+        ]
+        self_cpu = resource.getrusage(resource.RUSAGE_SELF)
+        started = time.perf_counter()
+        done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - started
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        server_cpu = resource.getrusage(resource.RUSAGE_SELF)
+        if done.returncode != 0 or not figures_path.exists():
+            sys.exit(
+                f"pytest exited {done.returncode}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+            )
+        figures = json.loads(figures_path.read_text())
+        times: array.array[float] = array.array("d")
+        times.frombytes(times_path.read_bytes())
+        rows, ordered = check_sorted(Path(folder) / "openenv-results" / "results.jsonl")
+        completions = server.requests
+    tenth = max(2, len(times) // 10)
+    first, last = rate(times, 0, tenth), rate(times, len(times) - tenth, len(times))
+    pytest_cpu = children.ru_utime + children.ru_stime
+    model_cpu = (server_cpu.ru_utime + server_cpu.ru_stime) - (
+        self_cpu.ru_utime + self_cpu.ru_stime
+    )
+    bound = completions * args.delay / (max(1, args.workers) * _ceiling(args.concurrency))
+    print(
+        f"{n} tic-tac-toe episodes, {args.delay * 1000:g} ms per completion, -n {args.workers}, "
+        f"--openenv-concurrency={args.concurrency}, {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"wall {wall:.1f} s; latency bound {bound:.1f} s ({completions} completions); "
+        f"share of bound {bound / wall:.0%}"
+    )
+    print(
+        f"controller peak RSS {figures['peak_kb'] / 1024:.1f} MB (while episodes ran "
+        f"{figures['run_rss_kb'] / 1024:.1f} MB), controller CPU "
+        f"{1000 * figures['cpu_s'] / n:.2f} ms/episode"
+    )
+    print(
+        f"CPU per episode: pytest processes {1000 * pytest_cpu / n:.2f} ms, model server "
+        f"{1000 * model_cpu / n:.2f} ms; {os.cpu_count()} cores allow at most "
+        f"{(os.cpu_count() or 1) / ((pytest_cpu + model_cpu) / n):.0f} episodes/s"
+    )
+    print(
+        f"episodes/s: first 10% {first:.1f}, last 10% {last:.1f}, ratio {last / first:.2f} "
+        f"(target >= 1.0, flat): {'ok' if last >= first else 'MISSED'}"
+    )
+    print(
+        f"results.jsonl: {rows} rows, sorted by episode id: {ordered} "
+        f"({'ok' if rows == n and ordered else 'MISSED'})"
+    )
+
+
+def _ceiling(concurrency: str) -> int:
+    from pytest_openenv.adaptive import concurrency_ceiling
+
+    return concurrency_ceiling(concurrency if concurrency == "auto" else int(concurrency))
+
+
+if __name__ == "__main__":
+    main()
