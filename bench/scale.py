@@ -30,7 +30,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "bench"))
 
 from benchenv import PYTEST_QUIET, user_env  # noqa: E402
 from memory import PROBE  # noqa: E402

@@ -52,6 +52,11 @@ def read_resume_set(settings: Settings) -> tuple[set[str], bool]:
             f"--openenv-resume cannot read {exc.path}:{exc.line}: {exc}. Fix or move that "
             "file, or run without --openenv-resume (the file is then moved aside, not deleted)"
         ) from None
+    except OSError as exc:  # e.g. results.jsonl is a directory, or unreadable
+        raise pytest.UsageError(
+            f"--openenv-resume cannot read {path}: {exc.strerror or exc}. It must be the "
+            "results.jsonl file of an earlier run: move it away or pass another --openenv-output"
+        ) from None
     return {row.key[1] for row in rows}, torn
 
 

@@ -7,7 +7,6 @@ Each option is one row of ``OPTIONS``; parsing a bad value raises
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable
@@ -36,6 +35,39 @@ def _positive_int(flag: str, raw: Any) -> int:
     if value <= 0:
         raise _bad(flag, raw, "a positive integer (> 0), e.g. 10")
     return value
+
+
+#: most items per episode test (n x repeats): a pytest item costs ~4 KB in the controller
+#: and again in every xdist worker (~0.44 GB and ~10 s of collection per 100k, measured)
+MAX_ITEMS = 100_000
+SPLIT_HINT = (
+    "split a bigger collection into runs of at most {limit:,} episodes, each with its own "
+    "--openenv-seed (0, {limit}, ...) and --openenv-id-prefix (or --openenv-output)"
+)
+
+
+def _item_count(flag: str, raw: Any) -> int:
+    """A positive integer no bigger than MAX_ITEMS: checked before any item is built."""
+    value = _positive_int(flag, raw)
+    if value > MAX_ITEMS:
+        raise _bad(
+            flag,
+            raw,
+            f"a positive integer up to {MAX_ITEMS:,} (items per episode test); "
+            + SPLIT_HINT.format(limit=MAX_ITEMS),
+        )
+    return value
+
+
+def check_item_count(n: int, repeats: int, where: str) -> str | None:
+    """Why ``n`` episodes x ``repeats`` is too many items for one episode test, or None."""
+    if n * repeats <= MAX_ITEMS:
+        return None
+    return (
+        f"{where} with --openenv-repeats={repeats} makes {n * repeats:,} items, more than "
+        f"the {MAX_ITEMS:,} one episode test may hold; "
+        + SPLIT_HINT.format(limit=MAX_ITEMS // repeats)
+    )
 
 
 #: most episodes in flight per pytest process: each is a thread (and a connection)
@@ -115,10 +147,12 @@ def _server_urls(flag: str, raw: Any) -> tuple[str, ...]:
 
 
 def _json_object(flag: str, raw: Any) -> dict[str, Any]:
+    from .jsonlimits import loads_bounded
+
     if isinstance(raw, dict):
         return raw
     try:
-        value = json.loads(str(raw))
+        value = loads_bounded(str(raw))
     except ValueError as exc:
         raise _bad(
             flag, raw, f'a JSON object such as \'{{"opponent": "random"}}\' ({exc})'
@@ -165,8 +199,14 @@ def _non_negative_float(flag: str, raw: Any) -> float:
 
 
 def _http_url(flag: str, raw: Any) -> str:
+    from .envs.endpoints import ServerURL, ServerURLError
+
     text = str(raw).strip()
-    if not text.startswith(("http://", "https://")) or len(text.split("://", 1)[1]) == 0:
+    try:  # the host and port must parse too: "http://[::1" would fail in the SDK later
+        usable = text.startswith(("http://", "https://")) and bool(ServerURL.parse(text))
+    except ServerURLError:
+        usable = False
+    if not usable:
         raise _bad(
             flag,
             raw,
@@ -232,7 +272,13 @@ OPTIONS: list[Option] = [
         "env as family:variant, e.g. openspiel:tic_tac_toe (plugin is inert without it)",
         metavar="SPEC",
     ),
-    Option("n", "episodes per episode test (default 10)", _positive_int, 10, "N"),
+    Option(
+        "n",
+        f"episodes per episode test (default 10; at most {MAX_ITEMS:,} x repeats)",
+        _item_count,
+        10,
+        "N",
+    ),
     Option("seed", "base seed; episode i gets seed S+i (default 0)", _int, 0, "S"),
     Option(
         "id-prefix",
@@ -316,7 +362,7 @@ OPTIONS: list[Option] = [
     Option(
         "repeats",
         "run each seed K times (ids ep-000000-r0 ...); report pass@1, pass@k, pass^k",
-        _positive_int,
+        _item_count,
         1,
         "K",
     ),
@@ -464,8 +510,24 @@ def raw_values(config: pytest.Config) -> dict[str, Any]:
             raw = _ini_value(config, opt)
             if raw in (None, "", []) or (opt.is_flag and raw is False):
                 raw = None
+        if raw is not None:
+            _refuse_undecodable(opt, raw)
         values[opt.flag] = opt.default if raw is None else opt.convert(opt.flag, raw)
     return values
+
+
+def _refuse_undecodable(opt: Option, raw: Any) -> None:
+    """Bytes that are not UTF-8 reach Python as lone surrogates; files must hold UTF-8."""
+    for value in raw if isinstance(raw, list) else [raw]:
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                shown = value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+                raise pytest.UsageError(
+                    f"--openenv-{opt.flag}={shown!r} is invalid: it is not valid UTF-8 "
+                    "(check the shell's or the ini file's encoding)"
+                ) from None
 
 
 @dataclass(frozen=True)
@@ -488,6 +550,9 @@ class Settings:
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
         values = raw_values(config)
+        too_many = check_item_count(values["n"], values["repeats"], f"--openenv-n={values['n']}")
+        if too_many:
+            raise pytest.UsageError(too_many)
         output = values["output"]
         folder = Path(output) if output else Path(config.rootpath) / "openenv-results"
         if not folder.is_absolute():

@@ -16,7 +16,7 @@ import pytest
 from .envs.base import EnvConfigError, EnvFamily
 from .envs.registry import build_family
 from .episode import Episode, EpisodeSpec, dumps_record
-from .options import Settings
+from .options import Settings, check_item_count
 from .policies.base import Policy, Usage
 from .policies.registry import build_policy
 from .runner import EnvFactory, Limits, run_episode
@@ -52,6 +52,9 @@ def suite_specs(settings: Settings, marker: pytest.Mark | None) -> list[EpisodeS
     config = {**settings.env_config, **kwargs}
     config_text = json.dumps(config, sort_keys=True)
     repeats = int(settings.extra.get("repeats") or 1)
+    too_many = check_item_count(n, repeats, f"openenv marker n={n}")
+    if too_many:
+        raise EnvConfigError(too_many)
     return [
         EpisodeSpec(
             env=env,

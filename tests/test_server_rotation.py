@@ -127,6 +127,21 @@ def test_a_benched_server_gets_no_episode_until_its_health_check_passes() -> Non
     assert rotation.take(servers, index=0) == "http://a:1"  # healthy: back in rotation
 
 
+@pytest.mark.parametrize("verdict", [None, "GET /health answered HTTP 503"])
+def test_with_no_other_server_an_episode_waits_for_the_check_under_way(
+    verdict: str | None,
+) -> None:
+    clock = [0.0]
+    rotation = ServerRotation(cool_down=10, probe=lambda server: verdict, clock=lambda: clock[0])
+    rotation.fault("http://a:1", "connection refused")
+    clock[0] = 10.0  # due: this choice starts the check and, with nothing else, awaits it
+    if verdict is None:
+        assert rotation.take(("http://a:1",), index=0) == "http://a:1"
+        return
+    with pytest.raises(NoServerInRotation, match=r"back in 20s at most; out after: GET /health"):
+        rotation.take(("http://a:1",), index=0)
+
+
 def test_with_every_server_out_an_episode_errors_at_once_naming_them() -> None:
     rotation = ServerRotation(cool_down=60)
     rotation.fault("http://u:secret@a:1", "connection refused")

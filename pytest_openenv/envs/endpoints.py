@@ -11,7 +11,6 @@ Only the standard library here: the WebSocket session lives in ``remote``.
 from __future__ import annotations
 
 import base64
-import json
 import os
 import urllib.error
 import urllib.parse
@@ -20,6 +19,8 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
+
+from ..jsonlimits import MAX_JSON_BYTES, JSONTooDeep, loads_bounded
 
 HTTP_SCHEMES = {"http": "http", "https": "https", "ws": "http", "wss": "https"}
 WS_SCHEMES = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}
@@ -48,7 +49,13 @@ class ServerURL:
     @classmethod
     def parse(cls, raw: str) -> ServerURL:
         text = str(raw).strip()
-        parts = urllib.parse.urlsplit(text)
+        try:
+            parts = urllib.parse.urlsplit(text)
+        except ValueError as exc:  # e.g. "http://[::1": an unclosed IPv6 bracket
+            raise ServerURLError(
+                f"{_redact_text(text)!r} is not a valid URL ({exc}): expected e.g. "
+                "http://127.0.0.1:8000 or http://[::1]:8000"
+            ) from None
         scheme = parts.scheme.lower()
         if scheme not in HTTP_SCHEMES:
             raise ServerURLError(
@@ -113,8 +120,12 @@ class ServerURL:
             text = text.replace(self.password, "***")
         return text
 
-    def get_json(self, path: str, *, timeout: float) -> Any:
-        """``GET base/path`` and decode JSON; raises ``ServerUnreachable`` with a clean message."""
+    def get_json(self, path: str, *, timeout: float, max_bytes: int = MAX_JSON_BYTES) -> Any:
+        """``GET base/path`` and decode JSON; raises ``ServerUnreachable`` with a clean message.
+
+        At most ``max_bytes`` are read and ``MAX_JSON_DEPTH`` levels parsed: a huge or
+        deeply nested answer is refused, never loaded.
+        """
         url = self.http_base + path
         request = urllib.request.Request(
             url, headers={"Accept": "application/json", **self.headers()}
@@ -126,7 +137,7 @@ class ServerURL:
         shown = f"GET {self.public}{path}"
         try:
             with opener.open(request, timeout=timeout) as response:
-                body = response.read()
+                body = response.read(max_bytes + 1)
         except urllib.error.HTTPError as exc:
             raise ServerUnreachable(f"{shown} answered HTTP {exc.code} {exc.reason}") from None
         except urllib.error.URLError as exc:
@@ -135,14 +146,27 @@ class ServerURL:
             raise ServerUnreachable(
                 f"{shown} failed: {self.scrub(str(exc)) or type(exc).__name__}"
             ) from None
+        if len(body) > max_bytes:
+            raise ServerUnreachable(
+                f"{shown} answered more than {max_bytes} bytes (the most read from a server's "
+                "JSON answer); is it an OpenEnv server?"
+            )
         try:
-            return json.loads(body)
+            return loads_bounded(body)
+        except JSONTooDeep as exc:
+            raise ServerUnreachable(f"{shown} answered JSON {exc}; refused") from None
         except ValueError:
             raise ServerUnreachable(f"{shown} did not answer JSON: {body[:120]!r}") from None
 
 
 def _redact_text(text: str) -> str:
-    parts = urllib.parse.urlsplit(text)
+    try:
+        parts = urllib.parse.urlsplit(text)
+    except ValueError:  # unparseable: hide whatever sits between "://" and the last "@"
+        if "@" not in text:
+            return text
+        scheme, _, rest = text.rpartition("://")
+        return f"{scheme}://***@{rest.rpartition('@')[2]}" if scheme else "***@" + rest
     if "@" not in parts.netloc:
         return text
     host = parts.netloc.rpartition("@")[2]

@@ -226,7 +226,7 @@ class RemoteBackend(Backend):
                 self.location = self.server.public
 
     def _connect(self) -> None:
-        from websockets.exceptions import InvalidHandshake, InvalidURI
+        from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
         from websockets.sync.client import connect
 
         url = self.server.ws_session_url
@@ -244,7 +244,8 @@ class RemoteBackend(Backend):
             # entering does nothing else, and ``close``/``_drop`` end it.
             self._ws = connection.__enter__()
             self._in_flight = False
-        except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
+        # ConnectionClosed: a server that accepts and hangs up mid-handshake, at times
+        except (OSError, TimeoutError, InvalidHandshake, InvalidURI, ConnectionClosed) as exc:
             self._ws = None
             raise CannotConnect(
                 f"cannot open a session at {self.location}/ws: {self._why(exc)}"

@@ -48,7 +48,10 @@ def url_secrets(url: str | None) -> tuple[str, ...]:
     """An endpoint URL's password, as written and decoded (httpx sends it as Basic auth)."""
     if not url:
         return ()
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:  # refused as an option before any policy is built
+        return ()
     return tuple(
         value for value in (parts.password, urllib.parse.unquote(parts.password or "")) if value
     )
