@@ -2,7 +2,9 @@
 
 The retry for a run whose upload failed, and the way to publish earlier runs.
 Exit codes: 0 pushed, 1 the upload failed (local files untouched), 2 bad
-arguments, a folder that is not an output folder, or no token.
+arguments, a folder that is not an output folder, or no token, 130 Ctrl-C.
+Every Hub request gives up after ``PYTEST_OPENENV_HUB_TIMEOUT`` seconds without
+progress (default 60); a failed or interrupted push prints the command to retry.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 EXIT_OK = 0
 EXIT_UPLOAD_FAILED = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # what a shell reports for a command stopped by Ctrl-C
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Create the dataset repo REPO if needed and upload results.jsonl, failures.jsonl, "
             "metadata.json, summary.json and README.md from DIR in one commit. The token "
-            "comes from HF_TOKEN or `hf auth login`."
+            "comes from HF_TOKEN or `hf auth login`. Each Hub request gives up after "
+            "PYTEST_OPENENV_HUB_TIMEOUT seconds without progress (default 60)."
         ),
     )
     push.add_argument("folder", metavar="DIR", type=Path, help="output folder of a run")
@@ -51,6 +55,7 @@ def push(args: argparse.Namespace) -> int:
         NotAnOutputFolder,
         PushError,
         find_token,
+        hub_timeout,
         license_problem,
         push_folder,
         refresh_card,
@@ -68,6 +73,11 @@ def push(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     folder = args.folder.resolve()
+    try:
+        hub_timeout()
+    except PushError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if not find_token():
         print(
             "error: pushing to the Hub needs a token with write access: set HF_TOKEN or "
@@ -75,6 +85,9 @@ def push(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    again = retry_command(
+        folder, args.repo_id, private=args.private, commit_message=args.commit_message
+    )
     try:
         refresh_card(folder, args.repo_id, args.license)
         result = push_folder(
@@ -84,12 +97,16 @@ def push(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except PushError as exc:
-        again = retry_command(
-            folder, args.repo_id, private=args.private, commit_message=args.commit_message
-        )
         print(f"error: push to {args.repo_id} failed: {exc}", file=sys.stderr)
         print(f"every local file is intact in {folder}; retry with:\n    {again}", file=sys.stderr)
         return EXIT_UPLOAD_FAILED
+    except KeyboardInterrupt:
+        print(
+            f"interrupted: push to {args.repo_id} stopped before the Hub confirmed it; every "
+            f"local file is intact in {folder}; retry with:\n    {again}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
     print(f"pushed {', '.join(result.files)} to {result.url}")
     return EXIT_OK
 

@@ -148,6 +148,8 @@ class Controller:
         push_failed = self.publisher is not None and self.publisher.failed
         if (self.write_error or push_failed) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if self.publisher is not None and self.publisher.interrupted:
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.release_output()  # a session that ended before its sessionfinish

@@ -18,6 +18,10 @@ import pytest
 
 from .adaptive import AUTO, AUTO_CEILING, AUTO_START
 
+#: seconds one LLM request may take when nothing else is set: the SDKs' own default
+#: (600 s, retried twice) leaves a hung endpoint holding an episode for ~30 minutes
+DEFAULT_REQUEST_TIMEOUT = 120.0
+
 BUILTIN_POLICIES = ("scripted", "random")
 #: an episode id prefix: it sits in node ids (``test[P-ep-000000]``) and dataset rows
 ID_PREFIX = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._-]{0,63}")
@@ -296,8 +300,9 @@ OPTIONS: list[Option] = [
     ),
     Option(
         "server",
-        "deployed OpenEnv server URL (HF Space, container, uvicorn); repeat it to spread "
-        "episodes round-robin over several (default: embedded engine)",
+        "deployed OpenEnv server URL (HF Space, container, uvicorn); repeat it for several: "
+        "each episode goes to the one with the fewest in flight, and one that fails leaves "
+        "rotation for a cool-down (default: embedded engine)",
         _server_urls,
         None,
         "URL",
@@ -396,6 +401,15 @@ OPTIONS: list[Option] = [
         "wall-clock limit per episode in seconds; over it the item errors (default none)",
         _positive_float,
         None,
+        "SEC",
+    ),
+    Option(
+        "request-timeout",
+        f"seconds one model request may take, its answer's bytes included, before the SDK "
+        f"retries it (default {DEFAULT_REQUEST_TIMEOUT:g}); with the retries and "
+        "--openenv-max-turns it bounds an episode that has no --openenv-timeout",
+        _positive_float,
+        DEFAULT_REQUEST_TIMEOUT,
         "SEC",
     ),
     Option(

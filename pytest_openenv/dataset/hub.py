@@ -8,13 +8,23 @@ login, is handed to the client only, and is scrubbed from every error we show.
 
 Used by the plugin after the final sorted rewrite (``HubPublisher``) and by
 ``python -m pytest_openenv push DIR REPO`` (retry, or an earlier run).
+
+huggingface_hub's client has no timeout of its own: a Hub that accepts and never
+answers would hold the run forever. Every request of a push is bounded by
+``PYTEST_OPENENV_HUB_TIMEOUT`` seconds without progress (default 60: connecting,
+and each read or write of the request); huggingface_hub retries some calls (at
+most 5 times), so a push that cannot finish gives up within minutes, and Ctrl-C
+stops it at once. Either way the retry command is printed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +48,11 @@ NO_TOKEN = (
 )
 
 
+#: environment variable: seconds a Hub request may go without progress
+HUB_TIMEOUT_ENV = "PYTEST_OPENENV_HUB_TIMEOUT"
+DEFAULT_HUB_TIMEOUT = 60.0
+
+
 class PushError(Exception):
     """The upload did not happen; the message never contains the token."""
 
@@ -59,6 +74,37 @@ def license_problem(value: str) -> str | None:
     if _LICENSE.match(value):
         return None
     return "expected a Hub license id in lower case, e.g. mit, apache-2.0, cc-by-4.0 or other"
+
+
+def hub_timeout() -> float:
+    """``PYTEST_OPENENV_HUB_TIMEOUT`` (seconds > 0) or the default; PushError if malformed."""
+    raw = os.environ.get(HUB_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_HUB_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise PushError(
+            f"{HUB_TIMEOUT_ENV}={raw!r} is invalid: expected a number of seconds > 0, "
+            f"e.g. {DEFAULT_HUB_TIMEOUT:g}"
+        )
+    return value
+
+
+@contextlib.contextmanager
+def bounded_hub_requests(seconds: float) -> Iterator[None]:
+    """Every request of huggingface_hub's shared client bounded by ``seconds`` meanwhile."""
+    from huggingface_hub import get_session
+
+    session = get_session()
+    before = session.timeout
+    session.timeout = seconds
+    try:
+        yield
+    finally:
+        session.timeout = before
 
 
 def find_token() -> str | None:
@@ -157,6 +203,18 @@ def refresh_card(folder: Path, repo_id: str, license: str | None = None) -> bool
     return True
 
 
+def _is_timeout(exc: BaseException) -> bool:
+    """A timeout of the Hub client (httpx or httpx2), possibly wrapped by huggingface_hub."""
+    seen: BaseException | None = exc
+    for _ in range(20):  # a cause chain can loop back on itself
+        if seen is None:
+            return False
+        if "Timeout" in type(seen).__name__:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 @dataclass(frozen=True)
 class PushResult:
     repo_id: str
@@ -182,27 +240,35 @@ def push_folder(
     if not token:
         raise PushError(f"pushing to the Hub {NO_TOKEN}")
     message = commit_message or default_commit_message(folder)
+    seconds = hub_timeout()
     try:
         from huggingface_hub import CommitOperationAdd, HfApi
 
         from .. import __version__
 
         api = HfApi(token=token, library_name="pytest-openenv", library_version=__version__)
-        # private=None keeps the Hub's (or the organisation's) default, public for users
-        api.create_repo(
-            repo_id, repo_type="dataset", private=True if private else None, exist_ok=True
-        )
-        info = api.create_commit(
-            repo_id,
-            repo_type="dataset",
-            operations=[
-                CommitOperationAdd(path_in_repo=path.name, path_or_fileobj=str(path))
-                for path in files
-            ],
-            commit_message=message,
-        )
+        with bounded_hub_requests(seconds):
+            # private=None keeps the Hub's (or the organisation's) default, public for users
+            api.create_repo(
+                repo_id, repo_type="dataset", private=True if private else None, exist_ok=True
+            )
+            info = api.create_commit(
+                repo_id,
+                repo_type="dataset",
+                operations=[
+                    CommitOperationAdd(path_in_repo=path.name, path_or_fileobj=str(path))
+                    for path in files
+                ],
+                commit_message=message,
+            )
     except Exception as exc:
-        raise PushError(scrub(f"{type(exc).__name__}: {exc}".strip(), token)) from None
+        said = f"{type(exc).__name__}: {exc}".strip()
+        if _is_timeout(exc):
+            said = (
+                f"the Hub did not answer within {seconds:g}s ({said}); set {HUB_TIMEOUT_ENV} "
+                "to wait longer"
+            )
+        raise PushError(scrub(said, token)) from None
     return PushResult(
         repo_id=repo_id,
         url=dataset_url(api.endpoint, repo_id),
@@ -223,6 +289,8 @@ class HubPublisher:
     error: str | None = None
     skipped: str | None = None
     folder: Path | None = None
+    #: Ctrl-C stopped the upload: the run ends as interrupted, the retry is printed
+    interrupted: bool = False
 
     @classmethod
     def from_settings(cls, settings: Any) -> HubPublisher | None:
@@ -233,6 +301,10 @@ class HubPublisher:
             return None
         if not find_token():
             raise pytest.UsageError(f"--openenv-push-to-hub={repo_id} {NO_TOKEN}")
+        try:
+            hub_timeout()
+        except PushError as exc:
+            raise pytest.UsageError(f"--openenv-push-to-hub={repo_id}: {exc}") from None
         return cls(
             repo_id=repo_id,
             private=bool(settings.extra.get("private")),
@@ -264,6 +336,9 @@ class HubPublisher:
             )
         except PushError as exc:
             self.error = str(exc)
+        except KeyboardInterrupt:
+            self.interrupted = True
+            self.error = "interrupted (Ctrl-C) before the Hub confirmed the commit"
 
     def terminal_lines(self) -> list[str]:
         if self.result is not None:

@@ -10,11 +10,19 @@ Remote episodes speak OpenEnv's reasoning_gym server: reset ``{dataset_name,
 dataset_config, seed, size}``, action ``{answer}``, observation ``{question,
 score, correct_answer}``. The server builds the same size-1 dataset from the same
 seed, so the oracle (computed here when reasoning_gym is installed) still holds.
+
+Generating a question runs the dataset's own code, which a config can make
+endless (``{"min_terms": 100000000}`` for chain_sum). Each generation waits at
+most ``PYTEST_OPENENV_GENERATION_TIMEOUT`` seconds (default 60): the first
+question is generated at start-up, so such a config is a usage error before any
+episode; a slow question later is that episode's error. (A thread cannot be
+killed: the abandoned generation goes on in the background until the process ends.)
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 import threading
 from collections import OrderedDict
 from typing import Any, ClassVar
@@ -24,6 +32,7 @@ from .base import (
     Backend,
     EnvConfigError,
     EnvFamily,
+    EnvUnavailable,
     ProposedCall,
     StepResult,
     ToolSpec,
@@ -35,6 +44,47 @@ RESERVED_KEYS = ("seed", "size")
 #: size-1 datasets kept per process (one per episode seed in flight, plus slack)
 CACHE_SIZE = 256
 INSTALL_HINT = "pip install 'pytest-openenv[reasoning-gym]'"
+#: environment variable: seconds generating one question may take
+GENERATION_TIMEOUT_ENV = "PYTEST_OPENENV_GENERATION_TIMEOUT"
+DEFAULT_GENERATION_TIMEOUT = 60.0
+
+
+class GenerationTimeout(EnvUnavailable):
+    """The dataset did not produce its question in time."""
+
+
+def generation_timeout() -> float:
+    raw = os.environ.get(GENERATION_TIMEOUT_ENV, "").strip()
+    try:
+        value = float(raw) if raw else DEFAULT_GENERATION_TIMEOUT
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise EnvConfigError(
+            f"{GENERATION_TIMEOUT_ENV}={raw!r} is invalid: expected a number of seconds > 0, "
+            f"e.g. {DEFAULT_GENERATION_TIMEOUT:g}"
+        )
+    return value
+
+
+def first_entry(dataset: Any, seconds: float) -> dict[str, Any]:
+    """``dataset[0]``, or ``GenerationTimeout`` after ``seconds`` (the work is abandoned)."""
+    outcome: dict[str, Any] = {}
+
+    def generate() -> None:
+        try:
+            outcome["entry"] = dataset[0]
+        except BaseException as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=generate, name="reasoning-gym-question", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise GenerationTimeout(f"no question after {seconds:g}s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["entry"]
 
 
 def _import_reasoning_gym() -> Any | None:
@@ -64,7 +114,8 @@ class ReasoningGymFamily(EnvFamily):
             )
         self._rg = _import_reasoning_gym()
         self._lock = threading.Lock()
-        self._datasets: OrderedDict[int, Any] = OrderedDict()
+        #: seed -> (size-1 dataset, its question entry)
+        self._datasets: OrderedDict[int, tuple[Any, dict[str, Any]]] = OrderedDict()
         #: question text -> oracle answer, so remote episodes get a scripted move too
         self._oracle: OrderedDict[str, str] = OrderedDict()
         if self._rg is not None:
@@ -84,7 +135,11 @@ class ReasoningGymFamily(EnvFamily):
                 "basic_arithmetic)"
             )
         try:
-            self.dataset_for(0)
+            self.question_for(0, seconds=generation_timeout())
+        except GenerationTimeout as exc:
+            raise EnvConfigError(
+                f"{exc}; use a config whose questions take seconds, not minutes"
+            ) from None
         except Exception as exc:  # dataset configs raise TypeError/ValueError/AssertionError
             raise EnvConfigError(
                 f"reasoning_gym could not build {self.variant!r} with env config "
@@ -100,8 +155,10 @@ class ReasoningGymFamily(EnvFamily):
             )
 
     # -- datasets and the oracle ---------------------------------------------------
-    def dataset_for(self, seed: int) -> Any:
-        """The size-1 dataset of one episode seed (cached: the backend and oracle share it)."""
+    def question_for(self, seed: int, seconds: float | None = None) -> tuple[Any, dict[str, Any]]:
+        """The size-1 dataset of one episode seed and its question (cached: the backend and
+        the oracle share it), generated within ``seconds`` (default: the generation timeout).
+        """
         with self._lock:
             if seed in self._datasets:
                 self._datasets.move_to_end(seed)
@@ -109,16 +166,23 @@ class ReasoningGymFamily(EnvFamily):
         if self._rg is None:
             raise EnvConfigError(f"reasoning_gym is not installed: {INSTALL_HINT}")
         dataset = self._rg.create_dataset(self.variant, size=1, seed=seed, **self.config)
+        try:
+            entry = first_entry(dataset, generation_timeout() if seconds is None else seconds)
+        except GenerationTimeout as exc:
+            raise GenerationTimeout(
+                f"reasoning_gym {self.variant!r} with env config {self.config} generated {exc} "
+                f"for seed {seed} (set {GENERATION_TIMEOUT_ENV} to wait longer)"
+            ) from None
         with self._lock:
-            self._datasets[seed] = dataset
+            self._datasets[seed] = (dataset, entry)
             while len(self._datasets) > CACHE_SIZE:
                 self._datasets.popitem(last=False)
-        return dataset
+        return dataset, entry
 
     def _remember_oracle(self, seed: int) -> None:
         if self._rg is None:
             return
-        entry = self.dataset_for(seed)[0]
+        entry = self.question_for(seed)[1]
         with self._lock:
             self._oracle[str(entry["question"])] = str(entry["answer"])
             while len(self._oracle) > CACHE_SIZE:
@@ -156,7 +220,7 @@ class ReasoningGymFamily(EnvFamily):
 
         if self._rg is None:
             raise EnvConfigError(f"reasoning_gym is not installed: {INSTALL_HINT}")
-        return ReasoningGymEngine(self.dataset_for)
+        return ReasoningGymEngine(self.question_for)
 
     def remote_backend(self, server_url: str) -> Backend:
         from .remote import RemoteBackend

@@ -34,16 +34,16 @@ def observation(
 class ReasoningGymEngine(Backend):
     kind = "embedded"
 
-    def __init__(self, dataset_for: Callable[[int], Any]) -> None:
-        #: seed -> a size-1 dataset (the family caches them: the oracle reads the same one)
-        self._dataset_for = dataset_for
+    def __init__(self, question_for: Callable[[int], tuple[Any, dict[str, Any]]]) -> None:
+        #: seed -> a size-1 dataset and its question (the family caches them and bounds
+        #: their generation: the oracle reads the same one)
+        self._question_for = question_for
         self._dataset: Any = None
         self._entry: dict[str, Any] | None = None
         self._done = False
 
     def reset(self, *, seed: int, episode_id: str, **options: Any) -> StepResult:
-        self._dataset = self._dataset_for(seed)
-        self._entry = self._dataset[0]
+        self._dataset, self._entry = self._question_for(seed)
         self._done = False
         return StepResult(observation=observation(question=self._entry["question"]), reward=0.0)
 

@@ -144,11 +144,11 @@ class AnthropicPolicy(RemoteModelPolicy):
     _takes_temperature: bool = True
 
     def _make_client(self, module: Any, api_key: str) -> Any:
-        from ..adaptive import observe_response
+        from .deadline import model_event_hooks
 
         # the SDK's own client, plus a look at every answer: a 429 it retries still counts
-        # for --openenv-concurrency auto
-        http = module.DefaultHttpxClient(event_hooks={"response": [observe_response]})
+        # for --openenv-concurrency auto, and a trickled answer is bounded (deadline.py)
+        http = module.DefaultHttpxClient(event_hooks=model_event_hooks())
         client = module.Anthropic(api_key=api_key, http_client=http, **self.config.client_options())
         self._takes_temperature = _accepts(client.messages.create, "temperature")
         return client

@@ -26,6 +26,7 @@ from typing import Any, ClassVar, NamedTuple
 import pytest
 
 from ..adaptive import overloaded
+from ..options import DEFAULT_REQUEST_TIMEOUT
 from .base import ContextExhausted, Policy, PolicyUnavailable, Reply, Turn
 
 #: Environment variables whose values must never reach a file, a log or a message.
@@ -81,6 +82,8 @@ class LLMConfig:
     max_tokens: int = 256
     #: ``--openenv-timeout``: the episode budget, also the client's default request timeout
     timeout: float | None = None
+    #: ``--openenv-request-timeout``: the most one request may take, its answer included
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     #: ``--openenv-max-retries``; None keeps the SDK's default
     max_retries: int | None = None
     #: ``--openenv-llm-endpoint``; None is the provider's official API
@@ -93,6 +96,7 @@ class LLMConfig:
             temperature=float(extra.get("temperature", 0.2)),
             max_tokens=int(extra.get("max-tokens", 256)),
             timeout=extra.get("timeout"),
+            request_timeout=float(extra.get("request-timeout") or DEFAULT_REQUEST_TIMEOUT),
             max_retries=extra.get("max-retries"),
             base_url=extra.get("llm-endpoint"),
         )
@@ -100,12 +104,17 @@ class LLMConfig:
     def sampling(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "max_tokens": self.max_tokens}
 
+    def per_request(self, remaining: float | None) -> float:
+        """One request's timeout: the request bound, or less when the episode has less left."""
+        if remaining is None:
+            return self.request_timeout
+        return min(remaining, self.request_timeout)
+
     def client_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {}
         if self.base_url:
             options["base_url"] = self.base_url
-        if self.timeout is not None:
-            options["timeout"] = self.timeout
+        options["timeout"] = self.per_request(self.timeout)
         if self.max_retries is not None:
             options["max_retries"] = self.max_retries
         return options
@@ -122,6 +131,7 @@ def public_llm_settings(extra: dict[str, Any]) -> dict[str, Any]:
         "temperature": extra.get("temperature"),
         "max_tokens": extra.get("max-tokens"),
         "timeout": extra.get("timeout"),
+        "request_timeout": extra.get("request-timeout"),
         "max_retries": extra.get("max-retries"),
         "concurrency": extra.get("concurrency"),
         "cache": extra.get("cache"),
@@ -253,15 +263,15 @@ class RemoteModelPolicy(Policy):
             said = scrub(_server_message(exc), (self._api_key or "",))[:MAX_MESSAGE]
             raise ContextExhausted(f"HTTP {status} from {self.where}: {said}") from None
 
-    def _request_timeout(self, turn: Turn) -> float | None:
+    def _request_timeout(self, turn: Turn) -> float:
         if turn.deadline is None:
-            return None
+            return self.config.request_timeout
         remaining = turn.deadline - time.monotonic()
         if remaining <= 0.01:
             raise PolicyUnavailable(
                 f"--openenv-timeout={self.config.timeout:g}s ran out before the model was asked"
             )
-        return remaining
+        return self.config.per_request(remaining)
 
     def _classify(self, exc: Exception, timeout: float | None) -> Failure | None:
         sdk = self._module()
@@ -271,11 +281,15 @@ class RemoteModelPolicy(Policy):
             else getattr(sdk, "DEFAULT_MAX_RETRIES", 2)
         )
         if isinstance(exc, sdk.APITimeoutError):
-            budget = (
-                f" (the episode's --openenv-timeout={self.config.timeout:g}s budget ran out)"
-                if timeout is not None
-                else ""
-            )
+            if timeout is not None and timeout < self.config.request_timeout:
+                budget = (
+                    f" (the episode's --openenv-timeout={self.config.timeout:g}s budget ran out)"
+                )
+            else:
+                budget = (
+                    f" (no whole answer within --openenv-request-timeout="
+                    f"{self.config.request_timeout:g}s, {retries} retries)"
+                )
             return Failure(f"{self.provider} request to {self.where} timed out{budget}", False)
         if isinstance(exc, sdk.APIConnectionError):
             cause = exc.__cause__ or exc.__context__

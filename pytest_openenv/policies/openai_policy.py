@@ -121,11 +121,11 @@ class OpenAIPolicy(RemoteModelPolicy):
     sdk: ClassVar[str] = "openai"
 
     def _make_client(self, module: Any, api_key: str) -> Any:
-        from ..adaptive import observe_response
+        from .deadline import model_event_hooks
 
         # the SDK's own client, plus a look at every answer: a 429 it retries still counts
-        # for --openenv-concurrency auto
-        http = module.DefaultHttpxClient(event_hooks={"response": [observe_response]})
+        # for --openenv-concurrency auto, and a trickled answer is bounded (deadline.py)
+        http = module.DefaultHttpxClient(event_hooks=model_event_hooks())
         return module.OpenAI(api_key=api_key, http_client=http, **self.config.client_options())
 
     def _complete(self, client: Any, turn: Turn, timeout: float | None) -> Reply:

@@ -11,6 +11,8 @@ policy's. ``Faults`` makes it misbehave the way real endpoints and models do:
   (never answer until the server stops), ``drop`` (close the connection without
   an answer: the endpoint looks unreachable), ``echo_auth`` (quote the received
   credentials in error bodies, as some proxies do: the plugin must scrub them),
+  ``trickle`` (send the headers, then the body one byte every ``trickle`` seconds:
+  slowloris, which no per-read timeout catches),
   ``echo_auth_in_reply`` (quote them in the reply text a model returns);
 * model: per turn (``turn_faults``) or on every turn (``every_turn``) one of
   ``FAULT_KINDS``.
@@ -52,6 +54,7 @@ class Faults:
     always_status: int | None = None
     hang: bool = False
     drop: bool = False
+    trickle: float | None = None
     echo_auth: bool = False
     echo_auth_in_reply: bool = False
     turn_faults: dict[int, str] = field(default_factory=dict)
@@ -213,6 +216,25 @@ class ModelServer:
         handler.end_headers()
         handler.wfile.write(data)
 
+    def _trickle(self, handler: BaseHTTPRequestHandler, body: dict[str, Any], every: float):
+        """A whole, valid answer, one byte at a time, until sent or the server stops."""
+        texts, turn = self.texts_and_turn(body)
+        payload = self.completion(body, decide(texts, turn, self.faults), (1, 1))
+        data = json.dumps(payload).encode("utf-8")
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.close_connection = True
+        try:
+            for i in range(len(data)):
+                if self._stopping.wait(every):
+                    return
+                handler.wfile.write(data[i : i + 1])
+                handler.wfile.flush()
+        except OSError:  # the client gave up
+            return
+
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
         length = int(handler.headers.get("Content-Length") or 0)
         raw = handler.rfile.read(length) if length else b""
@@ -250,6 +272,9 @@ class ModelServer:
             return
         if faults.drop:  # close the connection without a response
             handler.close_connection = True
+            return
+        if faults.trickle is not None:
+            self._trickle(handler, body, faults.trickle)
             return
         status = status or faults.always_status
         if status:

@@ -15,7 +15,8 @@ the environment of the process that pushes). It implements just what
 Every request is recorded (method, path, headers, body). Requests without
 ``Authorization: Bearer <token>`` get a 401. ``fail`` maps an endpoint kind
 (``create``, ``validate``, ``preupload``, ``commit``) to an HTTP status to
-answer instead, to simulate an outage.
+answer instead, to simulate an outage. ``hang`` makes it accept every request
+and never answer (until ``close`` or ``hang_for`` seconds: bounded by the test).
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ class HubStandIn:
         self.create_payloads: list[dict[str, Any]] = []
         self.repos: dict[str, Repo] = {}
         self.fail: dict[str, int] = {}
+        self.hang = False
+        self.hang_for = 120.0
+        self._release = threading.Event()
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
         self._server.daemon_threads = True
@@ -78,6 +82,7 @@ class HubStandIn:
         self._thread.start()
 
     def close(self) -> None:
+        self._release.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=10)
@@ -125,6 +130,10 @@ class HubStandIn:
                             method, self.path, {k.lower(): v for k, v in self.headers.items()}, body
                         )
                     )
+                if hub.hang:  # accepted, never answered
+                    hub._release.wait(hub.hang_for)
+                    self.close_connection = True
+                    return
                 if self.headers.get("Authorization") != f"Bearer {hub.token}":
                     self._send(401, {"error": "Invalid credentials in Authorization header"})
                     return

@@ -1,0 +1,61 @@
+"""A model endpoint that never finishes its answer errors the episode; it never holds the run.
+
+The real ``openai`` and ``anthropic`` SDKs against the loopback fake model: one that
+hangs (accepts, never answers) and one that trickles a valid answer one byte at a
+time (slowloris: every socket read succeeds, so a per-read timeout never fires).
+Without ``--openenv-timeout`` the bound is ``--openenv-request-timeout`` (default
+120 s; the tests set 1 s so they do not wait for the default).
+"""
+
+from __future__ import annotations
+
+import pytest
+from faults import Launcher, read_rows
+from servers.anthropic_messages import AnthropicMessagesServer
+from servers.fake_model import Faults
+from servers.openai_compat import OpenAICompatServer
+
+from pytest_openenv.options import DEFAULT_REQUEST_TIMEOUT, OPTIONS
+from pytest_openenv.policies.llm import LLMConfig
+
+SERVERS = {"openai": OpenAICompatServer, "anthropic": AnthropicMessagesServer}
+FAULTS = {"hang": Faults(hang=True), "trickle": Faults(trickle=0.5)}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+@pytest.mark.parametrize("provider", sorted(SERVERS))
+def test_a_stalled_answer_errors_the_episode_without_openenv_timeout(
+    launcher: Launcher, provider: str, fault: str
+) -> None:
+    server = SERVERS[provider](FAULTS[fault]).start()
+    try:
+        finished = launcher.run(
+            "--openenv-env=openspiel:tic_tac_toe",
+            "--openenv-n=1",
+            f"--openenv-policy={provider}",
+            f"--openenv-llm-endpoint={server.base_url}",
+            "--openenv-model=fake-model",
+            "--openenv-request-timeout=1",
+            "--openenv-max-retries=1",
+            # the body trickles for minutes (one byte per 0.5 s); the SDK default waits 10 min
+            timeout=90,
+        )
+    finally:
+        server.stop()
+    assert finished.returncode == 1, finished.text[-3000:]
+    [failure] = read_rows(launcher.output / "failures.jsonl")
+    assert failure["failure"]["outcome"] == "error"
+    message = failure["failure"]["message"]
+    assert "timed out" in message and "--openenv-request-timeout=1s" in message, message
+    assert server.requests == 2  # the first request and its one retry, both bounded
+
+
+def test_the_default_request_bound_is_stated_and_used() -> None:
+    option = next(opt for opt in OPTIONS if opt.flag == "request-timeout")
+    assert option.default == DEFAULT_REQUEST_TIMEOUT == 120
+    assert "default 120" in option.help
+    config = LLMConfig.from_extra({}, "m")
+    assert config.client_options()["timeout"] == 120
+    # an episode budget smaller than the request bound wins, a larger one does not
+    assert LLMConfig.from_extra({"timeout": 5.0}, "m").client_options()["timeout"] == 5.0
+    assert LLMConfig.from_extra({"timeout": 900.0}, "m").client_options()["timeout"] == 120
