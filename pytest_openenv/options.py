@@ -203,7 +203,7 @@ def _non_negative_float(flag: str, raw: Any) -> float:
 
 
 def _http_url(flag: str, raw: Any) -> str:
-    from .envs.endpoints import ServerURL, ServerURLError
+    from .envs.endpoints import ServerURL, ServerURLError, redact
 
     text = str(raw).strip()
     try:  # the host and port must parse too: "http://[::1" would fail in the SDK later
@@ -213,7 +213,7 @@ def _http_url(flag: str, raw: Any) -> str:
     if not usable:
         raise _bad(
             flag,
-            raw,
+            redact(text),  # a password in the URL stays out of the message
             "an http(s) base URL such as http://localhost:8000/v1 (vLLM) or "
             "http://localhost:11434/v1 (Ollama)",
         )

@@ -65,9 +65,23 @@ TYPED = [
     "pass@k",
     "pass^k",
     "mit",
+    # hostile (issue 14): unparseable URLs, JSON nested past any stack, counts too big to
+    # collect, bytes that are not UTF-8 (argv hands them to Python as lone surrogates)
+    "http://[::1",
+    "https://u:pw@[::1",
+    "ws://]",
+    '{"a":' * 2000 + "1" + "}" * 2000,
+    "[" * 5000 + "]" * 5000,
+    "100001",
+    "10000000",
+    os.fsdecode(b"\xff\xfe"),
+    os.fsdecode(b"openspiel:tic_tac_toe\xff"),
 ]
+#: what a shell passes when the terminal's encoding is not UTF-8
+undecodable = st.binary(min_size=1, max_size=12).filter(lambda b: b"\x00" not in b).map(os.fsdecode)
 values = st.one_of(
     st.sampled_from(TYPED),
+    undecodable,
     st.text(max_size=30),
     st.integers(-(10**20), 10**20).map(str),
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
@@ -115,6 +129,11 @@ def no_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
 @given(cases=st.lists(option_values, min_size=1, max_size=3))
 # an empty ini bool: pytest 9.0 raised it as an INTERNALERROR (CI found this)
 @example(cases=[("private", "", False)])
+@example(cases=[("server", "http://[::1", False)])
+@example(cases=[("llm-endpoint", "http://[::1", True)])
+@example(cases=[("env-config", "[" * 3000 + "]" * 3000, False)])
+@example(cases=[("model", os.fsdecode(b"m\xff"), True)])
+@example(cases=[("n", "1000001", False)])
 def test_any_value_configures_or_is_a_usage_error(
     pytester: pytest.Pytester, no_secrets: None, cases: list[tuple[str, str, bool]]
 ) -> None:
@@ -143,6 +162,7 @@ small_values = st.one_of(
         alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
         max_size=12,
     ),
+    undecodable,
 )
 BOUNDED = {"n": 3, "repeats": 2, "max-turns": 12, "concurrency": 4, "timeout": 30}
 

@@ -1,0 +1,298 @@
+"""Hostile input is a usage error (exit 4) naming what is wrong, never an INTERNALERROR,
+a raw traceback, a hang or unbounded memory.
+
+Malformed URLs, JSON nested thousands deep, a server whose ``/schema`` is huge or deeply
+nested, a ``results.jsonl`` that is a directory, bytes that are not UTF-8, an episode count
+too big to collect, and a reasoning_gym config whose questions take forever to generate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from faults import Launcher
+
+from pytest_openenv.jsonlimits import MAX_JSON_BYTES, MAX_JSON_DEPTH
+from pytest_openenv.options import MAX_ITEMS
+
+TTT = "--openenv-env=openspiel:tic_tac_toe"
+USAGE = pytest.ExitCode.USAGE_ERROR
+
+
+def nested(depth: int) -> str:
+    return '{"a":' * depth + "1" + "}" * depth
+
+
+def run(launcher: Launcher, *args: str, env: dict[str, str] | None = None) -> Any:
+    finished = launcher.run(*args, env=env)  # asserts no INTERNALERROR, no traceback
+    assert not launcher.output.exists() or not any(launcher.output.glob("*.jsonl"))
+    return finished
+
+
+# -- URLs ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url", ["http://[::1", "http://user:s3cret-pw@[::1", "ws://[fe80::1%", "https://]x["]
+)
+@pytest.mark.parametrize("option", ["server", "llm-endpoint"])
+def test_a_malformed_url_is_a_usage_error(launcher: Launcher, option: str, url: str) -> None:
+    extra = ["--openenv-model=m"] if option == "llm-endpoint" else []
+    finished = run(launcher, TTT, "--openenv-n=1", f"--openenv-{option}={url}", *extra)
+    assert finished.returncode == USAGE, finished.text[-2000:]
+    assert f"--openenv-{option}" in finished.stderr
+    assert "s3cret-pw" not in finished.text
+
+
+# -- JSON nesting ------------------------------------------------------------------------------
+
+
+# 20,000 levels: about the longest single argument Linux passes (128 KiB)
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 2000, 20_000])
+@pytest.mark.parametrize("via_ini", [False, True])
+def test_env_config_nested_too_deep_is_a_usage_error(
+    launcher: Launcher, depth: int, via_ini: bool
+) -> None:
+    value = nested(depth)
+    option = f"openenv_env_config={value}" if via_ini else f"--openenv-env-config={value}"
+    args = ["-o", option] if via_ini else [option]
+    finished = run(launcher, TTT, "--openenv-n=1", *args)
+    assert finished.returncode == USAGE, finished.text[-2000:]
+    assert "--openenv-env-config" in finished.stderr
+    assert f"nested deeper than {MAX_JSON_DEPTH} levels" in finished.stderr
+
+
+def test_env_config_at_the_depth_limit_is_parsed() -> None:
+    from pytest_openenv.options import _json_object
+
+    value = _json_object("env-config", nested(MAX_JSON_DEPTH - 1))  # one more: the outer {}
+    assert list(value) == ["a"]
+
+
+# -- a generic server's /schema --------------------------------------------------------------
+
+
+class HostileSchemaServer:
+    """Healthy, but ``GET /schema`` is ``kind``: ``deep`` JSON or ``huge`` (endless bytes)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.schema_bytes_sent = 0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                if self.path.startswith("/schema"):
+                    outer.schema(self)
+                    return
+                body = json.dumps({"status": "healthy", "name": "hostile"}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def schema(self, handler: BaseHTTPRequestHandler) -> None:
+        handler.close_connection = True
+        if self.kind == "deep":
+            body = ('{"action":' + "[" * 50_000 + "]" * 50_000 + "}").encode()
+            size = len(body)
+        else:  # 200 MB announced, sent until the client stops reading
+            body, size = b" " * 65536, 200 * 1024 * 1024
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(size))
+        handler.end_headers()
+        try:
+            while self.schema_bytes_sent < size:
+                handler.wfile.write(body)
+                self.schema_bytes_sent += len(body)
+        except OSError:  # the client hung up: what we want
+            pass
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(10)
+
+
+@pytest.fixture
+def hostile_server(request: pytest.FixtureRequest) -> Iterator[HostileSchemaServer]:
+    server = HostileSchemaServer(request.param)
+    yield server
+    server.close()
+
+
+@pytest.mark.parametrize("hostile_server", ["deep", "huge"], indirect=True)
+def test_a_hostile_schema_is_a_usage_error_naming_the_server(
+    launcher: Launcher, hostile_server: HostileSchemaServer
+) -> None:
+    finished = run(
+        launcher,
+        "--openenv-env=openenv:hostile",
+        f"--openenv-server={hostile_server.url}",
+        "--openenv-policy=openai",
+        "--openenv-llm-endpoint=http://127.0.0.1:1/v1",
+        "--openenv-model=m",
+        "--openenv-n=1",
+    )
+    assert finished.returncode == USAGE, finished.text[-2000:]
+    assert f"GET {hostile_server.url}/schema" in finished.stderr
+    if hostile_server.kind == "deep":
+        assert f"nested deeper than {MAX_JSON_DEPTH} levels" in finished.stderr
+    else:
+        assert f"more than {MAX_JSON_BYTES} bytes" in finished.stderr
+        # it read the cap and stopped, not the 200 MB (the socket buffers hold a few MB more)
+        assert hostile_server.schema_bytes_sent < 4 * MAX_JSON_BYTES
+
+
+# -- the output folder -------------------------------------------------------------------------
+
+
+def test_resume_from_a_results_jsonl_that_is_a_directory_is_a_usage_error(
+    launcher: Launcher,
+) -> None:
+    (launcher.output / "results.jsonl").mkdir(parents=True)
+    finished = launcher.run(TTT, "--openenv-n=1", "--openenv-resume")
+    assert finished.returncode == USAGE, finished.text[-2000:]
+    assert f"--openenv-resume cannot read {launcher.output / 'results.jsonl'}" in finished.stderr
+    assert "Is a directory" in finished.stderr
+
+
+# -- bytes that are not UTF-8 ------------------------------------------------------------------
+
+NOT_UTF8 = os.fsdecode(b"x\xff\xfey")  # what Python makes of such bytes in argv
+
+
+@pytest.mark.parametrize(
+    ("option", "via_ini"),
+    [
+        *((option, False) for option in ("model", "output", "system-prompt", "env-config")),
+        ("server", False),
+        # the launcher's own --openenv-output wins over an ini output: not tried by ini
+        *((option, True) for option in ("model", "system-prompt", "env-config", "server")),
+    ],
+)
+def test_an_option_that_is_not_utf8_is_a_usage_error(
+    launcher: Launcher, option: str, via_ini: bool
+) -> None:
+    value = f"out-{NOT_UTF8}" if option == "output" else NOT_UTF8
+    dest = "openenv_" + option.replace("-", "_")
+    args = ["-o", f"{dest}={value}"] if via_ini else [f"--openenv-{option}={value}"]
+    # subprocess encodes str arguments with os.fsencode: the raw bytes reach the run
+    finished = launcher.run(TTT, "--openenv-n=1", *args)
+    assert finished.returncode == USAGE, finished.text[-2000:]
+    assert f"--openenv-{option}=" in finished.stderr and "not valid UTF-8" in finished.stderr
+    assert not launcher.output.exists()
+
+
+# -- too many items ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [f"--openenv-n={MAX_ITEMS + 1}"],
+        ["--openenv-n=10000000"],
+        [f"--openenv-n={MAX_ITEMS // 2 + 1}", "--openenv-repeats=2"],
+        [f"--openenv-repeats={MAX_ITEMS + 1}"],
+    ],
+)
+def test_more_items_than_the_limit_is_refused_before_collection(
+    launcher: Launcher, args: list[str]
+) -> None:
+    finished = launcher.run(TTT, *args)
+    assert finished.returncode == USAGE, finished.text[-2000:]
+    assert f"{MAX_ITEMS:,}" in finished.stderr
+    assert "--openenv-seed" in finished.stderr  # how to split the collection
+    assert "collected" not in finished.stdout
+
+
+def test_a_marker_asking_for_too_many_items_is_a_collection_error(launcher: Launcher) -> None:
+    (launcher.folder / "test_big.py").write_text(
+        "import pytest\n\n"
+        f"@pytest.mark.openenv('openspiel:tic_tac_toe', n={MAX_ITEMS + 1})\n"
+        "def test_big(episode):\n    pass\n"
+    )
+    finished = launcher.run("test_big.py")
+    assert finished.returncode == pytest.ExitCode.INTERRUPTED, finished.text[-2000:]
+    assert f"openenv marker n={MAX_ITEMS + 1}" in finished.stdout
+    assert "collected 0 items / 1 error" in finished.stdout
+
+
+def test_the_item_limit_collects_on_this_machine(tmp_path: Path) -> None:
+    """The limit is one collection handles: exactly MAX_ITEMS items collect (no run)."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--collect-only",
+            "-q",
+            TTT,
+            f"--openenv-n={MAX_ITEMS}",
+            f"--openenv-output={tmp_path / 'out'}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"{MAX_ITEMS} tests collected" in done.stdout
+
+
+# -- a reasoning_gym config that never finishes a question -------------------------------------
+
+ENDLESS = {"min_terms": 100_000_000, "max_terms": 100_000_000}
+
+
+def test_a_reasoning_gym_config_that_never_generates_is_a_usage_error(
+    launcher: Launcher,
+) -> None:
+    finished = launcher.run(
+        "--openenv-env=reasoning_gym:chain_sum",
+        "--openenv-n=1",
+        f"--openenv-env-config={json.dumps(ENDLESS)}",
+        env={"PYTEST_OPENENV_GENERATION_TIMEOUT": "1"},
+        timeout=90,
+    )
+    assert finished.returncode == USAGE, finished.text[-2000:]
+    assert "no question after 1s" in finished.stderr
+    assert "'min_terms': 100000000" in finished.stderr  # names the config
+    assert "PYTEST_OPENENV_GENERATION_TIMEOUT" in finished.stderr
+
+
+def test_a_marker_config_that_never_generates_is_a_collection_error(launcher: Launcher) -> None:
+    (launcher.folder / "test_endless.py").write_text(
+        "import pytest\n\n"
+        f"@pytest.mark.openenv('reasoning_gym:chain_sum', n=1, **{ENDLESS!r})\n"
+        "def test_endless(episode):\n    pass\n"
+    )
+    finished = launcher.run(
+        "test_endless.py", env={"PYTEST_OPENENV_GENERATION_TIMEOUT": "1"}, timeout=90
+    )
+    assert finished.returncode == pytest.ExitCode.INTERRUPTED, finished.text[-2000:]
+    assert "test_endless.py" in finished.stdout and "no question after 1s" in finished.stdout
