@@ -398,7 +398,9 @@ OPTIONS: list[Option] = [
     Option("max-tokens", "max tokens per model reply (default 256)", _positive_int, 256, "N"),
     Option(
         "timeout",
-        "wall-clock limit per episode in seconds; over it the item errors (default none)",
+        "wall-clock limit per episode in seconds; over it the item errors (default none: "
+        "each model request is still bounded by --openenv-request-timeout, each turn by it "
+        "x (1 + retries), each episode by that x --openenv-max-turns)",
         _positive_float,
         None,
         "SEC",

@@ -124,6 +124,15 @@ def from_anthropic(content: list[Any], usage: Any) -> Reply:
     )
 
 
+def is_message(response: Any) -> bool:
+    """Whether a 200's body has the shape of a Messages response (no blocks included)."""
+    return (
+        isinstance(response, dict)
+        and isinstance(response.get("content"), list)
+        and all(isinstance(block, dict) for block in response["content"])
+    )
+
+
 def _accepts(method: Any, name: str) -> bool:
     """Whether an SDK method takes ``name``: recent SDKs dropped sampling parameters."""
     import inspect
@@ -148,7 +157,7 @@ class AnthropicPolicy(RemoteModelPolicy):
 
         # the SDK's own client, plus a look at every answer: a 429 it retries still counts
         # for --openenv-concurrency auto, and a trickled answer is bounded (deadline.py)
-        http = module.DefaultHttpxClient(event_hooks=model_event_hooks())
+        http = module.DefaultHttpxClient(event_hooks=model_event_hooks(self.count_attempt))
         client = module.Anthropic(api_key=api_key, http_client=http, **self.config.client_options())
         self._takes_temperature = _accepts(client.messages.create, "temperature")
         return client
@@ -169,4 +178,6 @@ class AnthropicPolicy(RemoteModelPolicy):
         # the SDK's raw request, as in the OpenAI policy: same auth, retries and errors
         options = {"timeout": timeout} if timeout is not None else {}
         response = client.post("/v1/messages", body=body, cast_to=object, options=options)
+        if not is_message(response):
+            raise self.unreadable(response, "a Messages response")
         return from_anthropic(_field(response, "content"), _field(response, "usage"))

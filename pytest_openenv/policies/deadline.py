@@ -62,8 +62,48 @@ def _deadline_stream_class(httpx_name: str) -> type:
     return DeadlineStream
 
 
-def model_event_hooks() -> dict[str, list[Callable[[Any], None]]]:
-    """Hooks for an SDK's httpx client: the request bound, and overload counting."""
+#: the longest ``Retry-After`` a retry waits for (the openai SDK's own cap): past it the
+#: SDK is told not to retry (the anthropic SDK would otherwise sleep as long as asked)
+LONGEST_RETRY_AFTER = 120.0
+
+
+def retry_after(headers: Any) -> float | None:
+    """Seconds a response asks to wait (``retry-after-ms``, ``Retry-After`` secs or date)."""
+    import email.utils
+
+    try:
+        return float(headers.get("retry-after-ms")) / 1000
+    except (TypeError, ValueError):
+        pass
+    raw = headers.get("retry-after")
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    return when.timestamp() - time.time()
+
+
+def refuse_long_waits(response: Any) -> None:
+    wait = retry_after(response.headers)
+    if wait is not None and wait > LONGEST_RETRY_AFTER:
+        response.headers["x-should-retry"] = "false"  # both SDKs obey it before any wait
+
+
+def model_event_hooks(
+    on_request: Callable[[Any], None] | None = None,
+) -> dict[str, list[Callable[[Any], None]]]:
+    """Hooks for an SDK's httpx client: the request bound, overload counting, long waits.
+
+    ``on_request`` sees every request sent, retries included (to count attempts).
+    """
     from ..adaptive import observe_response
 
-    return {"request": [stamp_request], "response": [observe_response, bound_response]}
+    request_hooks = [stamp_request] + ([on_request] if on_request is not None else [])
+    return {
+        "request": request_hooks,
+        "response": [observe_response, refuse_long_waits, bound_response],
+    }

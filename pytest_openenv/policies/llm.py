@@ -14,6 +14,7 @@ process fail at once with the same message instead of each waiting it out.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import threading
@@ -37,6 +38,8 @@ PLACEHOLDER_KEY = "EMPTY"
 
 #: Longest server message kept in an episode error.
 MAX_MESSAGE = 500
+#: Longest part of an unreadable answer (an HTML page, foreign JSON) quoted in an episode error.
+MAX_QUOTED_BODY = 200
 
 _SECRET_SHAPES = re.compile(
     r"(?i)(bearer\s+|basic\s+|x-api-key[\"']?\s*[:=]\s*[\"']?|api[_-]?key[\"']?\s*[:=]\s*[\"']?)"
@@ -139,6 +142,19 @@ def public_llm_settings(extra: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def quoted_body(body: Any) -> str:
+    """The start of an answer body on one line, for an error message (scrub it after)."""
+    text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    return text[:MAX_QUOTED_BODY] + ("..." if len(text) > MAX_QUOTED_BODY else "")
+
+
+def body_kind(body: Any) -> str:
+    if isinstance(body, str):
+        return "an HTML page" if body.lstrip()[:1] == "<" else "text"
+    return "JSON"
+
+
 class Failure(NamedTuple):
     message: str
     #: the same call would fail for every later episode too (unreachable, key refused)
@@ -193,6 +209,9 @@ class RemoteModelPolicy(Policy):
         self._client: Any = None
         self._lock = threading.Lock()
         self._blocked: str | None = None
+        #: requests sent for the current turn, per thread (retries included): what an
+        #: error says was tried, instead of the configured retries it may not have spent
+        self._attempts = threading.local()
 
     # -- the SDK -------------------------------------------------------------
     @abstractmethod
@@ -212,6 +231,10 @@ class RemoteModelPolicy(Policy):
                 f"--openenv-policy={self.provider} needs the {self.sdk} SDK: "
                 f"pip install 'pytest-openenv[{self.extra}]'"
             ) from None
+
+    def count_attempt(self, request: Any) -> None:
+        """httpx request hook (runs in the asking thread)."""
+        self._attempts.count = getattr(self._attempts, "count", 0) + 1
 
     def client(self) -> Any:
         with self._lock:
@@ -236,10 +259,14 @@ class RemoteModelPolicy(Policy):
             raise PolicyUnavailable(blocked)
         timeout = self._request_timeout(turn)
         client = self.client()
+        self._attempts.count = 0
         try:
             return self._complete(client, turn, timeout)
         except PolicyUnavailable:
             raise
+        except json.JSONDecodeError as exc:
+            # a JSON content type over a body that is not JSON (a proxy's error page)
+            raise self.unreadable(exc.doc, "a JSON body") from None
         except Exception as exc:
             self._raise_if_context_full(exc)
             if isinstance(exc, self._module().APITimeoutError):
@@ -256,6 +283,22 @@ class RemoteModelPolicy(Policy):
                         "process fail at once]"
                     )
         raise PolicyUnavailable(message)
+
+    def unreadable(self, body: Any, expected: str) -> PolicyUnavailable:
+        """An HTTP 200 whose body is not a model turn: the endpoint's fault, not the agent's.
+
+        A wrong ``--openenv-llm-endpoint`` (a web UI, a login page) or a proxy answers
+        200 with HTML or its own JSON; scoring that as the agent's empty turn would
+        lower the pass rate for an infrastructure fault, so the episode is an error.
+        """
+        shown = quoted_body(body)
+        message = (
+            f"{self.provider} endpoint {self.where} answered HTTP 200 with {body_kind(body)} "
+            f"that is not {expected}: {shown!r}"
+        )
+        return PolicyUnavailable(
+            scrub(message, (self._api_key or "", *url_secrets(self.config.base_url)))
+        )
 
     def _raise_if_context_full(self, exc: Exception) -> None:
         status = getattr(exc, "status_code", None)
@@ -302,7 +345,7 @@ class RemoteModelPolicy(Policy):
         if isinstance(exc, sdk.APIStatusError):
             status = int(exc.status_code)
             said = _server_message(exc)[:MAX_MESSAGE]
-            spent = f" after {retries} retries" if _retried(status) else ""
+            spent = self._retries_spent(exc, retries) if _retried(status) else ""
             hint = ""
             if status in (401, 403):
                 hint = f" (check {self.key_env})" if not self.config.base_url else ""
@@ -313,6 +356,25 @@ class RemoteModelPolicy(Policy):
         if isinstance(exc, getattr(sdk, "APIError", ())):
             return Failure(f"{self.provider} API error from {self.where}: {exc}", False)
         return None
+
+    def _retries_spent(self, exc: Any, configured: int) -> str:
+        """What the SDK did before giving up: retries counted, and a wait it refused."""
+        from .deadline import LONGEST_RETRY_AFTER, retry_after
+
+        attempts = getattr(self._attempts, "count", 0)
+        spent = max(attempts - 1, 0) if attempts else configured
+        text = f" after {spent} retries" if spent else ""
+        response = getattr(exc, "response", None)
+        wait = retry_after(response.headers) if response is not None else None
+        if wait is not None and wait > LONGEST_RETRY_AFTER:
+            asked = response.headers.get("retry-after") or f"{wait:g}"
+            text += (
+                f" (Retry-After: {asked}: the server asked to wait {wait:g} s, longer than "
+                f"the {LONGEST_RETRY_AFTER:g} s a retry may wait; not retried)"
+            )
+        elif not spent:
+            text = " (not retried: --openenv-max-retries=0)" if configured == 0 else text
+        return text
 
     def close(self) -> None:
         with self._lock:

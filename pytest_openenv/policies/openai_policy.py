@@ -91,6 +91,20 @@ def parse_tool_call(raw: Any, fallback_id: str) -> ToolCall:
     return ToolCall(id=str(_field(raw, "id") or fallback_id), name=str(name), arguments=arguments)
 
 
+def is_chat_completion(response: Any) -> bool:
+    """Whether a 200's body has the shape of a chat completion (empty choices included).
+
+    A completion with no tool call, empty content or content parts is still one: the
+    model's turn, judged by the env. Anything else is not an answer at all.
+    """
+    if not isinstance(response, dict) or not isinstance(response.get("choices"), list):
+        return False
+    return all(
+        isinstance(choice, dict) and isinstance(choice.get("message"), dict)
+        for choice in response["choices"]
+    )
+
+
 def parse_response(response: Any, turn: Turn) -> Reply:
     """A chat completion as one assistant ``Reply``."""
     choices = _field(response, "choices") or []
@@ -125,7 +139,7 @@ class OpenAIPolicy(RemoteModelPolicy):
 
         # the SDK's own client, plus a look at every answer: a 429 it retries still counts
         # for --openenv-concurrency auto, and a trickled answer is bounded (deadline.py)
-        http = module.DefaultHttpxClient(event_hooks=model_event_hooks())
+        http = module.DefaultHttpxClient(event_hooks=model_event_hooks(self.count_attempt))
         return module.OpenAI(api_key=api_key, http_client=http, **self.config.client_options())
 
     def _complete(self, client: Any, turn: Turn, timeout: float | None) -> Reply:
@@ -142,4 +156,6 @@ class OpenAIPolicy(RemoteModelPolicy):
         # per call, which under the GIL caps how many episodes one process keeps in flight).
         options = {"timeout": timeout} if timeout is not None else {}
         response = client.post("/chat/completions", body=body, cast_to=object, options=options)
+        if not is_chat_completion(response):
+            raise self.unreadable(response, "a chat completion")
         return parse_response(response, turn)

@@ -296,3 +296,24 @@ def test_a_marker_config_that_never_generates_is_a_collection_error(launcher: La
     )
     assert finished.returncode == pytest.ExitCode.INTERRUPTED, finished.text[-2000:]
     assert "test_endless.py" in finished.stdout and "no question after 1s" in finished.stdout
+
+
+def test_a_question_that_takes_too_long_during_the_run_is_that_episodes_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Start-up passed (its question came in time); a later seed's question does not."""
+    from pytest_openenv.envs.registry import build_family
+    from pytest_openenv.episode import EpisodeSpec
+    from pytest_openenv.policies.scripted import ScriptedPolicy
+    from pytest_openenv.runner import EnvFactory, EpisodeError, run_episode
+
+    slow = {"min_terms": 2_000_000, "max_terms": 2_000_000}  # ~2 s of generation per question
+    monkeypatch.setenv("PYTEST_OPENENV_GENERATION_TIMEOUT", "60")
+    family = build_family("reasoning_gym:chain_sum", slow)  # the start-up question: in time
+    monkeypatch.setenv("PYTEST_OPENENV_GENERATION_TIMEOUT", "0.2")
+    spec = EpisodeSpec(env="reasoning_gym:chain_sum", index=1, seed=1)
+    with pytest.raises(EpisodeError) as caught:
+        run_episode(spec, EnvFactory(family), ScriptedPolicy())
+    message = str(caught.value)
+    assert "ep-000001" in message and "no question after 0.2s for seed 1" in message
+    assert "'min_terms': 2000000" in message

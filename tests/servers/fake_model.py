@@ -13,7 +13,9 @@ policy's. ``Faults`` makes it misbehave the way real endpoints and models do:
   credentials in error bodies, as some proxies do: the plugin must scrub them),
   ``trickle`` (send the headers, then the body one byte every ``trickle`` seconds:
   slowloris, which no per-read timeout catches),
-  ``echo_auth_in_reply`` (quote them in the reply text a model returns);
+  ``echo_auth_in_reply`` (quote them in the reply text a model returns),
+  ``raw_200`` (answer every request 200 with this (content type, body): an HTML page,
+  JSON that is not a completion, as a wrong endpoint or a proxy does);
 * model: per turn (``turn_faults``) or on every turn (``every_turn``) one of
   ``FAULT_KINDS``.
 
@@ -57,6 +59,7 @@ class Faults:
     trickle: float | None = None
     echo_auth: bool = False
     echo_auth_in_reply: bool = False
+    raw_200: tuple[str, str] | None = None
     turn_faults: dict[int, str] = field(default_factory=dict)
     every_turn: str | None = None
 
@@ -275,6 +278,15 @@ class ModelServer:
             return
         if faults.trickle is not None:
             self._trickle(handler, body, faults.trickle)
+            return
+        if faults.raw_200 is not None:
+            content_type, text = faults.raw_200
+            data = text.encode("utf-8")
+            handler.send_response(200)
+            handler.send_header("Content-Type", content_type)
+            handler.send_header("Content-Length", str(len(data)))
+            handler.end_headers()
+            handler.wfile.write(data)
             return
         status = status or faults.always_status
         if status:

@@ -1,0 +1,160 @@
+"""An HTTP 200 that is not a model turn is an infrastructure error, not the agent's failure.
+
+A wrong ``--openenv-llm-endpoint`` (a web UI, a login page) or a proxy answers 200
+with an HTML page or its own JSON. Scored as an empty agent turn, that would lower
+the pass rate; it must error the episode, naming the endpoint and what came back
+(cut short, secrets scrubbed). A real completion with no tool call, empty content
+or content parts stays a model turn. A 429 whose ``Retry-After`` is longer than the
+SDK waits is reported as what happened (not retried), not as retries spent.
+
+The real ``openai`` and ``anthropic`` SDKs against the loopback fake model.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from faults import Launcher, read_rows
+from servers.anthropic_messages import AnthropicMessagesServer
+from servers.fake_model import Faults
+from servers.openai_compat import OpenAICompatServer
+
+from pytest_openenv.policies.anthropic_policy import is_message
+from pytest_openenv.policies.openai_policy import is_chat_completion
+
+SERVERS = {"openai": OpenAICompatServer, "anthropic": AnthropicMessagesServer}
+SECRET = "sk-proj-abcdefghijklmnop1234"
+HTML = (
+    "<!DOCTYPE html><html><head><title>Sign in</title></head><body>"
+    f"<script>var key = '{SECRET}';</script>" + "<p>please log in</p>" * 200 + "</body></html>"
+)
+BODIES = {
+    "html": ("text/html; charset=utf-8", HTML),
+    "foreign-json": ("application/json", json.dumps({"foo": 1})),
+    "broken-json": ("application/json", "upstream error: 502 Bad Gateway"),
+}
+SAID = {"html": "an HTML page", "foreign-json": "JSON", "broken-json": "text"}
+
+
+def run(launcher: Launcher, provider: str, faults: Faults, *extra: str) -> tuple[int, list]:
+    server = SERVERS[provider](faults).start()
+    try:
+        finished = launcher.run(
+            "--openenv-env=openspiel:tic_tac_toe",
+            "--openenv-n=2",
+            f"--openenv-policy={provider}",
+            f"--openenv-llm-endpoint={server.base_url}",
+            "--openenv-model=fake-model",
+            "--openenv-max-retries=0",
+            *extra,
+            env={"OPENAI_API_KEY": SECRET, "ANTHROPIC_API_KEY": SECRET},
+        )
+    finally:
+        server.stop()
+    return finished.returncode, read_rows(launcher.output / "failures.jsonl")
+
+
+@pytest.mark.parametrize("body", sorted(BODIES))
+@pytest.mark.parametrize("provider", sorted(SERVERS))
+def test_a_200_that_is_not_a_model_turn_errors_the_episode(
+    launcher: Launcher, provider: str, body: str
+) -> None:
+    code, failures = run(launcher, provider, Faults(raw_200=BODIES[body]))
+    assert code == 1
+    assert len(failures) == 2
+    for row in failures:
+        assert row["failure"]["outcome"] == "error", row["failure"]  # not "failed"
+        message = row["failure"]["message"]
+        assert "answered HTTP 200 with" in message and SAID[body] in message, message
+        assert "127.0.0.1" in message  # the endpoint
+        assert SECRET not in message
+        assert len(message) < 600  # the page is quoted cut short
+    assert not (launcher.output / "results.jsonl").exists() or not read_rows(
+        launcher.output / "results.jsonl"
+    )
+
+
+def test_a_200_error_does_not_count_against_the_pass_rate(launcher: Launcher) -> None:
+    code, _ = run(
+        launcher, "openai", Faults(raw_200=BODIES["html"]), "--openenv-min-pass-rate=0.5"
+    )
+    summary = json.loads((launcher.output / "summary.json").read_text())
+    assert summary["figures"]["errored"] == 2 and summary["figures"]["failed"] == 0
+    assert code == 1  # errored episodes count as not passed: the gate fails
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        {"choices": []},
+        {"choices": [{"message": {"role": "assistant", "content": None}}]},
+        {"choices": [{"message": {"role": "assistant", "content": ""}}]},
+        {"choices": [{"message": {"content": [{"type": "text", "text": "hi"}]}}]},
+    ],
+)
+def test_odd_but_real_completions_are_model_turns(response: dict) -> None:
+    assert is_chat_completion(response)
+
+
+@pytest.mark.parametrize(
+    "response", ["<html></html>", {"foo": 1}, {"choices": "x"}, {"choices": [1]}, None, [1]]
+)
+def test_other_bodies_are_not_completions(response: object) -> None:
+    assert not is_chat_completion(response)
+    assert not is_message(response)
+
+
+def test_messages_shapes() -> None:
+    assert is_message({"type": "message", "content": []})
+    assert is_message({"content": [{"type": "text", "text": ""}]})
+    assert not is_message({"content": ["x"]})
+
+
+# -- 429 with a long Retry-After --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("provider", sorted(SERVERS))
+def test_a_long_retry_after_says_what_happened(launcher: Launcher, provider: str) -> None:
+    server = SERVERS[provider](Faults(always_status=429, retry_after=3600)).start()
+    try:
+        finished = launcher.run(
+            "--openenv-env=openspiel:tic_tac_toe",
+            "--openenv-n=1",
+            f"--openenv-policy={provider}",
+            f"--openenv-llm-endpoint={server.base_url}",
+            "--openenv-model=fake-model",
+            "--openenv-max-retries=2",
+            timeout=90,
+        )
+        requests = server.requests
+    finally:
+        server.stop()
+    assert finished.returncode == 1, finished.text[-3000:]
+    [row] = read_rows(launcher.output / "failures.jsonl")
+    message = row["failure"]["message"]
+    assert row["failure"]["outcome"] == "error"
+    assert requests == 1  # nobody waits an hour: asked once, not retried
+    assert "HTTP 429" in message and "Retry-After: 3600" in message, message
+    assert "not retried" in message, message
+    assert "after 2 retries" not in message, message
+
+
+def test_retries_spent_are_counted_not_assumed(launcher: Launcher) -> None:
+    server = OpenAICompatServer(Faults(always_status=429, retry_after=0.05)).start()
+    try:
+        finished = launcher.run(
+            "--openenv-env=openspiel:tic_tac_toe",
+            "--openenv-n=1",
+            "--openenv-policy=openai",
+            f"--openenv-llm-endpoint={server.base_url}",
+            "--openenv-model=fake-model",
+            "--openenv-max-retries=2",
+        )
+        requests = server.requests
+    finally:
+        server.stop()
+    assert finished.returncode == 1
+    [row] = read_rows(launcher.output / "failures.jsonl")
+    assert requests == 3
+    assert "HTTP 429 after 2 retries" in row["failure"]["message"], row["failure"]["message"]
