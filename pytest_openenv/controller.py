@@ -60,6 +60,23 @@ def read_resume_set(settings: Settings) -> tuple[set[str], bool]:
     return {row.key[1] for row in rows}, torn
 
 
+def earlier_passes(settings: Settings) -> dict[str, dict[str, Any]]:
+    """--openenv-resume: what the gate and card need of each row already in results.jsonl."""
+    from .dataset.jsonl import iter_records
+
+    earlier: dict[str, dict[str, Any]] = {}
+    for row in iter_records(settings.output / "results.jsonl"):
+        metrics = row.get("metrics") if isinstance(row.get("metrics"), dict) else {}
+        earlier[str(row.get("test", ""))] = {
+            "reward": row.get("reward"),
+            "turns": metrics.get("turns"),
+            "env": row.get("env"),
+            "policy": row.get("policy"),
+            "model": row.get("model"),
+        }
+    return earlier
+
+
 class Controller:
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
         self.config = config
@@ -92,6 +109,11 @@ class Controller:
         self.unsaved = 0
         self.seen_tests: dict[str, dict[str, Any]] = {}
         self.slimmer = ReportSlimmer(config)
+        #: episodes that failed or errored: with a passing gate, JUnit shows them as gated
+        self.failed_episodes: set[str] = set()
+        #: --openenv-resume: the earlier run's passing episodes count once, as passed, when
+        #: their item is skipped, so gate and card cover the whole dataset, not the re-runs
+        self.earlier = earlier_passes(settings) if settings.resume else {}
 
     # -- hooks (registered as a plugin on the controller only) -----------------
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -142,6 +164,7 @@ class Controller:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         try:
             self.apply_gate(session)
+            self.align_junit()
             self.finish(int(session.exitstatus))
         finally:
             self.release_output()
@@ -241,15 +264,28 @@ class Controller:
             if episode_id is None:
                 return
         self.active = True
+        if report.outcome == "rerun":
+            # pytest-rerunfailures: an attempt that is run again; only the last one counts
+            # (and is written), so each episode is counted once with its final outcome
+            with contextlib.suppress(AttributeError):
+                del report.openenv_record  # type: ignore[attr-defined]
+            self.slimmer.slim(report)
+            return
         record = getattr(report, "openenv_record", None)
         brief = getattr(report, "openenv_brief", None)
-        if report.when == "setup" and report.skipped:
+        earlier = self.earlier.pop(report.nodeid, None) if report.skipped else None
+        if earlier is not None:
+            self.count_earlier_pass(report.nodeid, earlier)
+        elif report.when == "setup" and report.skipped:
             self.tally.add_outcome("skipped")
         elif report.when == "setup" and report.failed:
             self.tally.add_outcome("errored")
             self.passk.add(report.nodeid, False)
+            self.failed_episodes.add(report.nodeid)
         elif report.when == "call":
             self.tally.add_outcome("passed" if report.passed else "failed")
+            if report.failed:
+                self.failed_episodes.add(report.nodeid)
             self.passk.add(report.nodeid, report.passed)
             if brief is not None:
                 self.tally.reward.add(float(brief["reward"]))
@@ -278,6 +314,22 @@ class Controller:
             # Reports stay alive in the terminal reporter's stats for the whole session.
             del report.openenv_record  # type: ignore[attr-defined]
         self.slimmer.slim(report)
+
+    def count_earlier_pass(self, nodeid: str, earlier: dict[str, Any]) -> None:
+        self.tally.add_outcome("passed")
+        self.tally.resumed += 1
+        self.passk.add(nodeid, True)
+        with contextlib.suppress(TypeError, ValueError):
+            self.tally.reward.add(float(earlier["reward"]))
+        with contextlib.suppress(TypeError, ValueError):
+            self.tally.turns.add(int(earlier["turns"]))
+        for key, bucket in (
+            ("env", self.tally.envs),
+            ("policy", self.tally.policies),
+            ("model", self.tally.models),
+        ):
+            if earlier.get(key):
+                bucket.add(str(earlier[key]))
 
     def _write(self, line: str, *, passed: bool, key: tuple[str, str]) -> None:
         if self.write_error is not None:
@@ -388,6 +440,22 @@ class Controller:
             session.exitstatus = (
                 pytest.ExitCode.OK if self.verdict.passed else pytest.ExitCode.TESTS_FAILED
             )
+
+    def align_junit(self) -> None:
+        """A passing gate: the episodes it accepted are not failures in JUnit XML either."""
+        from .report.junit import excuse_gated_episodes, junit_path, testcase_address
+
+        if self.verdict is None or not self.verdict.passed or not self.failed_episodes:
+            return
+        path = junit_path(self.config)
+        if path is None or not path.exists():
+            return
+        prefix = self.config.getoption("junitprefix", None)
+        addresses = {testcase_address(nodeid, prefix) for nodeid in self.failed_episodes}
+        try:
+            excuse_gated_episodes(path, addresses, "accepted by the openenv gate (exit code 0)")
+        except (OSError, SyntaxError) as exc:  # ET.ParseError is a SyntaxError
+            self.notes.append(f"WARNING: {path} was left as pytest wrote it: {exc}")
 
     def metadata(self, *, finished: bool = True) -> dict[str, Any]:
         from . import __version__

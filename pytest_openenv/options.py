@@ -510,11 +510,40 @@ def register(parser: pytest.Parser) -> None:
 def _ini_value(config: pytest.Config, opt: Option) -> Any:
     try:
         return config.getini(opt.dest)
+    except TypeError:
+        # pytest 9's native [tool.pytest] table keeps TOML types (openenv_n = 5), which
+        # getini refuses for keys registered as strings: read them as their text
+        return _toml_as_text(config, opt)
     except ValueError as exc:
         # pytest 9.0 lets a bad ini bool escape as an INTERNALERROR; say which key is wrong.
         raise pytest.UsageError(
             f"ini option {opt.dest}: {exc}; expected true or false (also yes/no, on/off, 1/0)"
         ) from None
+
+
+def _toml_as_text(config: pytest.Config, opt: Option) -> Any:
+    entry = getattr(config, "_inicfg", {}).get(opt.dest)
+    if entry is None:  # a pytest that keeps its config elsewhere: say what does work
+        raise pytest.UsageError(
+            f"ini option {opt.dest}: this pytest accepts it only as a TOML string, "
+            f'e.g. {opt.dest} = "..."'
+        )
+    value = getattr(entry, "value", entry)
+    if isinstance(value, list):
+        return [_scalar_text(item) for item in value] if opt.repeat else _scalar_text(value)
+    if opt.is_flag:
+        return value if isinstance(value, bool) else _scalar_text(value)
+    return _scalar_text(value)
+
+
+def _scalar_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):  # openenv_env_config = { size = 5 }: its JSON
+        import json
+
+        return json.dumps(value)
+    return str(value)
 
 
 def raw_values(config: pytest.Config) -> dict[str, Any]:

@@ -152,8 +152,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return make_scheduler(config, log, concurrency)
 
 
+#: the fixture episodes are parametrized on; ``episode`` is its short name for episode
+#: tests, and a suite's own ``episode`` fixture (one not built on it) is left alone
+EPISODE_FIXTURE = "openenv_episode"
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "episode" not in metafunc.fixturenames:
+    if EPISODE_FIXTURE not in metafunc.fixturenames:
         return
     from .envs.base import EnvConfigError
     from .worker import suite_specs
@@ -189,7 +194,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             check_honoured(specs[0].policy, family, chosen_by)
         except pytest.UsageError as exc:
             raise pytest.Collector.CollectError(f"{where}: {exc}") from None
-    metafunc.parametrize("episode", specs, ids=[spec.episode_id for spec in specs], indirect=True)
+    metafunc.parametrize(
+        EPISODE_FIXTURE, specs, ids=[spec.episode_id for spec in specs], indirect=True
+    )
 
 
 def _run_policy_in_use(config: pytest.Config) -> bool:
@@ -238,7 +245,7 @@ def pytest_collection_modifyitems(
     config.stash[HAS_EPISODES_KEY] = False
     for item in items:
         callspec = getattr(item, "callspec", None)
-        spec = callspec.params.get("episode") if callspec is not None else None
+        spec = callspec.params.get(EPISODE_FIXTURE) if callspec is not None else None
         if not isinstance(spec, EpisodeSpec):
             continue
         config.stash[HAS_EPISODES_KEY] = True
@@ -281,7 +288,19 @@ def openenv_snapshot(snapshot: Any) -> Any:
 
 
 @pytest.fixture
-def episode(request: pytest.FixtureRequest, openenv_env: Any, openenv_policy: Any) -> Episode:
+def episode(openenv_episode: Episode) -> Episode:
+    """The finished episode (``openenv_episode`` by its short name, DESIGN §3).
+
+    A suite whose conftest defines its own ``episode`` keeps it: tests using that one
+    are not episode tests; its episode tests request ``openenv_episode``.
+    """
+    return openenv_episode
+
+
+@pytest.fixture
+def openenv_episode(
+    request: pytest.FixtureRequest, openenv_env: Any, openenv_policy: Any
+) -> Episode:
     """Run the episode during setup and return it finished."""
     from .defaults import resolve
     from .policies.adapt import as_policy
@@ -314,7 +333,8 @@ def _spec_of(request: pytest.FixtureRequest) -> EpisodeSpec:
     if spec is None:
         raise pytest.UsageError(
             f"{request.node.nodeid} uses an openenv fixture but is not an episode test: "
-            "request the `episode` fixture and set --openenv-env or @pytest.mark.openenv(...)"
+            "request the `episode` (or `openenv_episode`) fixture and set --openenv-env or "
+            "@pytest.mark.openenv(...)"
         )
     return spec
 

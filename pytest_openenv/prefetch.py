@@ -61,7 +61,7 @@ WINDOW_FACTOR = 4
 #: xdist --dist modes whose controller never takes back items it sent to a worker
 KEEPS_QUEUED_ITEMS = ("load", "loadscope", "loadfile", "loadgroup", "each")
 PLUGIN_MODULE = "pytest_openenv.plugin"
-OWN_FIXTURES = ("episode", "openenv_env", "openenv_policy")
+OWN_FIXTURES = ("openenv_episode", "openenv_env", "openenv_policy")
 
 
 class Job:

@@ -203,12 +203,18 @@ def test_configs_follow_which_files_have_rows() -> None:
     )
     assert [c["config_name"] for c in only_results.data.configs] == ["default"]
     assert only_results.data.license is None  # none given, none claimed
-    # nothing passed: the failures are what there is to look at (an empty file cannot load)
+    # nothing passed: the failures are what there is to look at (an empty file cannot load),
+    # but never as split "train" of the default config (a fine-tuning script would take them)
     only_failures = DatasetCard(
         build_card(summary, metadata, rows={"results.jsonl": 0, "failures.jsonl": 5})
     )
     assert only_failures.data.configs == [
-        {"config_name": "failures", "data_files": [{"split": "train", "path": "failures.jsonl"}]}
+        {
+            "config_name": "default",
+            "data_files": [{"split": "failures", "path": "failures.jsonl"}],
+            "default": True,
+        },
+        {"config_name": "failures", "data_files": [{"split": "train", "path": "failures.jsonl"}]},
     ]
 
 

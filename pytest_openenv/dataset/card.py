@@ -3,10 +3,14 @@
 The card is what the Hub shows: YAML front-matter that points the viewer at
 ``results.jsonl`` (config ``default``, split ``train``) and ``failures.jsonl``
 (config ``failures``), then the run's figures, the row schema and loading
-snippets. Values that come from users (env spec and config, system prompt,
-policy, model, repo id) never shape the card: in the YAML every string is one
-double-quoted line, in the Markdown they sit in code spans or fenced blocks
-whose fences are longer than any backtick run inside them.
+snippets. Split ``train`` of the default config is only ever passing episodes:
+with none, the default config holds the failures as split ``failures``, so
+``load_dataset(repo, split="train")`` fails loudly instead of training on them
+(and an empty ``results.jsonl``, which 🤗 Datasets cannot load, is never listed).
+Values that come from users (env spec and config, system prompt, policy, model,
+repo id) never shape the card: in the YAML every string is one double-quoted
+line, in the Markdown they sit in code spans or fenced blocks whose fences are
+longer than any backtick run inside them.
 """
 
 from __future__ import annotations
@@ -172,6 +176,16 @@ def front_matter(
                 "default": True,
             }
         )
+    else:
+        # nothing passed: without a default, the one "failures" config would become it
+        # and its split "train" would hand failures to a fine-tuning script
+        configs.append(
+            {
+                "config_name": "default",
+                "data_files": [{"split": "failures", "path": FAILURES}],
+                "default": True,
+            }
+        )
     if rows.get(FAILURES, 0):
         configs.append(
             {"config_name": "failures", "data_files": [{"split": "train", "path": FAILURES}]}
@@ -226,7 +240,8 @@ def figures_table(figures: dict[str, Any], settings: dict[str, Any]) -> list[str
         (
             "episodes",
             f"{f.get('episodes', 0)} ({f.get('passed', 0)} passed, {f.get('failed', 0)} failed, "
-            f"{f.get('errored', 0)} errored, {f.get('skipped', 0)} skipped)",
+            f"{f.get('errored', 0)} errored, {f.get('skipped', 0)} skipped)"
+            + (f"; {f['resumed']} passed in an earlier, resumed run" if f.get("resumed") else ""),
         ),
         ("pass rate", rate),
         ("mean reward", reward),
@@ -246,6 +261,8 @@ def figures_table(figures: dict[str, Any], settings: dict[str, Any]) -> list[str
 
 def loading_section(repo_id: str | None, rows: dict[str, int]) -> list[str]:
     source = json.dumps(repo_id) if repo_id else None
+    if not rows.get(RESULTS, 0):
+        return no_passing_section(source, rows)
     lines = ["## Loading", "", "With 🤗 Datasets:", ""]
     snippet = ["from datasets import load_dataset", ""]
     if source:
@@ -280,6 +297,25 @@ def loading_section(repo_id: str | None, rows: dict[str, int]) -> list[str]:
     ]
     lines += [code_block("\n".join(trl), "python"), ""]
     return lines
+
+
+def no_passing_section(source: str | None, rows: dict[str, int]) -> list[str]:
+    """Loading, when no episode passed: nothing to fine-tune on, and no empty file to load."""
+    lines = [
+        "## Loading",
+        "",
+        f"No episode passed in this run: `{RESULTS}` is empty (🤗 Datasets cannot load an "
+        "empty file), and there is no split `train` to fine-tune on.",
+        "",
+    ]
+    if not rows.get(FAILURES, 0):
+        return lines
+    snippet = ["from datasets import load_dataset", ""]
+    if source:
+        snippet.append(f'failures = load_dataset({source}, "failures", split="train")')
+        snippet.append("# or from a local copy of this folder:")
+    snippet.append(f'failures = load_dataset("json", data_files="{FAILURES}", split="train")')
+    return [*lines, "The failed episodes:", "", code_block("\n".join(snippet), "python"), ""]
 
 
 def schema_section() -> list[str]:
@@ -340,8 +376,15 @@ def files_section(rows: dict[str, int]) -> list[str]:
         "",
         "| file | config | rows | content |",
         "|---|---|---|---|",
-        f"| `{RESULTS}` | `default`, split `train` | {rows.get(RESULTS, 0)} | passing episodes |",
-        f"| `{FAILURES}` | `failures`, split `train` | {rows.get(FAILURES, 0)} | "
+        f"| `{RESULTS}` | {'`default`, split `train`' if rows.get(RESULTS, 0) else 'none (empty)'}"
+        f" | {rows.get(RESULTS, 0)} | passing episodes |",
+        f"| `{FAILURES}` | `failures`, split `train`"
+        + (
+            ""
+            if rows.get(RESULTS, 0) or not rows.get(FAILURES, 0)
+            else "; `default`, split `failures`"
+        )
+        + f" | {rows.get(FAILURES, 0)} | "
         "failed or errored episodes, with a `failure` field |",
         "| `summary.json` | | | the figures above |",
         "| `metadata.json` | | | run configuration |",

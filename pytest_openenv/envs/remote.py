@@ -85,6 +85,12 @@ def describe_error(data: dict[str, Any]) -> str:
     return message
 
 
+def as_json(value: Any) -> str:
+    """A frame's value as the server wrote it (``"false"`` stays visibly a string), cut short."""
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return text[:100] + ("..." if len(text) > 100 else "")
+
+
 class RemoteBackend(Backend):
     kind = "remote"
 
@@ -113,6 +119,8 @@ class RemoteBackend(Backend):
         self.lease: Lease | None = None
         #: resetting a kept session: its drop means it went stale, not that the server failed
         self._reusing = False
+        #: the connection has answered a request: any frame waiting before the next is stale
+        self._answered = True
 
     # -- Backend ---------------------------------------------------------------
     def limit_time(self, seconds: float | None) -> None:
@@ -244,6 +252,7 @@ class RemoteBackend(Backend):
             # entering does nothing else, and ``close``/``_drop`` end it.
             self._ws = connection.__enter__()
             self._in_flight = False
+            self._answered = False  # a refused session's error frame may already be waiting
         # ConnectionClosed: a server that accepts and hangs up mid-handshake, at times
         except (OSError, TimeoutError, InvalidHandshake, InvalidURI, ConnectionClosed) as exc:
             self._ws = None
@@ -284,6 +293,8 @@ class RemoteBackend(Backend):
 
         ws = self._ws
         self._in_flight = True
+        if self._answered:
+            self._refuse_stale_frame(message["type"])
         try:
             ws.send(json.dumps(message))
         except ConnectionClosed:
@@ -311,6 +322,7 @@ class RemoteBackend(Backend):
                 f"connection to {self.location} failed: {self._why(exc)}", dropped=True
             ) from None
         self._in_flight = False
+        self._answered = True
         try:
             frame = json.loads(raw)
         except (ValueError, RecursionError):  # RecursionError: nested deeper than json reads
@@ -321,6 +333,24 @@ class RemoteBackend(Backend):
             data = frame.get("data")
             self._raise_for_error(data if isinstance(data, dict) else {"message": repr(data)})
         return frame
+
+    def _refuse_stale_frame(self, kind: str) -> None:
+        """A frame nobody asked for yet (a second answer to the last request) is an error.
+
+        The protocol has no request ids: read as the answer to ``kind``, that frame would
+        shift every later answer by one request (a step scored on the wrong observation).
+        """
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            extra = self._ws.recv(timeout=0)
+        except (TimeoutError, ConnectionClosed):  # nothing waiting; a closed one fails below
+            return
+        shown = extra[:100] if isinstance(extra, str) else repr(bytes(extra[:100]))
+        raise self._lost(
+            f"{self.location} sent an extra frame nobody asked for before {kind!r} "
+            f"({shown!r}); its answers no longer match the requests"
+        )
 
     def _raise_for_error(self, data: dict[str, Any]) -> None:
         code = str(data.get("code") or "UNKNOWN")
@@ -346,17 +376,29 @@ class RemoteBackend(Backend):
         metadata = dict(metadata) if isinstance(metadata, dict) else {}
         if isinstance(data.get("metadata"), dict):
             metadata.update(data["metadata"])
-        try:
-            reward = None if data.get("reward") is None else float(data["reward"])
-        except (TypeError, ValueError, OverflowError):
+        raw_reward = data.get("reward")
+        # a JSON number or null only: "1.0" or true is a server bug, not a reward to coerce
+        if raw_reward is not None and (
+            isinstance(raw_reward, bool) or not isinstance(raw_reward, (int, float))
+        ):
             raise EnvUnavailable(
-                f"{self.location} sent a non-numeric reward {str(data.get('reward'))[:100]!r}"
-            ) from None
+                f"{self.location} sent reward={as_json(raw_reward)}: "
+                "`reward` must be a JSON number or null"
+            )
+        try:
+            reward = None if raw_reward is None else float(raw_reward)
+        except OverflowError:  # an integer too big for a float
+            raise EnvUnavailable(f"{self.location} sent a reward too big for a float") from None
         if reward is not None and not math.isfinite(reward):  # NaN, Infinity: no dataset row
             raise EnvUnavailable(f"{self.location} sent a non-finite reward {reward!r}")
+        done = data.get("done", False)
+        if not isinstance(done, bool):  # bool("false") is True: it would end the episode
+            raise EnvUnavailable(
+                f"{self.location} sent done={as_json(done)}: `done` must be JSON true or false"
+            )
         return StepResult(
             observation=observation,
             reward=reward,
-            done=bool(data.get("done", False)),
+            done=done,
             metadata=metadata,
         )

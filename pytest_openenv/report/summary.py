@@ -30,7 +30,12 @@ def summary_lines(figures: dict[str, Any], output: str, *, gated: bool = False) 
         f"env: {', '.join(f['envs']) or 'n/a'}    policy: {', '.join(f['policies']) or 'n/a'}"
         + (f"    model: {', '.join(f['models'])}" if f["models"] else ""),
         f"episodes: {f['passed']} passed, {f['failed']} failed, {f['errored']} errored, "
-        f"{f['skipped']} skipped",
+        f"{f['skipped']} skipped"
+        + (
+            f" ({f['resumed']} of the passed from the earlier run: --openenv-resume)"
+            if f.get("resumed")
+            else ""
+        ),
     ]
     low, high = f["pass_rate_ci95"]
     lines.append(

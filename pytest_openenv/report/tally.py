@@ -14,6 +14,9 @@ class Tally:
     failed: int = 0
     errored: int = 0
     skipped: int = 0
+    #: --openenv-resume: passing episodes of the earlier run, counted in ``passed`` (their
+    #: rows are the dataset too), with their reward and turns; tokens stay this run's spend
+    resumed: int = 0
     reward: RunningMean = field(default_factory=RunningMean)
     turns: RunningMean = field(default_factory=RunningMean)
     prompt_tokens: int = 0
@@ -50,6 +53,7 @@ class Tally:
             "failed": self.failed,
             "errored": self.errored,
             "skipped": self.skipped,
+            "resumed": self.resumed,
             "pass_rate": (self.passed / self.ran) if self.ran else None,
             "pass_rate_ci95": [low, high],
             "mean_reward": self.reward.mean,

@@ -58,13 +58,15 @@ class Reply:
     payload: str | bytes | None = None  # None: no frame
     silence: float = 0.0  # seconds to wait first
     close: bool = False  # drop the connection instead of answering
+    then: str | None = None  # a second frame right after (a stale extra answer)
 
     def __repr__(self) -> str:  # frames can be megabytes: show their start and size
         payload = self.payload
         shown = repr(payload[:80]) + (f"...({len(payload)} long)" if len(payload) > 80 else "")
         if payload is None:
             shown = "None"
-        return f"Reply({shown}, silence={self.silence}, close={self.close})"
+        extra = "" if self.then is None else f", then={self.then[:40]!r}"
+        return f"Reply({shown}, silence={self.silence}, close={self.close}{extra})"
 
 
 class FrameServer:
@@ -108,6 +110,8 @@ class FrameServer:
                     return
                 if reply.payload is not None:
                     ws.send(reply.payload)
+                if reply.then is not None:
+                    ws.send(reply.then)
 
     def stop(self) -> None:
         self._server.shutdown()

@@ -105,6 +105,8 @@ reply = st.one_of(
             Reply(GOOD.encode()),  # a binary frame holding good JSON
             Reply(json.dumps(observation(game_phase="x" * 3_000_000))),  # 3 MB
             Reply('{"type": "observation"}'),
+            Reply(json.dumps(observation(done="false"))),  # a string: truthy, but not done
+            Reply(GOOD, then=FINAL),  # two answers to one step: the second is stale
             Reply("null"),
             Reply(""),
             Reply(close=True),
@@ -145,6 +147,38 @@ def test_bad_frames_make_an_episode_error_or_a_game(script: list[Reply]) -> None
         line = dumps_record(outcome.record(test="t", passed=outcome.passed))
         assert json.loads(line)["episode_id"] == "ep-000000"
         assert outcome.explain()
+
+
+@pytest.mark.parametrize(
+    ("frame", "named"),
+    [
+        (observation(done="false"), 'done="false"'),
+        (observation(done="true"), 'done="true"'),
+        (observation(done=1), "done=1"),
+        (observation(done=None), "done=null"),
+        (observation(reward="1.0"), 'reward="1.0"'),
+        (observation(reward=True), "reward=true"),
+    ],
+)
+def test_a_field_of_the_wrong_type_errors_the_episode_naming_it(
+    frame: dict[str, Any], named: str
+) -> None:
+    """``done`` must be a JSON bool and ``reward`` a number or null: never coerced."""
+    # answers to reset, to the one state request, then to the first step
+    with frame_server([Reply(GOOD), Reply(GOOD), Reply(json.dumps(frame))]) as server:
+        outcome, _ = play(server.url)
+    assert isinstance(outcome, EpisodeError), outcome.explain()
+    assert named in str(outcome), str(outcome)
+
+
+def test_a_stale_extra_frame_is_not_taken_as_the_next_answer() -> None:
+    """Two answers to one step: the second must not answer the next step (it would win)."""
+    with frame_server([Reply(GOOD), Reply(GOOD), Reply(GOOD, then=FINAL)]) as server:
+        outcome, _ = play(server.url)
+        asked = list(server.frames_in)
+    assert isinstance(outcome, EpisodeError), outcome.explain()
+    assert "extra frame" in str(outcome), str(outcome)
+    assert sum('"step"' in frame for frame in asked) == 1  # the next step was never sent
 
 
 def test_frame_over_the_size_limit_is_an_episode_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -76,9 +76,7 @@ def test_a_200_that_is_not_a_model_turn_errors_the_episode(
 
 
 def test_a_200_error_does_not_count_against_the_pass_rate(launcher: Launcher) -> None:
-    code, _ = run(
-        launcher, "openai", Faults(raw_200=BODIES["html"]), "--openenv-min-pass-rate=0.5"
-    )
+    code, _ = run(launcher, "openai", Faults(raw_200=BODIES["html"]), "--openenv-min-pass-rate=0.5")
     summary = json.loads((launcher.output / "summary.json").read_text())
     assert summary["figures"]["errored"] == 2 and summary["figures"]["failed"] == 0
     assert code == 1  # errored episodes count as not passed: the gate fails

@@ -1,0 +1,150 @@
+"""Each episode counts once, with its final outcome, over the whole dataset; JUnit agrees.
+
+- pytest-rerunfailures logs every attempt: a failed attempt that passes on rerun
+  must not count as a failure (it flipped the gate) nor leave a failures.jsonl row.
+- ``--openenv-resume`` skips the episodes already in results.jsonl: the gate and the
+  card must still count them (as passed), not only the episodes re-run.
+- With a gate that passes (exit 0), ``--junitxml`` must not report the episodes the
+  gate accepted as failures or errors (JUnit-reading CI would go red); with a gate that
+  fails it stays as pytest wrote it.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from faults import ENV, Launcher, read_rows
+
+#: Episodes that fail (assertion) or error (policy unavailable) on the seeds the
+#: environment names; FLAKY_SEEDS fail only on their first attempt in this folder.
+SUITE = """
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_openenv.policies.base import PolicyUnavailable
+from pytest_openenv.policies.scripted import ScriptedPolicy
+
+
+def seeds(name):
+    return {int(s) for s in os.environ.get(name, "").split(",") if s}
+
+
+class Steered(ScriptedPolicy):
+    def act(self, turn):
+        if turn.seed in seeds("ERROR_SEEDS"):
+            raise PolicyUnavailable("injected: the endpoint is down")
+        return super().act(turn)
+
+
+@pytest.fixture
+def openenv_policy():
+    return Steered()
+
+
+def test_ep(episode):
+    attempt = Path(f"attempted-{episode.episode_id}")
+    first = not attempt.exists()
+    attempt.touch()
+    if first and episode.seed in seeds("FLAKY_SEEDS"):
+        pytest.fail("flaky: fails on its first attempt only")
+    assert episode.seed not in seeds("FAIL_SEEDS"), "this seed is set to fail"
+"""
+
+
+def suite(launcher: Launcher) -> None:
+    (launcher.folder / "test_suite.py").write_text(SUITE)
+
+
+def run(launcher: Launcher, *args: str, **env: str) -> Any:
+    # every game passes (a loss too): the suite's seeds decide what fails
+    common = ["test_suite.py", f"--openenv-env={ENV}", "--openenv-n=4", "--openenv-min-reward=-1"]
+    return launcher.run(*common, *args, env=env)
+
+
+def figures(launcher: Launcher) -> dict[str, Any]:
+    return json.loads((launcher.output / "summary.json").read_text())["figures"]
+
+
+def test_a_rerun_that_passes_counts_once_as_passed(launcher: Launcher) -> None:
+    suite(launcher)
+    finished = run(
+        launcher, "-p", "rerunfailures", "--reruns=1", "--openenv-min-pass-rate=1.0",
+        FLAKY_SEEDS="0,1",
+    )  # fmt: skip
+    assert "RERUN" in finished.stdout or "2 rerun" in finished.stdout, finished.stdout[-2000:]
+    assert finished.returncode == 0, finished.stdout[-3000:]
+    got = figures(launcher)
+    assert (got["passed"], got["failed"], got["errored"], got["ran"]) == (4, 0, 0, 4), got
+    assert len(read_rows(launcher.output / "results.jsonl")) == 4
+    assert read_rows(launcher.output / "failures.jsonl") == []
+    assert "episodes: 4 passed, 0 failed" in finished.stdout
+
+
+def test_a_rerun_that_fails_again_counts_once_as_failed(launcher: Launcher) -> None:
+    suite(launcher)
+    finished = run(launcher, "-p", "rerunfailures", "--reruns=2", FAIL_SEEDS="3")
+    assert finished.returncode == 1
+    got = figures(launcher)
+    assert (got["passed"], got["failed"], got["ran"]) == (3, 1, 4), got
+    [row] = read_rows(launcher.output / "failures.jsonl")
+    assert row["episode_id"] == "ep-000003"
+
+
+def test_resume_gates_and_cards_the_whole_dataset(launcher: Launcher) -> None:
+    suite(launcher)
+    first = run(launcher, FAIL_SEEDS="2,3")
+    assert first.returncode == 1
+    # the re-run passes one of the two: this run alone is 1/2, the dataset 3/4
+    second = run(launcher, "--openenv-resume", "--openenv-min-pass-rate=0.7", FAIL_SEEDS="3")
+    assert second.returncode == 0, second.stdout[-3000:]
+    got = figures(launcher)
+    assert (got["passed"], got["failed"], got["ran"], got["resumed"]) == (3, 1, 4, 2), got
+    assert got["pass_rate"] == 0.75
+    assert got["mean_turns"] is not None and got["mean_reward"] is not None
+    card = (launcher.output / "README.md").read_text()
+    assert "| episodes | 4 (3 passed, 1 failed, 0 errored, 0 skipped)" in card, card
+    assert "2 of the passed from the earlier run" in second.stdout
+    assert len(read_rows(launcher.output / "results.jsonl")) == 3
+    # and the other way: a gate the dataset misses fails although the re-runs all pass
+    third = run(launcher, "--openenv-resume", "--openenv-min-pass-rate=0.9", FAIL_SEEDS="3")
+    assert third.returncode == 1, third.stdout[-3000:]
+    assert figures(launcher)["ran"] == 4
+
+
+def junit(launcher: Launcher) -> tuple[ET.Element, dict[str, ET.Element]]:
+    root = ET.parse(launcher.folder / "junit.xml").getroot()
+    suite_node = next(root.iter("testsuite"))
+    return suite_node, {case.get("name", ""): case for case in suite_node.iter("testcase")}
+
+
+def test_junit_agrees_with_a_passing_gate(launcher: Launcher) -> None:
+    suite(launcher)
+    finished = run(
+        launcher, "--junitxml=junit.xml", "--openenv-min-pass-rate=0.5",
+        FAIL_SEEDS="1", ERROR_SEEDS="2",
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stdout[-3000:]
+    node, cases = junit(launcher)
+    assert (node.get("failures"), node.get("errors"), node.get("skipped")) == ("0", "0", "2")
+    assert node.get("tests") == "4"
+    for name, said in (("test_ep[ep-000001]", "failed"), ("test_ep[ep-000002]", "errored")):
+        [skipped] = cases[name].findall("skipped")
+        assert skipped.get("type") == "openenv.gated"
+        message = skipped.get("message", "")
+        assert "accepted by the openenv gate" in message and said in message, message
+        assert not cases[name].findall("failure") and not cases[name].findall("error")
+    assert "injected: the endpoint is down" in (cases["test_ep[ep-000002]"][0].text or "")
+    assert not cases["test_ep[ep-000000]"].findall("skipped")
+
+
+def test_junit_keeps_failures_when_the_gate_fails(launcher: Launcher) -> None:
+    suite(launcher)
+    finished = run(launcher, "--junitxml=junit.xml", "--openenv-min-pass-rate=0.9", FAIL_SEEDS="1")
+    assert finished.returncode == 1
+    node, cases = junit(launcher)
+    assert node.get("failures") == "1" and node.get("skipped") == "0"
+    assert cases["test_ep[ep-000001]"].findall("failure")
