@@ -259,8 +259,9 @@ def test_a_server_killed_mid_run_costs_only_its_episodes_in_flight(
     assert sorted(row["episode_id"] for row in rows) == [f"ep-{i:06d}" for i in range(n)]
     errors = [row for row in rows if row.get("failure", {}).get("outcome") == "error"]
     # only the sessions open on the dead server when it died: at most one per slot in flight
+    # (none, when the kill fell between its episodes: how many is up to the machine's timing)
     in_flight_cap = concurrency * max(1, int(workers))
-    assert 1 <= len(errors) <= min(in_flight_cap, n), [e["failure"] for e in errors]
+    assert len(errors) <= min(in_flight_cap, n), [e["failure"] for e in errors]
     for row in errors:
         message = row["failure"]["message"]
         assert dead.url in message, message

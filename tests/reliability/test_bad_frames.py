@@ -115,7 +115,15 @@ reply = st.one_of(
 )
 
 
-def play(url: str) -> tuple[Any, float]:
+class ThinkingPolicy(ScriptedPolicy):
+    """The scripted move after a pause, as a model takes: a frame sent late has landed."""
+
+    def act(self, turn: Any) -> Any:
+        time.sleep(0.3)
+        return super().act(turn)
+
+
+def play(url: str, policy: ScriptedPolicy | None = None) -> tuple[Any, float]:
     """One scripted episode against ``url``: the Episode or the EpisodeError, and seconds."""
     family = build_family("openspiel:tic_tac_toe", {})
     spec = EpisodeSpec(env="openspiel:tic_tac_toe", index=0, seed=0)
@@ -124,7 +132,7 @@ def play(url: str) -> tuple[Any, float]:
         outcome: Any = run_episode(
             spec,
             EnvFactory(family, (url,)),
-            ScriptedPolicy(),
+            policy or ScriptedPolicy(),
             limits=Limits(max_turns=5, timeout=TIMEOUT),
         )
     except EpisodeError as exc:
@@ -174,7 +182,9 @@ def test_a_field_of_the_wrong_type_errors_the_episode_naming_it(
 def test_a_stale_extra_frame_is_not_taken_as_the_next_answer() -> None:
     """Two answers to one step: the second must not answer the next step (it would win)."""
     with frame_server([Reply(GOOD), Reply(GOOD), Reply(GOOD, then=FINAL)]) as server:
-        outcome, _ = play(server.url)
+        # the extra frame follows its answer at once; the policy's pause lets it land
+        # before the next step is sent, however loaded the machine
+        outcome, _ = play(server.url, ThinkingPolicy())
         asked = list(server.frames_in)
     assert isinstance(outcome, EpisodeError), outcome.explain()
     assert "extra frame" in str(outcome), str(outcome)
