@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import shlex
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from ..envseconds import seconds_from_env
 from .card import GENERATED_MARKER, render_card
 from .writer import CARD, FAILURES, METADATA, RESULTS, SUMMARY, atomic_write
 
@@ -78,19 +78,10 @@ def license_problem(value: str) -> str | None:
 
 def hub_timeout() -> float:
     """``PYTEST_OPENENV_HUB_TIMEOUT`` (seconds > 0) or the default; PushError if malformed."""
-    raw = os.environ.get(HUB_TIMEOUT_ENV, "").strip()
-    if not raw:
-        return DEFAULT_HUB_TIMEOUT
     try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value < float("inf"):
-        raise PushError(
-            f"{HUB_TIMEOUT_ENV}={raw!r} is invalid: expected a number of seconds > 0, "
-            f"e.g. {DEFAULT_HUB_TIMEOUT:g}"
-        )
-    return value
+        return seconds_from_env(HUB_TIMEOUT_ENV, DEFAULT_HUB_TIMEOUT)
+    except ValueError as exc:
+        raise PushError(str(exc)) from None
 
 
 @contextlib.contextmanager

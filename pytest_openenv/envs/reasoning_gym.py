@@ -22,11 +22,11 @@ killed: the abandoned generation goes on in the background until the process end
 from __future__ import annotations
 
 import difflib
-import os
 import threading
 from collections import OrderedDict
 from typing import Any, ClassVar
 
+from ..envseconds import seconds_from_env
 from .base import (
     ActionRejected,
     Backend,
@@ -54,17 +54,10 @@ class GenerationTimeout(EnvUnavailable):
 
 
 def generation_timeout() -> float:
-    raw = os.environ.get(GENERATION_TIMEOUT_ENV, "").strip()
     try:
-        value = float(raw) if raw else DEFAULT_GENERATION_TIMEOUT
-    except ValueError:
-        value = float("nan")
-    if not 0 < value < float("inf"):
-        raise EnvConfigError(
-            f"{GENERATION_TIMEOUT_ENV}={raw!r} is invalid: expected a number of seconds > 0, "
-            f"e.g. {DEFAULT_GENERATION_TIMEOUT:g}"
-        )
-    return value
+        return seconds_from_env(GENERATION_TIMEOUT_ENV, DEFAULT_GENERATION_TIMEOUT)
+    except ValueError as exc:
+        raise EnvConfigError(str(exc)) from None
 
 
 def first_entry(dataset: Any, seconds: float) -> dict[str, Any]:
