@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
 
 from pytest_openenv.envs.base import ActionRejected, StepResult
@@ -113,10 +115,19 @@ def broken_machine(bug: str) -> type[EnvStateMachine]:
 )
 def test_state_machine_finds_a_planted_bug(bug, message):
     machine = broken_machine(bug)
+    run = settings(QUICK, max_examples=200, stateful_step_count=20)
+    if bug == "unseeded opponent":
+        # The planted bug is nondeterminism itself, so hypothesis's replay of the failing
+        # example may draw differently: it then says so (Flaky) instead of re-raising ours.
+        with pytest.raises((AssertionError, Flaky)) as caught:
+            run_state_machine_as_test(machine, settings=run)
+        if isinstance(caught.value, AssertionError):
+            assert re.search(message, str(caught.value)), str(caught.value)
+        else:
+            assert "Inconsistent" in str(caught.value) or "flaky" in str(caught.value).lower()
+        return
     with pytest.raises(AssertionError, match=message):
-        run_state_machine_as_test(
-            machine, settings=settings(QUICK, max_examples=200, stateful_step_count=20)
-        )
+        run_state_machine_as_test(machine, settings=run)
 
 
 def test_state_machine_without_an_env_says_what_to_set():
