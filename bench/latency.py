@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -58,6 +59,14 @@ class Run:
     completions: int
     episodes: int
     bound_s: float
+    #: CPU seconds of the pytest processes (controller and workers) and of the model server
+    cpu_s: float
+    server_cpu_s: float
+
+    @property
+    def cpu_floor_s(self) -> float:
+        """The run's CPU spread over every core: no schedule on this machine can beat it."""
+        return (self.cpu_s + self.server_cpu_s) / (os.cpu_count() or 1)
 
     @property
     def efficiency(self) -> float:
@@ -75,9 +84,12 @@ def run(label: str, extra: list[str], parallelism: int, n: int, delay: float) ->
             "--openenv-model=bench-model",
             *extra,
         ]
+        own, children = cpu_seconds(resource.RUSAGE_SELF), cpu_seconds(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         proc = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True)
         wall = time.perf_counter() - started
+        server_cpu = cpu_seconds(resource.RUSAGE_SELF) - own  # the server's threads
+        pytest_cpu = cpu_seconds(resource.RUSAGE_CHILDREN) - children
         completions = server.requests
     tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
     episodes = sum(int(count) for count, _ in OUTCOMES.findall(tail))
@@ -93,7 +105,14 @@ def run(label: str, extra: list[str], parallelism: int, n: int, delay: float) ->
         completions=completions,
         episodes=episodes,
         bound_s=completions * delay / parallelism,
+        cpu_s=pytest_cpu,
+        server_cpu_s=server_cpu,
     )
+
+
+def cpu_seconds(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
 
 
 def workers_sweep(workers: list[int], n: int, delay: float, c: int, repeat: int) -> None:
@@ -109,14 +128,20 @@ def workers_sweep(workers: list[int], n: int, delay: float, c: int, repeat: int)
     )
     print(
         f"{'run':<12} {'in flight':>9} {'session s':>9} {'wall s':>7} {'completions':>11} "
-        f"{'bound s':>8} {'bound/time':>10}"
+        f"{'bound s':>8} {'bound/time':>10} {'CPU ms/ep':>9} {'CPU floor s':>11}"
     )
     for group in runs.values():
         for r in group:
             print(
                 f"{r.label:<12} {r.parallelism:>9} {r.session_s:>9.2f} {r.wall_s:>7.2f} "
-                f"{r.completions:>11} {r.bound_s:>8.2f} {r.efficiency:>9.0%}"
+                f"{r.completions:>11} {r.bound_s:>8.2f} {r.efficiency:>9.0%} "
+                f"{1000 * (r.cpu_s + r.server_cpu_s) / r.episodes:>9.1f} {r.cpu_floor_s:>11.2f}"
             )
+    print(
+        "CPU ms/ep: CPU of every pytest process and of the model server, per episode; CPU "
+        f"floor: that CPU spread over all {os.cpu_count()} cores. Where the floor is above the "
+        "latency bound, the cores, not the schedule, set the pace."
+    )
 
     def median(values: list[float]) -> float:
         return sorted(values)[len(values) // 2]

@@ -104,11 +104,15 @@ class Episode:
                 lines.append(f"  turn {step['turn']}: {what}")
         return "\n".join(lines)
 
-    def record(self, *, test: str = "", passed: bool | None = None) -> dict[str, Any]:
+    def record(
+        self, *, test: str = "", passed: bool | None = None, tool_arguments: str = "string"
+    ) -> dict[str, Any]:
         """The dataset row: OpenEnv ``EpisodeRecord`` keys plus ours (DESIGN §4).
 
         ``stable_row`` keeps every field in one JSON type across rows and families,
         so ``datasets``/pyarrow and the Hub viewer load the files as they are.
+        ``tool_arguments`` (``--openenv-tool-arguments``): ``"string"`` or ``"object"``,
+        how ``messages`` carry tool-call arguments.
         """
         from .dataset.layout import stable_row
 
@@ -144,7 +148,7 @@ class Episode:
             "test": test,
             "passed": self.passed if passed is None else passed,
         }
-        return stable_row(row)
+        return stable_row(row, tool_arguments)
 
 
 #: Characters JSON leaves raw in strings but line readers (``str.splitlines``, older

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from .adaptive import AUTO, AUTO_CEILING, AUTO_START
+from .dataset.layout import TOOL_ARGUMENT_FORMS
 
 #: seconds one LLM request may take when nothing else is set: the SDKs' own default
 #: (600 s, retried twice) leaves a hung endpoint holding an episode for ~30 minutes
@@ -124,14 +125,20 @@ def _confidence(flag: str, raw: Any) -> float:
     return value
 
 
+def _one_of(*choices: str) -> Callable[[str, Any], str]:
+    """A converter that accepts exactly one of ``choices``."""
+
+    def convert(flag: str, raw: Any) -> str:
+        value = str(raw).strip()
+        if value not in choices:
+            raise _bad(flag, raw, f"one of {', '.join(choices)}")
+        return value
+
+    return convert
+
+
 GATE_METRICS = ("pass@1", "pass@k", "pass^k")
-
-
-def _gate_metric(flag: str, raw: Any) -> str:
-    value = str(raw).strip()
-    if value not in GATE_METRICS:
-        raise _bad(flag, raw, f"one of {', '.join(GATE_METRICS)}")
-    return value
+_gate_metric = _one_of(*GATE_METRICS)
 
 
 def _server_urls(flag: str, raw: Any) -> tuple[str, ...]:
@@ -469,6 +476,17 @@ OPTIONS: list[Option] = [
         "MSG",
     ),
     Option(
+        "tool-arguments",
+        "how the written messages carry assistant tool_calls[].function.arguments: string "
+        "(default; a JSON string, OpenAI's wire format, what DeepSeek-style chat templates "
+        "concatenate as text) or object (the parsed JSON object, null for a refused call: "
+        "for Qwen2.5 / Llama-3.1 style templates that apply `tojson` to the arguments and "
+        "would otherwise encode the string twice)",
+        _one_of(*TOOL_ARGUMENT_FORMS),
+        TOOL_ARGUMENT_FORMS[0],
+        "FORM",
+    ),
+    Option(
         "license",
         "license id for the dataset card, e.g. mit or cc-by-4.0 (default: none stated)",
         _hub_license,
@@ -629,6 +647,7 @@ class Settings:
             "output": str(self.output),
             "resume": self.resume,
             "min_reward": self.min_reward,
+            "tool_arguments": self.extra.get("tool-arguments") or TOOL_ARGUMENT_FORMS[0],
             "servers": self.public_servers(),
             "llm": self.public_llm(),
         }

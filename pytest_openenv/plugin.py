@@ -46,6 +46,11 @@ def is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
+def plays_episodes(config: pytest.Config) -> bool:
+    """This process runs items: an xdist worker, or a run without xdist (not its controller)."""
+    return is_worker(config) or config.getoption("dist", "no") == "no"
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     register(parser)
 
@@ -90,11 +95,19 @@ def pytest_configure(config: pytest.Config) -> None:
         )
         check_fits(policy, family, f"--openenv-policy={settings.policy}")
         check_honoured(settings.policy, family, f"--openenv-policy={settings.policy}")
+    if plays_episodes(config) and hasattr(policy, "load_sdk"):
+        policy.load_sdk(strict=not is_worker(config))
     if settings.env:
         heap.freeze(config)  # what the run imported (an SDK) lives until exit
     no_paths = config.args_source != pytest.Config.ArgsSource.ARGS
     config.stash[BUNDLED_KEY] = bool(settings.env) and no_paths
     if config.stash[BUNDLED_KEY]:
+        # the bundled episode test takes no snapshots, yet syrupy's unused-snapshot search
+        # would send every collected item from each xdist worker and rebuild them all on
+        # the controller at the end of the run (about 1.3 KB per episode: 130 MB for
+        # 100,000); as with ``-p no:syrupy``, it then sees nothing of this run
+        if config.pluginmanager.has_plugin("syrupy"):
+            config.pluginmanager.unregister(name="syrupy")
         config.args[:] = []
     if is_worker(config):
         from .envs.seeding import UNSEEDED_SERVERS
@@ -346,7 +359,9 @@ def pytest_runtest_makereport(
     report = yield
     from .worker import attach_to_report
 
-    attach_to_report(item, report)
+    settings = item.config.stash.get(SETTINGS_KEY, None)
+    tool_arguments = settings.extra.get("tool-arguments") if settings is not None else None
+    attach_to_report(item, report, tool_arguments or "string")
     secrets = item.config.stash.get(SECRETS_KEY, None)
     if secrets is not None and secrets.active:
         from .secrets import scrub_report

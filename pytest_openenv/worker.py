@@ -202,8 +202,13 @@ def failure_message(report: pytest.TestReport) -> str:
     return text[-4000:]
 
 
-def attach_to_report(item: pytest.Item, report: pytest.TestReport) -> None:
-    """Put the episode on the report as JSON text: the controller is the only writer."""
+def attach_to_report(
+    item: pytest.Item, report: pytest.TestReport, tool_arguments: str = "string"
+) -> None:
+    """Put the episode on the report as JSON text: the controller is the only writer.
+
+    ``tool_arguments`` (``--openenv-tool-arguments``): how the row's messages carry them.
+    """
     spec = item.stash.get(SPEC_KEY, None)
     if spec is None:
         return
@@ -213,10 +218,12 @@ def attach_to_report(item: pytest.Item, report: pytest.TestReport) -> None:
     if report.when == "setup" and report.failed:
         reason = item.stash.get(ERROR_KEY, None) or failure_message(report)
         base = episode or placeholder_episode(spec, reason)
-        record = base.record(test=item.nodeid, passed=False)
+        record = base.record(test=item.nodeid, passed=False, tool_arguments=tool_arguments)
         record["failure"] = {"outcome": "error", "message": reason}
     elif report.when == "call" and episode is not None:
-        record = episode.record(test=item.nodeid, passed=report.passed)
+        record = episode.record(
+            test=item.nodeid, passed=report.passed, tool_arguments=tool_arguments
+        )
         if not report.passed:
             record["failure"] = {"outcome": "failed", "message": failure_message(report)}
     elif report.when == "call" and report.failed:

@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .layout import TOOL_ARGUMENT_FORMS
 from .writer import FAILURES, RESULTS
 
 #: First body line of a generated card; ``python -m pytest_openenv push`` rebuilds
@@ -71,6 +72,31 @@ SCHEMA: tuple[tuple[str, str, str], ...] = (
     ("schema_version", "int", "row layout version"),
     ("failure", "struct", "`failures.jsonl` only: `outcome` (failed / error) and `message`"),
 )
+
+#: the ``messages`` row of ``SCHEMA`` for a folder written with --openenv-tool-arguments=object
+MESSAGES_WITH_OBJECT_ARGUMENTS = (
+    "messages",
+    "list of chat messages",
+    "OpenAI chat format: `system`, `user`, `assistant` (with `tool_calls[].function"
+    ".arguments` as an object: the accepted call's arguments, null for a refused call; "
+    "written with `--openenv-tool-arguments=object`) and `tool` (with `tool_call_id`) messages",
+)
+
+#: what each form suits, for the card's run configuration
+TOOL_ARGUMENT_ADVICE = {
+    "string": (
+        "a JSON string, OpenAI's wire format: right for chat templates that insert the "
+        "arguments as text (DeepSeek-style) and for the OpenAI API; templates that apply "
+        "`tojson` to them (Qwen2.5, Llama-3.1) encode such a string twice, so for those "
+        "re-run with `--openenv-tool-arguments=object`"
+    ),
+    "object": (
+        "objects (null for a refused call; its exact text is in `tool_trace`'s "
+        "`arguments_text`): right for chat templates that apply `tojson` to the arguments "
+        "(Qwen2.5, Llama-3.1); templates that insert them as text need the default "
+        "`--openenv-tool-arguments=string`"
+    ),
+}
 
 _TAG = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 
@@ -318,7 +344,14 @@ def no_passing_section(source: str | None, rows: dict[str, int]) -> list[str]:
     return [*lines, "The failed episodes:", "", code_block("\n".join(snippet), "python"), ""]
 
 
-def schema_section() -> list[str]:
+def tool_argument_form(metadata: dict[str, Any]) -> str:
+    """How the folder's ``messages`` carry tool-call arguments (older folders: strings)."""
+    identity = metadata.get("identity") if isinstance(metadata.get("identity"), dict) else {}
+    form = identity.get("tool_arguments")
+    return form if form in TOOL_ARGUMENT_FORMS else TOOL_ARGUMENT_FORMS[0]
+
+
+def schema_section(tool_arguments: str = "string") -> list[str]:
     lines = [
         "## Schema",
         "",
@@ -330,7 +363,10 @@ def schema_section() -> list[str]:
         "| field | type | meaning |",
         "|---|---|---|",
     ]
-    lines += [f"| `{name}` | {kind} | {meaning} |" for name, kind, meaning in SCHEMA]
+    for name, kind, meaning in SCHEMA:
+        if name == "messages" and tool_arguments == "object":
+            name, kind, meaning = MESSAGES_WITH_OBJECT_ARGUMENTS
+        lines.append(f"| `{name}` | {kind} | {meaning} |")
     return [*lines, ""]
 
 
@@ -367,6 +403,8 @@ def run_section(metadata: dict[str, Any]) -> list[str]:
             lines.append(f"- {name}: the env family's default verdict")
         elif name == "max turns":
             lines.append(f"- {name}: the env family's default (10, or a whole game)")
+    form = tool_argument_form(metadata)
+    lines.append(f"- tool-call arguments in `messages`: `{form}`, {TOOL_ARGUMENT_ADVICE[form]}")
     return [*lines, "", "`metadata.json` holds the full run configuration (no secrets).", ""]
 
 
@@ -427,7 +465,7 @@ def build_card(
         "",
         *files_section(rows),
         *loading_section(repo_id, rows),
-        *schema_section(),
+        *schema_section(tool_argument_form(metadata)),
         *run_section(metadata),
     ]
     return "\n".join(lines)

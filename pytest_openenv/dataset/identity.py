@@ -6,11 +6,13 @@ same episode when the same settings made it: the env and its config (game
 parameters, opponent, reasoning_gym dataset config) pick the task, the base seed
 fixes episode i's seed, the id prefix and repeats shape the id, and the policy,
 model, system prompt, sampling, turn limit and pass threshold decide what was
-played and which file the row went to. These fields are recorded in ``metadata.json`` (``identity``)
-and a resume with any of them different is refused, naming the field: otherwise
-rows of two different runs end up in one dataset. ``--openenv-n`` is not part of
-it (a resume may extend a run), nor are output, concurrency, timeouts, servers or
-the cache, which change how episodes run, not which ones.
+played and which file the row went to, and ``--openenv-tool-arguments`` fixes the
+type of ``messages``' tool-call arguments (a JSON string or an object: a file with
+both has two types in one field). These fields are recorded in ``metadata.json``
+(``identity``) and a resume with any of them different is refused, naming the
+field: otherwise rows of two different runs end up in one dataset. ``--openenv-n``
+is not part of it (a resume may extend a run), nor are output, concurrency,
+timeouts, servers or the cache, which change how episodes run, not which ones.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+
+from .layout import TOOL_ARGUMENT_FORMS
 
 #: identity field -> the option that sets it
 IDENTITY_OPTIONS = {
@@ -33,7 +37,10 @@ IDENTITY_OPTIONS = {
     "max_tokens": "--openenv-max-tokens",
     "max_turns": "--openenv-max-turns",
     "min_reward": "--openenv-min-reward",
+    "tool_arguments": "--openenv-tool-arguments",
 }
+#: what a folder written before a field existed holds: the behaviour of that time
+FIELD_BEFORE_IT_EXISTED = {"tool_arguments": TOOL_ARGUMENT_FORMS[0]}
 
 
 def _plain(value: Any) -> Any:
@@ -57,6 +64,7 @@ def run_identity(settings: Any) -> dict[str, Any]:
             "max_tokens": extra.get("max-tokens"),
             "max_turns": settings.max_turns,
             "min_reward": settings.min_reward,
+            "tool_arguments": extra.get("tool-arguments") or TOOL_ARGUMENT_FORMS[0],
         }
     )
 
@@ -65,7 +73,7 @@ def recorded_identity(metadata: dict[str, Any]) -> dict[str, Any]:
     """The identity a ``metadata.json`` records (read from ``settings`` in older folders)."""
     identity = metadata.get("identity")
     if isinstance(identity, dict):
-        return identity
+        return {**FIELD_BEFORE_IT_EXISTED, **identity}
     settings = metadata.get("settings") if isinstance(metadata.get("settings"), dict) else {}
     llm = settings.get("llm") if isinstance(settings.get("llm"), dict) else {}
     evaluation = metadata.get("evaluation") if isinstance(metadata.get("evaluation"), dict) else {}
@@ -75,7 +83,7 @@ def recorded_identity(metadata: dict[str, Any]) -> dict[str, Any]:
     }
     if "repeats" in evaluation:
         legacy["repeats"] = evaluation["repeats"]
-    return legacy
+    return {**FIELD_BEFORE_IT_EXISTED, **legacy}
 
 
 def identity_mismatch(

@@ -11,7 +11,11 @@ The rules, applied to every row:
 - ``messages`` stay OpenAI chat format: ``content`` always a string, assistant
   ``tool_calls[].function.arguments`` a JSON *string*, ``tool`` messages with a
   string ``tool_call_id``; keys that do not apply to a role are left out, as in
-  OpenAI's own format.
+  OpenAI's own format. With ``--openenv-tool-arguments=object`` the arguments are
+  the call's ``tool_trace`` object instead (the accepted call's parsed object, null
+  for a refused one): chat templates that apply ``tojson`` to them (Qwen2.5,
+  Llama-3.1) would encode a string twice, and a refused call's values may not have
+  the schema's types, which would give the field two types across rows.
 - ``tools`` stay OpenAI function tools (what TRL passes to the chat template);
   empty objects inside a parameter schema are dropped (``"properties": {}``
   means the same as no ``properties``).
@@ -29,9 +33,12 @@ The rules, applied to every row:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 SCALARS = (str, int, float, bool, type(None))
+#: how ``messages`` carry tool-call arguments (``--openenv-tool-arguments``); first = default
+TOOL_ARGUMENT_FORMS = ("string", "object")
 CHAT_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 
 
@@ -73,19 +80,25 @@ def message_content(content: Any) -> str:
     return as_text(content)
 
 
-def tool_call(call: dict[str, Any]) -> dict[str, Any]:
+#: what each tool call's ``arguments`` become in object form, in message order
+ObjectArguments = Iterator[dict[str, Any] | None]
+
+
+def tool_call(call: dict[str, Any], objects: ObjectArguments | None = None) -> dict[str, Any]:
+    """One tool call; its arguments as JSON text, or the next of ``objects`` (object form)."""
     function = call.get("function") or {}
+    text = function.get("arguments", "")
     return {
         "id": as_text(call.get("id")),
         "type": "function",
         "function": {
             "name": as_text(function.get("name")),
-            "arguments": as_text(function.get("arguments", "")),
+            "arguments": as_text(text) if objects is None else next(objects),
         },
     }
 
 
-def chat_message(message: dict[str, Any]) -> dict[str, Any]:
+def chat_message(message: dict[str, Any], objects: ObjectArguments | None = None) -> dict[str, Any]:
     role, content = message.get("role"), message.get("content")
     if type(role) is str and type(content) is str:
         # the runner's own messages, already in shape: copied without the general walk
@@ -100,7 +113,7 @@ def chat_message(message: dict[str, Any]) -> dict[str, Any]:
     }
     calls = message.get("tool_calls")
     if calls:
-        out["tool_calls"] = [tool_call(call) for call in calls]
+        out["tool_calls"] = [tool_call(call, objects) for call in calls]
     if message.get("tool_call_id") is not None:
         out["tool_call_id"] = as_text(message["tool_call_id"])
     if message.get("name") is not None:
@@ -180,12 +193,39 @@ def stable_tools(tools: list[Any]) -> list[dict[str, Any]]:
     return stable
 
 
-def stable_row(row: dict[str, Any]) -> dict[str, Any]:
-    """The row with every field in its one type (see the module docstring)."""
+def object_arguments(
+    messages: list[dict[str, Any]], trace: list[dict[str, Any]]
+) -> list[dict[str, Any] | None]:
+    """Each tool call's arguments in object form, in message order.
+
+    The runner writes one ``tool_trace`` entry per call, in the same order, so the
+    calls take their entry's ``arguments``: the accepted call's object (the env
+    checked its types), null for a refused one. A row whose trace does not line up
+    with its calls (not the runner's) has each call's text parsed instead.
+    """
+    calls = [call for message in messages for call in message.get("tool_calls") or ()]
+    if len(calls) == len(trace):
+        return [entry["arguments"] for entry in trace]
+    return [trace_arguments((call.get("function") or {}).get("arguments")) for call in calls]
+
+
+def stable_row(row: dict[str, Any], tool_arguments: str = "string") -> dict[str, Any]:
+    """The row with every field in its one type (see the module docstring).
+
+    ``tool_arguments``: one of ``TOOL_ARGUMENT_FORMS``, how ``messages`` carry them.
+    """
+    if tool_arguments not in TOOL_ARGUMENT_FORMS:
+        raise ValueError(
+            f"tool_arguments={tool_arguments!r}: expected one of {TOOL_ARGUMENT_FORMS}"
+        )
     out = dict(row)
-    out["messages"] = [chat_message(m) for m in row.get("messages") or []]
-    out["tools"] = stable_tools(row.get("tools") or [])
+    messages = row.get("messages") or []
     out["tool_trace"] = [trace_entry(e) for e in row.get("tool_trace") or []]
+    objects = None
+    if tool_arguments == "object":
+        objects = iter(object_arguments(messages, out["tool_trace"]))
+    out["messages"] = [chat_message(m, objects) for m in messages]
+    out["tools"] = stable_tools(row.get("tools") or [])
     out["reward"] = float(row.get("reward") or 0.0)
     out["done"] = bool(row.get("done"))
     out["task"] = text_values(row.get("task"))

@@ -14,6 +14,7 @@ process fail at once with the same message instead of each waiting it out.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -209,6 +210,8 @@ class RemoteModelPolicy(Policy):
         self._client: Any = None
         self._lock = threading.Lock()
         self._blocked: str | None = None
+        #: False when replaying a cache: no model is called, the SDK may be absent
+        self.sdk_needed = True
         #: requests sent for the current turn, per thread (retries included): what an
         #: error says was tried, instead of the configured retries it may not have spent
         self._attempts = threading.local()
@@ -231,6 +234,17 @@ class RemoteModelPolicy(Policy):
                 f"--openenv-policy={self.provider} needs the {self.sdk} SDK: "
                 f"pip install 'pytest-openenv[{self.extra}]'"
             ) from None
+
+    def load_sdk(self, *, strict: bool) -> None:
+        """Import the SDK now, in a process that plays episodes, so what it builds is frozen
+        with the run's setup. ``strict``: an install that fails to import is a usage error;
+        an xdist worker cannot raise one cleanly, so there each episode errors saying so."""
+        if self.sdk_needed:
+            try:
+                self._module()
+            except PolicyUnavailable as exc:
+                if strict:
+                    raise pytest.UsageError(str(exc)) from None
 
     def count_attempt(self, request: Any) -> None:
         """httpx request hook (runs in the asking thread)."""
@@ -401,14 +415,13 @@ def build_llm_policy(provider: str, extra: dict[str, Any]) -> RemoteModelPolicy:
         raise pytest.UsageError(
             f"--openenv-policy={provider} needs --openenv-model (e.g. --openenv-model={example})"
         )
-    if not replay:
-        try:
-            __import__(cls.sdk)
-        except ImportError:
-            raise pytest.UsageError(
-                f"--openenv-policy={provider} needs the {cls.sdk} SDK, which is not installed: "
-                f"pip install 'pytest-openenv[{cls.extra}]'"
-            ) from None
+    if not replay and importlib.util.find_spec(cls.sdk) is None:
+        # presence only: importing an SDK costs up to a second of CPU (``import openai``
+        # builds its pydantic models), which an xdist controller never needs
+        raise pytest.UsageError(
+            f"--openenv-policy={provider} needs the {cls.sdk} SDK, which is not installed: "
+            f"pip install 'pytest-openenv[{cls.extra}]'"
+        )
     key = os.environ.get(cls.key_env) or None
     if key is None and endpoint:
         key = PLACEHOLDER_KEY
@@ -418,4 +431,6 @@ def build_llm_policy(provider: str, extra: dict[str, Any]) -> RemoteModelPolicy:
             "environment (keys are never read from options or files), or replay a cache "
             "with --openenv-cache DIR --openenv-replay"
         )
-    return cls(LLMConfig.from_extra(extra, str(model)), key)
+    policy = cls(LLMConfig.from_extra(extra, str(model)), key)
+    policy.sdk_needed = not replay
+    return policy
