@@ -46,6 +46,21 @@ def is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
+#: plugins the bundled episode test never uses, each with what it would cost at the end of
+#: a run: syrupy's unused-snapshot search sends every collected item from each xdist worker
+#: and rebuilds them all on the controller (about 1.3 KB per episode: 130 MB for 100,000);
+#: hypothesis' terminal summary walks every report and imports all of hypothesis, in each
+#: worker too (a fifth of a second of CPU per process)
+IDLE_IN_BUNDLED_RUNS = ("syrupy", "hypothesispytest")
+
+
+def leave_out_idle_plugins(config: pytest.Config) -> None:
+    """As ``-p no:NAME`` would, for a run of the bundled test only (their options still parse)."""
+    for name in IDLE_IN_BUNDLED_RUNS:
+        if config.pluginmanager.has_plugin(name):
+            config.pluginmanager.unregister(name=name)
+
+
 def plays_episodes(config: pytest.Config) -> bool:
     """This process runs items: an xdist worker, or a run without xdist (not its controller)."""
     return is_worker(config) or config.getoption("dist", "no") == "no"
@@ -102,12 +117,7 @@ def pytest_configure(config: pytest.Config) -> None:
     no_paths = config.args_source != pytest.Config.ArgsSource.ARGS
     config.stash[BUNDLED_KEY] = bool(settings.env) and no_paths
     if config.stash[BUNDLED_KEY]:
-        # the bundled episode test takes no snapshots, yet syrupy's unused-snapshot search
-        # would send every collected item from each xdist worker and rebuild them all on
-        # the controller at the end of the run (about 1.3 KB per episode: 130 MB for
-        # 100,000); as with ``-p no:syrupy``, it then sees nothing of this run
-        if config.pluginmanager.has_plugin("syrupy"):
-            config.pluginmanager.unregister(name="syrupy")
+        leave_out_idle_plugins(config)
         config.args[:] = []
     if is_worker(config):
         from .envs.seeding import UNSEEDED_SERVERS

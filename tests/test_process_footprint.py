@@ -3,8 +3,8 @@
 ``import openai`` costs most of a second of CPU: an xdist controller only needs to know the SDK
 is installed, so it must not pay that while its workers start on the same cores. syrupy's
 unused-snapshot search ships every collected item from each worker to the controller at the end
-of a run (about 1.3 KB per episode): the bundled episode test takes no snapshots, so it runs
-without syrupy, while a suite of the user's keeps it.
+of a run (about 1.3 KB per episode), and hypothesis' summary imports all of hypothesis in every
+process: the bundled episode test uses neither, so it runs without them; a user's suite keeps both.
 """
 
 from __future__ import annotations
@@ -74,45 +74,54 @@ def test_an_sdk_that_fails_to_import_under_xdist_errors_each_episode_saying_why(
     assert "node down" not in result.stdout.str() + result.stderr.str()
 
 
-#: a plugin of the test's own that writes, per process, whether syrupy took part in the run
-SYRUPY_PROBE = """
-import os
+#: a plugin of the test's own that writes, per process, which of the idle plugins took part
+PLUGIN_PROBE = """
+import sys
 
 def pytest_sessionfinish(session):
     config = session.config
     side = config.workerinput["workerid"] if hasattr(config, "workerinput") else "controller"
-    with open(f"syrupy-{side}.txt", "w") as out:
-        out.write(str(config.pluginmanager.has_plugin("syrupy") and hasattr(config, "_syrupy")))
+    with open(f"plugins-{side}.txt", "w") as out:
+        out.write(repr((
+            config.pluginmanager.has_plugin("syrupy") and hasattr(config, "_syrupy"),
+            config.pluginmanager.has_plugin("hypothesispytest"),
+        )))
 """
 
-SNAPSHOT_SUITE = """
+USER_SUITE = """
 import pytest
+from hypothesis import given, strategies as st
 
 @pytest.mark.openenv("openspiel:tic_tac_toe", n=2, policy="random", seed=5)
 def test_play(episode, snapshot):
     assert episode.trajectory == snapshot
+
+@given(st.integers())
+def test_a_property(value):
+    assert value == value
 """
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
-def test_the_bundled_run_leaves_syrupy_out_and_a_snapshot_suite_keeps_it(
+def test_the_bundled_run_leaves_idle_plugins_out_and_a_user_suite_keeps_them(
     run_pytest, pytester: pytest.Pytester, workers: str
 ) -> None:
-    pytester.makepyfile(syrupy_probe=SYRUPY_PROBE)
+    """syrupy and hypothesis: nothing of theirs runs in a bundled run, in any process."""
+    pytester.makepyfile(plugin_probe=PLUGIN_PROBE)
     pytester.syspathinsert()
-    bundled = run_pytest(ENV, "-p", "syrupy_probe", "--openenv-n=4", "-n", workers)
+    bundled = run_pytest(ENV, "-p", "plugin_probe", "--openenv-n=4", "-n", workers)
     assert bundled.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
     assert "snapshot report summary" not in bundled.stdout.str()
-    sides = sorted(pytester.path.glob("syrupy-*.txt"))
+    sides = sorted(pytester.path.glob("plugins-*.txt"))
     assert len(sides) == (1 if workers == "0" else 3)
-    assert {path.read_text() for path in sides} == {"False"}
+    assert {path.read_text() for path in sides} == {"(False, False)"}
     for path in sides:
         path.unlink()
 
-    pytester.makepyfile(test_snapshots=SNAPSHOT_SUITE)
+    pytester.makepyfile(test_user_suite=USER_SUITE)
     suite = run_pytest(
-        "-p", "syrupy_probe", "test_snapshots.py", "--snapshot-update", "-n", workers
+        "-p", "plugin_probe", "test_user_suite.py", "--snapshot-update", "-n", workers
     )
-    suite.assert_outcomes(passed=2)
+    suite.assert_outcomes(passed=3)
     suite.stdout.fnmatch_lines(["*snapshot report summary*", "*2 snapshots generated*"])
-    assert {path.read_text() for path in pytester.path.glob("syrupy-*.txt")} == {"True"}
+    assert {path.read_text() for path in pytester.path.glob("plugins-*.txt")} == {"(True, True)"}

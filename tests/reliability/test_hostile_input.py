@@ -317,3 +317,18 @@ def test_a_question_that_takes_too_long_during_the_run_is_that_episodes_error(
     message = str(caught.value)
     assert "ep-000001" in message and "no question after 0.2s for seed 1" in message
     assert "'min_terms': 2000000" in message
+
+
+def test_an_ini_file_that_is_not_utf8_fails_inside_pytest_before_any_plugin(
+    launcher: Launcher,
+) -> None:
+    """Out of this plugin's reach, pinned so the claim stays true: pytest reads its ini file
+    (iniconfig) before it loads any plugin, and a byte that is not UTF-8 ends there with
+    pytest's own traceback (pytest-dev/pytest#4441). No frame of this plugin is in it."""
+    (launcher.folder / "pytest.ini").write_bytes(b"[pytest]\nopenenv_model = x\xff\xfey\n")
+    finished = launcher.start(TTT, "--openenv-n=1").wait(120)
+    assert finished.returncode != 0
+    assert "UnicodeDecodeError" in finished.stderr
+    assert "iniconfig" in finished.stderr
+    assert "pytest_openenv" not in finished.stderr
+    assert not launcher.output.exists()
