@@ -159,6 +159,8 @@ def main() -> None:
         f"episodes/s: first 10% {first:.1f}, last 10% {last:.1f}, ratio {last / first:.2f} "
         f"(target >= 1.0, flat): {'ok' if last >= first else 'MISSED'}"
     )
+    tenths = [rate(times, i * tenth, min(len(times), (i + 1) * tenth)) for i in range(10)]
+    print("episodes/s in each tenth of the reports: " + " ".join(f"{r:.0f}" for r in tenths))
     print(
         f"results.jsonl: {rows} rows, sorted by episode id: {ordered} "
         f"({'ok' if rows == n and ordered else 'MISSED'})"
