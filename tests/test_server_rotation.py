@@ -272,5 +272,6 @@ def test_a_server_killed_mid_run_costs_only_its_episodes_in_flight(
     assert all(row["passed"] for row in others), [r.get("failure") for r in others]
     used = [row["extra"]["server"] for row in others]
     assert used.count(servers[0].url) and used.count(servers[1].url)
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    # errored episodes fail the run; a kill that fell between episodes errors none
+    assert result.ret == (pytest.ExitCode.TESTS_FAILED if errors else pytest.ExitCode.OK)
     assert f"{len(errors)} error" in result.stdout.str()

@@ -138,6 +138,16 @@ class Run:
         return tuple(p.read_text(errors="replace") for p in self.logs)  # type: ignore[return-value]
 
 
+def default_sigint() -> None:
+    """``preexec_fn`` for a run that a test interrupts: SIGINT back to its default action.
+
+    A shell starts background jobs (``cmd &``, ``nohup``) with SIGINT ignored and children
+    inherit that; Python then installs no KeyboardInterrupt handler, so a Ctrl-C test would
+    measure how the suite was started instead of how the run handles Ctrl-C.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Launcher:
     """Starts pytest runs in one folder; kills whatever is left at teardown."""
 
@@ -181,6 +191,7 @@ class Launcher:
             stdin=subprocess.DEVNULL,
             env=full_env,
             start_new_session=True,
+            preexec_fn=default_sigint,
         )
         drains = [
             threading.Thread(target=_drain, args=(pipe, log), daemon=True)

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faults import Finished, Launcher
+from faults import Finished, Launcher, default_sigint
 from servers.hub_standin import HubStandIn
 
 EPISODES = ("--openenv-env=openspiel:tic_tac_toe", "--openenv-n=2", "--openenv-min-reward=-1")
@@ -71,6 +71,7 @@ def cli(folder: Path, env: dict[str, str], *args: str) -> subprocess.Popen[bytes
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        preexec_fn=default_sigint,
     )
 
 
