@@ -110,8 +110,8 @@ def pytest_configure(config: pytest.Config) -> None:
         )
         check_fits(policy, family, f"--openenv-policy={settings.policy}")
         check_honoured(settings.policy, family, f"--openenv-policy={settings.policy}")
-    if plays_episodes(config) and hasattr(policy, "load_sdk"):
-        policy.load_sdk(strict=not is_worker(config))
+    if plays_episodes(config):
+        policy.load(strict=not is_worker(config))
     if settings.env:
         heap.freeze(config)  # what the run imported (an SDK) lives until exit
     no_paths = config.args_source != pytest.Config.ArgsSource.ARGS

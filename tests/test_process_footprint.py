@@ -53,6 +53,27 @@ def test_the_sdk_is_imported_only_where_episodes_run(
     assert imported == str(controller_imports)
 
 
+def test_an_sdk_that_fails_to_import_behind_the_response_cache_is_a_usage_error(
+    run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache wraps the model policy: the SDK is still imported, and checked, at start."""
+    blocked = pytester.mkdir("blocked")
+    (blocked / "openai").mkdir()
+    (blocked / "openai" / "__init__.py").write_text("raise ImportError('not installed here')\n")
+    monkeypatch.setenv("PYTHONPATH", str(blocked))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0000")
+    result = run_pytest(
+        ENV,
+        "--openenv-policy=openai",
+        f"--openenv-model={MODEL}",
+        f"--openenv-cache={pytester.path / 'cache'}",
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*needs the openai SDK: pip install 'pytest-openenv[[]openai[]]'*"]
+    )
+
+
 def test_an_sdk_that_fails_to_import_under_xdist_errors_each_episode_saying_why(
     run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -71,6 +71,26 @@ def tool_calls(row: dict[str, Any]) -> list[dict[str, Any]]:
     return [call for m in row["messages"] for call in m.get("tool_calls") or ()]
 
 
+def calls_with_trace(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each row's tool calls paired with their ``tool_trace`` entries (one entry per call)."""
+    pairs = []
+    for row in rows:
+        calls = tool_calls(row)
+        assert calls and len(calls) == len(row["tool_trace"])
+        pairs += zip(calls, row["tool_trace"], strict=True)
+    return pairs
+
+
+def assert_recorded_form(pytester: pytest.Pytester, form: str, *card_phrases: str) -> None:
+    """metadata.json (identity and settings) and the card say which form the folder holds."""
+    metadata = json.loads((output(pytester) / "metadata.json").read_text())
+    assert metadata["identity"]["tool_arguments"] == form
+    assert metadata["settings"]["tool_arguments"] == form
+    card = (output(pytester) / "README.md").read_text()
+    for phrase in card_phrases:
+        assert phrase in card
+
+
 def run_episodes(run_pytest, server: OpenAICompatServer, *extra: str, n: int = 3) -> Any:
     result = run_pytest(*llm_args(server, KEEP_ALL, *extra, n=n))
     assert result.ret == 0, result.stdout.str()[-3000:]
@@ -83,20 +103,17 @@ def test_default_writes_arguments_as_json_strings(
     run_episodes(run_pytest, openai_server)
     rows = results(pytester)
     assert len(rows) == 3
-    for row in rows:
-        calls = tool_calls(row)
-        assert calls and len(calls) == len(row["tool_trace"])
-        for call, entry in zip(calls, row["tool_trace"], strict=True):
-            text = call["function"]["arguments"]
-            assert isinstance(text, str)  # the contract: OpenAI's wire format
-            assert json.loads(text) == entry["arguments"]
-            assert text == entry["arguments_text"]
-    metadata = json.loads((output(pytester) / "metadata.json").read_text())
-    assert metadata["identity"]["tool_arguments"] == "string"
-    assert metadata["settings"]["tool_arguments"] == "string"
-    card = (output(pytester) / "README.md").read_text()
-    assert "tool-call arguments in `messages`: `string`, a JSON string" in card
-    assert ".arguments` as a JSON string)" in card
+    for call, entry in calls_with_trace(rows):
+        text = call["function"]["arguments"]
+        assert isinstance(text, str)  # the contract: OpenAI's wire format
+        assert json.loads(text) == entry["arguments"]
+        assert text == entry["arguments_text"]
+    assert_recorded_form(
+        pytester,
+        "string",
+        "tool-call arguments in `messages`: `string`, a JSON string",
+        ".arguments` as a JSON string)",
+    )
 
 
 def test_object_mode_writes_the_parsed_objects_and_loads_with_datasets(
@@ -108,13 +125,10 @@ def test_object_mode_writes_the_parsed_objects_and_loads_with_datasets(
     run_episodes(run_pytest, openai_server, OBJECT, "-n", "2")
     rows = results(pytester)
     assert len(rows) == 3
-    for row in rows:
-        calls = tool_calls(row)
-        assert calls and len(calls) == len(row["tool_trace"])
-        for call, entry in zip(calls, row["tool_trace"], strict=True):
-            assert isinstance(call["function"]["arguments"], dict)
-            assert call["function"]["arguments"] == entry["arguments"]
-            assert json.loads(entry["arguments_text"]) == entry["arguments"]
+    for call, entry in calls_with_trace(rows):
+        assert isinstance(call["function"]["arguments"], dict)
+        assert call["function"]["arguments"] == entry["arguments"]
+        assert json.loads(entry["arguments_text"]) == entry["arguments"]
     assert_one_type_per_field(rows)
     loaded = load_json_rows(output(pytester) / "results.jsonl", datasets_offline)
     assert [without_nulls(row["messages"]) for row in loaded] == [r["messages"] for r in rows]
@@ -126,12 +140,12 @@ def test_object_mode_writes_the_parsed_objects_and_loads_with_datasets(
         for call in message.get("tool_calls") or ()
     ]
     assert sent and all(isinstance(text, str) for text in sent)
-    metadata = json.loads((output(pytester) / "metadata.json").read_text())
-    assert metadata["identity"]["tool_arguments"] == "object"
-    assert metadata["settings"]["tool_arguments"] == "object"
-    card = (output(pytester) / "README.md").read_text()
-    assert "tool-call arguments in `messages`: `object`, objects" in card
-    assert ".arguments` as an object: the accepted call's arguments" in card
+    assert_recorded_form(
+        pytester,
+        "object",
+        "tool-call arguments in `messages`: `object`, objects",
+        ".arguments` as an object: the accepted call's arguments",
+    )
 
 
 def test_object_mode_writes_null_for_a_refused_call_and_still_loads(

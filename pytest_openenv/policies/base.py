@@ -123,6 +123,10 @@ class Policy(ABC):
     @abstractmethod
     def act(self, turn: Turn) -> Reply: ...
 
+    def load(self, *, strict: bool) -> None:  # noqa: B027 - optional: most need no imports
+        """Import now what ``act`` will need, in a process that plays episodes (see
+        ``RemoteModelPolicy.load``); ``strict``: a failed import is a usage error."""
+
     def close(self) -> None:  # noqa: B027 - optional: most policies hold no resources
         pass
 

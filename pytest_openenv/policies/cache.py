@@ -181,6 +181,10 @@ class CachedPolicy(Policy):
         self.model = inner.model
         self.wants_legal = inner.wants_legal  # type: ignore[misc]
 
+    def load(self, *, strict: bool) -> None:
+        if not self.replay:
+            self.inner.load(strict=strict)
+
     def act(self, turn: Turn) -> Reply:
         key = cache_key(self.provider, self.model, self.sampling, turn)
         corrupt = False

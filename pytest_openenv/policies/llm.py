@@ -210,8 +210,6 @@ class RemoteModelPolicy(Policy):
         self._client: Any = None
         self._lock = threading.Lock()
         self._blocked: str | None = None
-        #: False when replaying a cache: no model is called, the SDK may be absent
-        self.sdk_needed = True
         #: requests sent for the current turn, per thread (retries included): what an
         #: error says was tried, instead of the configured retries it may not have spent
         self._attempts = threading.local()
@@ -235,16 +233,16 @@ class RemoteModelPolicy(Policy):
                 f"pip install 'pytest-openenv[{self.extra}]'"
             ) from None
 
-    def load_sdk(self, *, strict: bool) -> None:
+    def load(self, *, strict: bool) -> None:
         """Import the SDK now, in a process that plays episodes, so what it builds is frozen
         with the run's setup. ``strict``: an install that fails to import is a usage error;
-        an xdist worker cannot raise one cleanly, so there each episode errors saying so."""
-        if self.sdk_needed:
-            try:
-                self._module()
-            except PolicyUnavailable as exc:
-                if strict:
-                    raise pytest.UsageError(str(exc)) from None
+        an xdist worker cannot raise one cleanly, so there each episode errors saying so.
+        A replay (``CachedPolicy``) never calls this: it needs no SDK."""
+        try:
+            self._module()
+        except PolicyUnavailable as exc:
+            if strict:
+                raise pytest.UsageError(str(exc)) from None
 
     def count_attempt(self, request: Any) -> None:
         """httpx request hook (runs in the asking thread)."""
@@ -431,6 +429,4 @@ def build_llm_policy(provider: str, extra: dict[str, Any]) -> RemoteModelPolicy:
             "environment (keys are never read from options or files), or replay a cache "
             "with --openenv-cache DIR --openenv-replay"
         )
-    policy = cls(LLMConfig.from_extra(extra, str(model)), key)
-    policy.sdk_needed = not replay
-    return policy
+    return cls(LLMConfig.from_extra(extra, str(model)), key)
