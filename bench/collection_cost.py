@@ -7,7 +7,7 @@ in a fresh pytest process each, and prints the peak RSS of each process, the ext
 memory and time per item (large minus small, over the item difference), and what
 ``MAX_ITEMS`` items therefore cost per pytest process (the controller and every xdist
 worker collect them all). ``--openenv-n`` x ``--openenv-repeats`` is refused above
-``MAX_ITEMS`` (pytest_openenv/options.py) for this reason.
+``MAX_ITEMS`` (pytest_openenv/config/options.py) for this reason.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_openenv.options import MAX_ITEMS
+from pytest_openenv.config.convert import MAX_ITEMS
 
 
 def collect(n: int) -> tuple[float, float]:

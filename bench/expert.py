@@ -26,7 +26,7 @@ from typing import Any
 
 from benchenv import PYTEST_QUIET, user_env
 
-from pytest_openenv.envs import openspiel_expert
+from pytest_openenv.envs.openspiel import openspiel_expert
 from pytest_openenv.envs.registry import build_family
 
 ENV = user_env()

@@ -168,7 +168,7 @@ def main() -> None:
 
 
 def _ceiling(concurrency: str) -> int:
-    from pytest_openenv.adaptive import concurrency_ceiling
+    from pytest_openenv.worker.adaptive import concurrency_ceiling
 
     return concurrency_ceiling(concurrency if concurrency == "auto" else int(concurrency))
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Episode": "pytest_openenv.episode",
-    "EpisodeSpec": "pytest_openenv.episode",
+    "Episode": "pytest_openenv.episode.result",
+    "EpisodeSpec": "pytest_openenv.episode.spec",
     "Policy": "pytest_openenv.policies.base",
     "Reply": "pytest_openenv.policies.base",
     "ToolCall": "pytest_openenv.policies.base",
@@ -25,9 +25,9 @@ _EXPORTS = {
     "ActionRejected": "pytest_openenv.envs.base",
     "EnvUnavailable": "pytest_openenv.envs.base",
     "EnvConfigError": "pytest_openenv.envs.base",
-    "run_episode": "pytest_openenv.runner",
-    "EnvFactory": "pytest_openenv.runner",
-    "Limits": "pytest_openenv.runner",
+    "run_episode": "pytest_openenv.episode.loop",
+    "EnvFactory": "pytest_openenv.episode.loop",
+    "Limits": "pytest_openenv.episode.loop",
 }
 
 if TYPE_CHECKING:
@@ -41,9 +41,10 @@ if TYPE_CHECKING:
         StepResult,
         ToolSpec,
     )
-    from .episode import Episode, EpisodeSpec
+    from .episode.loop import EnvFactory, Limits, run_episode
+    from .episode.result import Episode
+    from .episode.spec import EpisodeSpec
     from .policies.base import Policy, Reply, ToolCall, Turn, Usage
-    from .runner import EnvFactory, Limits, run_episode
 
 
 def __getattr__(name: str) -> Any:

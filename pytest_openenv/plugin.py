@@ -14,15 +14,17 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .defaults import DEFAULT_ENV, DEFAULT_POLICY, SuiteDefault
-from .options import Settings, check_output_writable, register
+from .config.options import register
+from .config.settings import Settings, check_output_writable
+from .worker.defaults import DEFAULT_ENV, DEFAULT_POLICY, SuiteDefault
 
 if TYPE_CHECKING:
-    from .controller import Controller
-    from .episode import Episode, EpisodeSpec
-    from .prefetch import Runahead
-    from .secrets import KnownSecrets
-    from .worker import EpisodeService
+    from .controller.plugin import Controller
+    from .episode.result import Episode
+    from .episode.spec import EpisodeSpec
+    from .util.secrets import KnownSecrets
+    from .worker.runahead import Runahead
+    from .worker.service import EpisodeService
 
 # Everything but the options loads on first use: importing this module (which pytest does
 # in every run) must stay cheap for the many runs that never touch an episode.
@@ -72,75 +74,80 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    from . import heap
-    from .controller import Controller, read_resume_set
+    from .controller.plugin import Controller, read_resume_set
+    from .controller.preflight import check_hosting, check_seeding, check_servers
     from .envs.base import EnvConfigError
-    from .prefetch import Runahead
-    from .preflight import check_hosting, check_seeding, check_servers
-    from .worker import EpisodeService
+    from .util import heap
+    from .worker.runahead import Runahead
+    from .worker.service import EpisodeService
 
     config.addinivalue_line("markers", MARKER_HELP)
     heap.arrange_thaw(config)
     settings = Settings.from_config(config)
     config.stash[SETTINGS_KEY] = settings
-    from .secrets import KnownSecrets
+    from .util.secrets import KnownSecrets
 
     config.stash[SECRETS_KEY] = KnownSecrets.from_settings(settings)
     config.stash[SERVICE_KEY] = EpisodeService(settings)
     config.stash[RUNAHEAD_KEY] = Runahead.from_settings(config, config.stash[SERVICE_KEY])
-    if settings.extra.get("server") and not is_worker(config):
+    if settings.servers.urls and not is_worker(config):
         check_servers(settings)  # one GET /health each: a down server is one usage error
-    if settings.env:
+    if settings.run.env:
         try:
             # cached: the family is built (and a generic one reads /schema) once per process
             family = config.stash[SERVICE_KEY].family(
-                settings.env, json.dumps(settings.env_config, sort_keys=True)
+                settings.run.env, json.dumps(settings.run.config, sort_keys=True)
             )
         except EnvConfigError as exc:
-            raise pytest.UsageError(f"--openenv-env={settings.env!r}: {exc}") from None
-        if settings.extra.get("server") and not is_worker(config):
+            raise pytest.UsageError(f"--openenv-env={settings.run.env!r}: {exc}") from None
+        if settings.servers.urls and not is_worker(config):
             check_hosting(config, settings, family)  # a server hosting another env: usage error
             check_seeding(config, settings, family)  # a server that drops the seed: one warning
-    policy = config.stash[SERVICE_KEY].policy(settings.policy)  # fail fast on a bad policy
-    if settings.env and _run_policy_in_use(config):
+    # the run's policy: named, else the env family's best teacher (expert where it plays)
+    run_policy = settings.run.policy or (family.default_policy() if settings.run.env else None)
+    policy = config.stash[SERVICE_KEY].policy(run_policy or "scripted")  # fail fast on a bad one
+    if settings.run.env and _run_policy_in_use(config):
         from .policies.registry import check_fits, check_honoured
 
-        family = config.stash[SERVICE_KEY].family(
-            settings.env, json.dumps(settings.env_config, sort_keys=True)
+        where = (
+            f"--openenv-policy={run_policy}"
+            if settings.run.policy
+            else f"no --openenv-policy is given, and the default teacher ({run_policy})"
         )
-        check_fits(policy, family, f"--openenv-policy={settings.policy}")
-        check_honoured(settings.policy, family, f"--openenv-policy={settings.policy}")
+        check_fits(policy, family, where)
+        check_honoured(str(run_policy), family, where)
     if plays_episodes(config):
         policy.load(strict=not is_worker(config))
-    if settings.env:
+    if settings.run.env:
         heap.freeze(config)  # what the run imported (an SDK) lives until exit
     no_paths = config.args_source != pytest.Config.ArgsSource.ARGS
-    config.stash[BUNDLED_KEY] = bool(settings.env) and no_paths
+    config.stash[BUNDLED_KEY] = bool(settings.run.env) and no_paths
     if config.stash[BUNDLED_KEY]:
         leave_out_idle_plugins(config)
         config.args[:] = []
     if is_worker(config):
-        from .envs.seeding import UNSEEDED_SERVERS
+        from .envs.remote.seeding import UNSEEDED_SERVERS
 
         UNSEEDED_SERVERS.update(config.workerinput.get("openenv_unseeded", ()))  # type: ignore[attr-defined]
         done = config.workerinput.get("openenv_resume_done", ())  # type: ignore[attr-defined]
         config.stash[RESUME_KEY] = frozenset(done)
         return
-    check_output_writable(settings.output)
+    check_output_writable(settings.output.folder)
     done_ids: set[str] = set()
-    if settings.resume:
+    if settings.output.resume:
         done_ids, torn = read_resume_set(settings)
         if torn:
             config.issue_config_time_warning(
                 pytest.PytestWarning(
-                    f"{settings.output / 'results.jsonl'} ended in a torn line (an earlier run "
-                    "was killed mid-write); the partial line was removed and will be re-run"
+                    f"{settings.output.folder / 'results.jsonl'} ended in a torn line (an "
+                    "earlier run was killed mid-write); the partial line was removed and will "
+                    "be re-run"
                 ),
                 stacklevel=2,
             )
     config.stash[RESUME_KEY] = frozenset(done_ids)
     dist = config.getoption("dist", None)
-    if settings.env and dist in ("loadscope", "loadfile"):
+    if settings.run.env and dist in ("loadscope", "loadfile"):
         config.issue_config_time_warning(
             pytest.PytestWarning(
                 f"--dist {dist} sends all episodes of a test to one worker, so they run one "
@@ -148,7 +155,7 @@ def pytest_configure(config: pytest.Config) -> None:
             ),
             stacklevel=2,
         )
-    controller = Controller(config, settings)
+    controller = Controller(config, settings, config.stash[SERVICE_KEY])
     config.stash[CONTROLLER_KEY] = controller
     config.pluginmanager.register(controller, "openenv-controller")
 
@@ -160,7 +167,7 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput["openenv_resume_done"] = sorted(done)
     # workers see --dist as "no"; run-ahead needs to know whether items can be taken back
     node.workerinput["openenv_dist"] = node.config.getoption("dist", None)
-    from .envs.seeding import UNSEEDED_SERVERS
+    from .envs.remote.seeding import UNSEEDED_SERVERS
 
     node.workerinput["openenv_unseeded"] = sorted(UNSEEDED_SERVERS)
 
@@ -168,10 +175,10 @@ def pytest_configure_node(node: Any) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """xdist controller: keep each worker's queue as long as its episode run-ahead window."""
-    from .schedule import make_scheduler
+    from .controller.schedule import make_scheduler
 
     settings = config.stash.get(SETTINGS_KEY, None)
-    concurrency = settings.extra.get("concurrency") if settings is not None else None
+    concurrency = settings.run.concurrency if settings is not None else None
     return make_scheduler(config, log, concurrency)
 
 
@@ -184,7 +191,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if EPISODE_FIXTURE not in metafunc.fixturenames:
         return
     from .envs.base import EnvConfigError
-    from .worker import suite_specs
+    from .worker.marker import episode_test
 
     settings = metafunc.config.stash[SETTINGS_KEY]
     service = metafunc.config.stash[SERVICE_KEY]
@@ -192,31 +199,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     # A mistake in a test's marker is one collection error naming the test, with no
     # traceback, before any episode runs (not an error on every one of its items).
     try:
-        specs = suite_specs(settings, metafunc.definition.get_closest_marker("openenv"))
-        service.family(specs[0].env, specs[0].config)
+        test = episode_test(settings, metafunc.definition.get_closest_marker("openenv"))
+        family = service.family(test.env, test.config)
     except EnvConfigError as exc:
         raise pytest.Collector.CollectError(f"{where}: {exc}") from None
-    if specs[0].policy != settings.policy:  # the marker names its own policy
-        try:
-            service.policy(specs[0].policy)
-        except pytest.UsageError as exc:
-            raise pytest.Collector.CollectError(
-                f"{where}: openenv marker policy={specs[0].policy!r} cannot be used: {exc}"
-            ) from None
-    chosen_by = (
-        f"openenv marker policy={specs[0].policy!r}"
-        if specs[0].policy != settings.policy
-        else f"--openenv-policy={settings.policy}"
-    )
+    policy = test.policy or family.default_policy()
+    chosen_by = test.policy_source or f"the default teacher of {test.env} ({policy})"
+    try:
+        service.policy(policy)
+    except pytest.UsageError as exc:
+        raise pytest.Collector.CollectError(f"{where}: {chosen_by} cannot be used: {exc}") from None
     if _uses_default_policy(metafunc):
         from .policies.registry import check_fits, check_honoured
 
-        family = service.family(specs[0].env, specs[0].config)
         try:
-            check_fits(service.policy(specs[0].policy), family, chosen_by)
-            check_honoured(specs[0].policy, family, chosen_by)
+            check_fits(service.policy(policy), family, chosen_by)
+            check_honoured(policy, family, chosen_by)
         except pytest.UsageError as exc:
             raise pytest.Collector.CollectError(f"{where}: {exc}") from None
+    specs = test.specs(policy, settings)
     metafunc.parametrize(
         EPISODE_FIXTURE, specs, ids=[spec.episode_id for spec in specs], indirect=True
     )
@@ -245,7 +246,7 @@ def _uses_default_policy(metafunc: pytest.Metafunc) -> bool:
 
 class _BundledModule(pytest.Module):
     def _getobj(self) -> Any:
-        from . import bundled_test
+        from .worker import bundled_test
 
         return bundled_test
 
@@ -255,14 +256,14 @@ def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
     if config.stash.get(BUNDLED_KEY, False):
-        from . import bundled_test
+        from .worker import bundled_test
 
         module = _BundledModule.from_parent(
             session, path=Path(bundled_test.__file__), nodeid="openenv"
         )
         items[:0] = list(session.genitems(module))
-    from .episode import EpisodeSpec
-    from .worker import SPEC_KEY, show_message_only_failures_cheaply
+    from .episode.spec import EpisodeSpec
+    from .worker.service import SPEC_KEY, show_message_only_failures_cheaply
 
     done = config.stash.get(RESUME_KEY, frozenset())
     config.stash[HAS_EPISODES_KEY] = False
@@ -305,7 +306,7 @@ def openenv_policy() -> SuiteDefault:
 @pytest.fixture
 def openenv_snapshot(snapshot: Any) -> Any:
     """syrupy's ``snapshot`` storing one readable JSON file per episode test."""
-    from .snapshots import TrajectorySnapshotExtension
+    from .testing.snapshots import TrajectorySnapshotExtension
 
     return snapshot.use_extension(TrajectorySnapshotExtension)
 
@@ -325,10 +326,10 @@ def openenv_episode(
     request: pytest.FixtureRequest, openenv_env: Any, openenv_policy: Any
 ) -> Episode:
     """Run the episode during setup and return it finished."""
-    from .defaults import resolve
+    from .episode.loop import EpisodeError, as_env_factory
     from .policies.adapt import as_policy
-    from .runner import EpisodeError, as_env_factory
-    from .worker import EPISODE_KEY, ERROR_KEY
+    from .worker.defaults import resolve
+    from .worker.service import EPISODE_KEY, ERROR_KEY
 
     spec = _spec_of(request)
     service = request.config.stash[SERVICE_KEY]
@@ -350,7 +351,7 @@ def openenv_episode(
 
 
 def _spec_of(request: pytest.FixtureRequest) -> EpisodeSpec:
-    from .worker import SPEC_KEY
+    from .worker.service import SPEC_KEY
 
     spec = request.node.stash.get(SPEC_KEY, None)
     if spec is None:
@@ -367,14 +368,14 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    from .worker import attach_to_report
+    from .worker.service import attach_to_report
 
     settings = item.config.stash.get(SETTINGS_KEY, None)
-    tool_arguments = settings.extra.get("tool-arguments") if settings is not None else None
+    tool_arguments = settings.output.tool_arguments if settings is not None else None
     attach_to_report(item, report, tool_arguments or "string")
     secrets = item.config.stash.get(SECRETS_KEY, None)
     if secrets is not None and secrets.active:
-        from .secrets import scrub_report
+        from .util.secrets import scrub_report
 
         # one choke point for what JUnit XML, the terminal and the controller receive
         scrub_report(report, secrets)
@@ -396,8 +397,8 @@ def pytest_report_teststatus(
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    from . import heap
-    from .envs.sessions import IDLE_SESSIONS
+    from .envs.remote.sessions import IDLE_SESSIONS
+    from .util import heap
 
     if session.config.stash.get(HAS_EPISODES_KEY, False):
         heap.freeze(session.config)  # the items live until the session ends
@@ -413,6 +414,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     service = session.config.stash.get(SERVICE_KEY, None)
     if service is not None:
         service.close()
-        from .envs.sessions import IDLE_SESSIONS
+        from .envs.remote.sessions import IDLE_SESSIONS
 
         IDLE_SESSIONS.close_all()

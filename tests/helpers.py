@@ -8,6 +8,10 @@ from typing import Any
 
 import pytest
 
+#: the first-legal teacher, which loses some tic-tac-toe games to the random opponent (the
+#: default teacher, expert, never loses): for tests that need failed episodes
+SCRIPTED = "--openenv-policy=scripted"
+
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Every line must be a whole JSON object: a torn line fails the test."""

@@ -103,9 +103,9 @@ def scripted_rewards(n: int) -> dict[str, float]:
     The fake model plays the first legal move too, so an LLM run must match these.
     """
     from pytest_openenv.envs.registry import build_family
-    from pytest_openenv.episode import EpisodeSpec
+    from pytest_openenv.episode.loop import EnvFactory, run_episode
+    from pytest_openenv.episode.spec import EpisodeSpec
     from pytest_openenv.policies.scripted import ScriptedPolicy
-    from pytest_openenv.runner import EnvFactory, run_episode
 
     env = EnvFactory(build_family("openspiel:tic_tac_toe", {}))
     specs = [EpisodeSpec(env="openspiel:tic_tac_toe", index=i, seed=i) for i in range(n)]

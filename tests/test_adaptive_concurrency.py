@@ -21,10 +21,11 @@ from llm_helpers import (
 from servers.fake_model import Faults
 from servers.openai_compat import OpenAICompatServer
 
-from pytest_openenv import adaptive
-from pytest_openenv.adaptive import AUTO_CEILING, AUTO_START, AdaptiveLimit
-from pytest_openenv.options import MAX_CONCURRENCY, OPTIONS
-from pytest_openenv.prefetch import EpisodePool, Job
+from pytest_openenv.config.convert import MAX_CONCURRENCY
+from pytest_openenv.config.options import OPTIONS
+from pytest_openenv.worker import adaptive
+from pytest_openenv.worker.adaptive import AUTO_CEILING, AUTO_START, AdaptiveLimit
+from pytest_openenv.worker.runahead import EpisodePool, Job
 
 SUMMARY = re.compile(
     r"--openenv-concurrency=auto: (\d+) episodes in flight at the end "
@@ -98,7 +99,7 @@ def test_the_pool_runs_at_most_its_size_and_follows_a_resize() -> None:
         with lock:
             running -= 1
 
-    from pytest_openenv.episode import EpisodeSpec
+    from pytest_openenv.episode.spec import EpisodeSpec
 
     jobs = [Job(EpisodeSpec(env="x:y", index=i, seed=i), work) for i in range(6)]
     try:

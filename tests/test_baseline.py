@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_openenv.config.settings import GateSettings, Settings
 from pytest_openenv.report.baseline import Rate, compare
 
 
@@ -151,8 +152,6 @@ def test_baseline_rates_per_metric_and_a_missing_metric_is_a_usage_error(tmp_pat
     assert baseline.rate("pass@k") == Rate(9.0, 10)
     assert baseline.rate("pass^k") is None
 
-    class FakeSettings:
-        extra = {"baseline": str(old), "gate-metric": "pass^k"}
-
+    settings = Settings(gate=GateSettings(baseline=str(old), metric="pass^k"))
     with pytest.raises(pytest.UsageError, match=r"has no pass\^k figure .* it has pass@1, pass@k"):
-        GateConfig.from_settings(FakeSettings(), invocation_dir=tmp_path)  # type: ignore[arg-type]
+        GateConfig.from_settings(settings, invocation_dir=tmp_path)

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from llm_helpers import ENV, all_rows, dist, errors
 
+from pytest_openenv.config.settings import Settings
 from pytest_openenv.envs.base import ProposedCall
-from pytest_openenv.options import Settings
 from pytest_openenv.policies.base import Reply, ToolCall
 from pytest_openenv.policies.callable import load_policy, to_reply
 from pytest_openenv.policies.registry import build_policy

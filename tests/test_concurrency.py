@@ -25,7 +25,7 @@ from llm_helpers import (
 )
 from servers.openai_compat import serve_openai
 
-from pytest_openenv.prefetch import EpisodePool, Job
+from pytest_openenv.worker.runahead import EpisodePool, Job
 
 
 def reported_order(text: str) -> list[str]:
@@ -178,7 +178,7 @@ def test_an_episode_that_never_returns_is_abandoned_at_the_timeout(
 
 
 def _job(spec_id: str, work: Any) -> Job:
-    from pytest_openenv.episode import EpisodeSpec
+    from pytest_openenv.episode.spec import EpisodeSpec
 
     return Job(EpisodeSpec(env="x:y", index=int(spec_id), seed=0), work)
 

@@ -17,11 +17,11 @@ from helpers import read_jsonl
 from servers.openenv_servers import serve_in_thread
 
 from pytest_openenv.envs.generic import GenericFamily
-from pytest_openenv.envs.openspiel import OpenSpielFamily
-from pytest_openenv.envs.remote import RemoteBackend
-from pytest_openenv.episode import EpisodeSpec
+from pytest_openenv.envs.openspiel.family import OpenSpielFamily
+from pytest_openenv.envs.remote.backend import RemoteBackend
+from pytest_openenv.episode.loop import EnvFactory, run_episode
+from pytest_openenv.episode.spec import EpisodeSpec
 from pytest_openenv.policies.scripted import ScriptedPolicy
-from pytest_openenv.runner import EnvFactory, run_episode
 
 
 def rows(folder: Path) -> list[dict[str, Any]]:
@@ -149,7 +149,8 @@ def test_generic_family_with_the_default_policy_is_one_usage_error(run_pytest) -
         )
     assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
     err = result.stderr.str()
-    assert err.count("--openenv-policy=scripted cannot play openenv:echo") == 1, err
+    assert err.count("the default teacher (scripted) cannot play openenv:echo") == 1, err
+    assert "no --openenv-policy is given" in err and "openai, anthropic" in err, err
     assert "episode error" not in result.stdout.str()
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from servers.openenv_servers import serve_in_thread
 
 from pytest_openenv.envs.registry import installed_families
-from pytest_openenv.episode import Episode, dumps_record
+from pytest_openenv.episode.result import Episode, dumps_record
 from pytest_openenv.policies.base import Usage
 
 #: one sample run per built-in family: env spec, and the test server it needs (if any)
@@ -376,7 +376,7 @@ def test_odd_strings_keep_the_jsonl_whole_typed_and_loadable(
 
 
 def test_stable_row_gives_each_field_its_one_type() -> None:
-    from pytest_openenv.dataset.layout import stable_row
+    from pytest_openenv.episode.record import stable_row
 
     row = stable_row(
         {
@@ -456,7 +456,7 @@ odd_text = st.text(max_size=12)
 def test_chat_messages_take_one_shape_whichever_path_builds_them(
     role: str, content: Any, call_id: Any, name: Any
 ) -> None:
-    from pytest_openenv.dataset.layout import as_text, chat_message, message_content
+    from pytest_openenv.episode.record import as_text, chat_message, message_content
 
     message: dict[str, Any] = {"role": role, "content": content}
     if call_id is not None:

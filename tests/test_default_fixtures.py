@@ -125,7 +125,13 @@ def test_a_failed_episode_reports_its_story_and_fulltrace_still_shows_frames(
     pytester: pytest.Pytester,
 ) -> None:
     # seed 1: the first-legal teacher loses to the random opponent
-    args = ["-p", "no:cacheprovider", "--openenv-env=openspiel:tic_tac_toe", "--openenv-seed=1"]
+    args = [
+        "-p",
+        "no:cacheprovider",
+        "--openenv-env=openspiel:tic_tac_toe",
+        "--openenv-seed=1",
+        "--openenv-policy=scripted",
+    ]
     short = pytester.runpytest_subprocess(*args, "--openenv-n=1", "-rf")
     assert_clean(short)
     short.assert_outcomes(failed=1)
@@ -191,7 +197,7 @@ def test_a_router_that_never_settles_is_a_clear_error(pytester: pytest.Pytester)
 
 
 def test_using_the_default_marker_directly_explains_itself() -> None:
-    from pytest_openenv.defaults import DEFAULT_ENV, DEFAULT_POLICY
+    from pytest_openenv.worker.defaults import DEFAULT_ENV, DEFAULT_POLICY
 
     with pytest.raises(AttributeError, match="stands for each episode's own env"):
         DEFAULT_ENV.family  # noqa: B018

@@ -20,9 +20,9 @@ from helpers import read_jsonl
 from servers.openenv_servers import ServerProcess, ThreadServer, serve_in_thread
 
 from pytest_openenv.envs.registry import build_family
-from pytest_openenv.episode import EpisodeSpec
+from pytest_openenv.episode.loop import EnvFactory, run_episode
+from pytest_openenv.episode.spec import EpisodeSpec
 from pytest_openenv.policies.scripted import ScriptedPolicy
-from pytest_openenv.runner import EnvFactory, run_episode
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +79,7 @@ def test_remote_openspiel_records_look_like_embedded_ones(
         "--openenv-env=openspiel:tic_tac_toe",
         "--openenv-n=6",
         "--openenv-seed=20",
+        "--openenv-policy=scripted",  # as the embedded twin plays
         f"--openenv-server={secret_url}",
         "-n",
         workers,

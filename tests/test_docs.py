@@ -23,10 +23,10 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 import yaml
-from helpers import read_jsonl
+from helpers import SCRIPTED, read_jsonl
 from markdown_it import MarkdownIt
 
-from pytest_openenv.options import OPTIONS
+from pytest_openenv.config.options import OPTIONS
 
 try:
     import tomllib
@@ -282,32 +282,39 @@ def readme_headline_output() -> list[str]:
     raise AssertionError("README.md shows no sample openenv section")
 
 
-def test_headline_fails_the_games_the_teacher_loses_and_writes_the_files_listed(
+def test_headline_keeps_every_episode_and_writes_the_files_listed(
     pytester: pytest.Pytester, run_pytest
 ) -> None:
     headline = readme_command("python -m pip install -q -e '.[openspiel]' && ")
     args = on_two_workers(headline[headline.index("pytest") + 1 :])
+    assert not any(arg.startswith("--openenv-policy") for arg in args), "the default teacher"
     result = run_pytest(*args)
-    outcomes = result.parseoutcomes()
-    assert result.ret == 1, "a lost game fails its item, so the run exits 1"
-    assert outcomes["passed"] + outcomes["failed"] == 200, outcomes
-    assert 0.15 <= outcomes["failed"] / 200 <= 0.22, "the README says about 18% are lost"
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert result.parseoutcomes() == {"passed": 200}, "the expert never loses tic-tac-toe"
     printed = result.stdout.str().splitlines()
     for line in readme_headline_output():
         assert line in printed, f"the README shows {line!r}; the run printed:\n{printed[-30:]}"
     folder = pytester.path / "openenv-results"
     assert {p.name for p in folder.iterdir() if not p.name.startswith(".")} == readme_files_table()
-    assert len(read_jsonl(folder / "results.jsonl")) == outcomes["passed"]
-    assert len(read_jsonl(folder / "failures.jsonl")) == outcomes["failed"]
-
-
-def test_readme_expert_command_keeps_every_episode(pytester: pytest.Pytester, run_pytest) -> None:
-    args = on_two_workers(readme_command("pytest --openenv-env=openspiel:tic_tac_toe "))
-    assert "--openenv-policy=expert" in args
-    result = run_pytest("--openenv-env=openspiel:tic_tac_toe", *args)
-    assert result.ret == 0, result.stdout.str()[-3000:]
-    rows = read_jsonl(pytester.path / "openenv-results" / "results.jsonl")
+    rows = read_jsonl(folder / "results.jsonl")
     assert len(rows) == 200 and {row["policy"] for row in rows} == {"expert"}
+    assert read_jsonl(folder / "failures.jsonl") == []
+
+
+def test_the_first_legal_policy_loses_about_as_often_as_the_readme_says(
+    pytester: pytest.Pytester, run_pytest
+) -> None:
+    result = run_pytest(
+        "--openenv-env=openspiel:tic_tac_toe", "--openenv-n=200", "-n", "2", SCRIPTED
+    )
+    outcomes = result.parseoutcomes()
+    assert result.ret == 1, "a lost game fails its item, so the run exits 1"
+    assert outcomes["passed"] + outcomes["failed"] == 200, outcomes
+    assert 0.15 <= outcomes["failed"] / 200 <= 0.22, "the README says about 18% are lost"
+    assert "about 18%" in README.read_text(encoding="utf-8")
+    # the hint names the gate, and a stronger teacher that plays tic-tac-toe
+    hint = [line for line in result.outlines if "so pytest exits 1" in line]
+    assert len(hint) == 1 and "--openenv-policy=expert" in hint[0], hint
 
 
 def first_test_file() -> str:
@@ -321,9 +328,9 @@ def test_readme_first_test_file_runs_as_described(pytester: pytest.Pytester, run
     pytester.path.joinpath(FIRST_TEST_FILE).write_text(first_test_file(), encoding="utf-8")
     result = run_pytest(FIRST_TEST_FILE, *readme_command(f"pytest {FIRST_TEST_FILE} "), "-rf")
     outcomes = result.parseoutcomes()
-    # 20 random games all end; the first-legal teacher loses some of its 20, not all
-    assert outcomes["passed"] + outcomes["failed"] == 40, outcomes
+    # the expert and the random games pass throughout; first-legal loses some of its 20
+    assert outcomes["passed"] + outcomes["failed"] == 60, outcomes
     assert 0 < outcomes["failed"] < 20, outcomes
     failed_tests = set(re.findall(r"FAILED .*?::(\w+)\[", result.stdout.str()))
-    assert failed_tests == {"test_teacher_never_loses"}, result.stdout.str()[-3000:]
+    assert failed_tests == {"test_first_legal_move_never_loses"}, result.stdout.str()[-3000:]
     assert "turn 1: play_move" in result.stdout.str(), "the failure shows episode.explain()"

@@ -129,8 +129,8 @@ def test_connect_four_expert_beats_random(run_pytest, pytester: pytest.Pytester)
 def test_openspiel_turn_limit_defaults_to_the_agents_share_of_the_longest_game() -> None:
     # without --openenv-max-turns a connect-four game (up to 21 moves a player) is not cut
     # short by a loop limit meant for models; an explicit limit still wins
-    from pytest_openenv.episode import EpisodeSpec
-    from pytest_openenv.runner import EnvFactory, Limits, _Loop
+    from pytest_openenv.episode.loop import EnvFactory, Limits, _Loop
+    from pytest_openenv.episode.spec import EpisodeSpec
 
     def limit(env: str, max_turns: int | None = None) -> int:
         factory = EnvFactory(build_family(env, {}))

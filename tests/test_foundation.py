@@ -215,11 +215,11 @@ def test_loadscope_warns(run_pytest) -> None:
 
 
 def test_resume_skips_done_and_reruns_failed(run_pytest, pytester: pytest.Pytester) -> None:
-    first = run_pytest(TTT, "--openenv-n=20")
+    first = run_pytest(TTT, "--openenv-n=20", "--openenv-policy=scripted")
     passed = first.parseoutcomes()["passed"]
     failed = first.parseoutcomes().get("failed", 0)
     assert failed > 0, "seeds 0..19 include losses for the first-legal policy"
-    again = run_pytest(TTT, "--openenv-n=20", "--openenv-resume")
+    again = run_pytest(TTT, "--openenv-n=20", "--openenv-policy=scripted", "--openenv-resume")
     counts = again.parseoutcomes()
     assert counts["skipped"] == passed
     assert counts.get("failed", 0) == failed

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_openenv import warmup
+from pytest_openenv.worker import warmup
 
 FREEZE_PROBE = """
 import gc
@@ -74,7 +74,7 @@ def test_warmup_does_nothing_when_all_is_loaded(
 
 
 def test_only_a_process_that_goes_on_after_the_run_is_thawed(pytester: pytest.Pytester) -> None:
-    from pytest_openenv import heap
+    from pytest_openenv.util import heap
 
     inline = pytester.parseconfigure("-p", "no:cacheprovider", "--collect-only")
     assert not heap.process_ends_with_run(inline), "an in-process run was taken for the command"

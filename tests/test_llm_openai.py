@@ -29,7 +29,7 @@ from servers.fake_model import Faults
 from servers.openai_compat import OpenAICompatServer, serve_openai
 
 from pytest_openenv.policies.base import Turn
-from pytest_openenv.policies.openai_policy import request_body, wire_messages
+from pytest_openenv.policies.llm.openai_chat import request_body, wire_messages
 
 
 def test_openai_endpoint_drives_episodes_like_the_scripted_policy(

@@ -14,7 +14,7 @@ from llm_helpers import (
 )
 from servers.openai_compat import serve_openai
 
-from pytest_openenv.options import OPTIONS
+from pytest_openenv.config.options import OPTIONS
 
 
 @pytest.mark.parametrize(

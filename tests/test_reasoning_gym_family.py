@@ -9,10 +9,10 @@ import reasoning_gym
 
 from pytest_openenv.envs.base import ActionRejected, EnvConfigError, ProposedCall
 from pytest_openenv.envs.registry import build_family
-from pytest_openenv.episode import EpisodeSpec
+from pytest_openenv.episode.loop import EnvFactory, run_episode
+from pytest_openenv.episode.spec import EpisodeSpec
 from pytest_openenv.policies.base import Policy, Reply, ToolCall, Turn
 from pytest_openenv.policies.scripted import ScriptedPolicy
-from pytest_openenv.runner import EnvFactory, run_episode
 
 
 class Answers(Policy):

@@ -10,9 +10,9 @@ import pytest
 from servers.openenv_servers import ThreadServer, serve_in_thread
 
 from pytest_openenv.envs.base import ActionRejected, EnvUnavailable
-from pytest_openenv.envs.openspiel_engine import OpenSpielEngine, load_game
-from pytest_openenv.envs.remote import RemoteBackend
-from pytest_openenv.envs.sessions import IDLE_SESSIONS
+from pytest_openenv.envs.openspiel.engine import OpenSpielEngine, load_game
+from pytest_openenv.envs.remote.backend import RemoteBackend
+from pytest_openenv.envs.remote.sessions import IDLE_SESSIONS
 
 
 @pytest.fixture(scope="module")

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from pytest_openenv.envs.openspiel import OpenSpielFamily
-from pytest_openenv.envs.openspiel_render import render_board
-from pytest_openenv.episode import EpisodeSpec
+from pytest_openenv.envs.openspiel.family import OpenSpielFamily
+from pytest_openenv.envs.openspiel.render import render_board
+from pytest_openenv.episode.loop import EnvFactory, Limits, run_episode
+from pytest_openenv.episode.spec import EpisodeSpec
 from pytest_openenv.policies.base import Policy, Reply, ToolCall, Turn
 from pytest_openenv.policies.scripted import RandomPolicy, ScriptedPolicy
-from pytest_openenv.runner import EnvFactory, Limits, run_episode
 
 
 class Canned(Policy):

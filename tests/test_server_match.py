@@ -14,17 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import read_jsonl
+from helpers import SCRIPTED, read_jsonl
 from servers.openenv_servers import ThreadServer, serve_in_thread
 
 from pytest_openenv.envs.base import StepResult
 from pytest_openenv.envs.generic import GenericFamily, plain_name
-from pytest_openenv.envs.hosting import ServerReport, kind_mismatch
 from pytest_openenv.envs.registry import build_family
-from pytest_openenv.episode import EpisodeSpec
+from pytest_openenv.envs.remote.hosting import ServerReport, kind_mismatch
+from pytest_openenv.episode.loop import EnvFactory, EpisodeError, run_episode
+from pytest_openenv.episode.spec import EpisodeSpec
 from pytest_openenv.policies.scripted import ScriptedPolicy
 from pytest_openenv.report.summary import summary_lines
-from pytest_openenv.runner import EnvFactory, EpisodeError, run_episode
 
 SERVERS = {
     "tictactoe": ("tictactoe", {}),
@@ -333,10 +333,14 @@ HINT = "4 episode(s) failed, so pytest exits 1; gate the run with --openenv-min-
 
 
 def test_the_hint_shows_only_when_episodes_failed_and_no_gate_is_set() -> None:
-    shown = summary_lines(FIGURES, "out")
+    shown = summary_lines(FIGURES, "out", teacher="expert")
     assert [line for line in shown if line.startswith(HINT)] == [
         f"{HINT} (this run passed 0.60), or collect with a stronger teacher "
         "(--openenv-policy=expert)"
+    ]
+    # no teacher that would play the env: the hint names only the gate
+    assert [line for line in summary_lines(FIGURES, "out") if line.startswith(HINT)] == [
+        f"{HINT} (this run passed 0.60)"
     ]
     assert not [line for line in summary_lines(FIGURES, "out", gated=True) if "exits 1" in line]
     all_passed = {**FIGURES, "passed": 10, "failed": 0, "pass_rate": 1.0}
@@ -345,7 +349,7 @@ def test_the_hint_shows_only_when_episodes_failed_and_no_gate_is_set() -> None:
 
 def test_the_hint_in_a_real_run_and_not_with_a_gate(run_pytest) -> None:
     # seeds 0..9: the first-legal teacher loses some games to the random opponent
-    args = ("--openenv-env=openspiel:tic_tac_toe", "--openenv-n=10", "-n", "0")
+    args = ("--openenv-env=openspiel:tic_tac_toe", "--openenv-n=10", "-n", "0", SCRIPTED)
     ungated = run_pytest(*args)
     assert ungated.ret == pytest.ExitCode.TESTS_FAILED
     hint = [line for line in ungated.outlines if "so pytest exits 1" in line]

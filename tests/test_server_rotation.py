@@ -21,10 +21,10 @@ from helpers import read_jsonl
 from servers.openenv_servers import ServerProcess, serve_in_thread
 
 from pytest_openenv.envs.registry import build_family
-from pytest_openenv.envs.rotation import NoServerInRotation, ServerRotation
-from pytest_openenv.episode import EpisodeSpec
+from pytest_openenv.envs.remote.rotation import NoServerInRotation, ServerRotation
+from pytest_openenv.episode.loop import EnvFactory, EpisodeError, run_episode
+from pytest_openenv.episode.spec import EpisodeSpec
 from pytest_openenv.policies.scripted import ScriptedPolicy
-from pytest_openenv.runner import EnvFactory, EpisodeError, run_episode
 
 ENV = "openspiel:tic_tac_toe"
 

@@ -6,8 +6,8 @@ import base64
 
 import pytest
 
-from pytest_openenv.envs.endpoints import ServerURL, ServerURLError, check_health, redact
-from pytest_openenv.options import _server_urls
+from pytest_openenv.config.convert import server_urls as _server_urls
+from pytest_openenv.util.endpoints import ServerURL, ServerURLError, check_health, redact
 
 
 @pytest.mark.parametrize(

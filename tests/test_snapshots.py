@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_openenv.snapshots import TrajectorySnapshotExtension, readable
+from pytest_openenv.testing.snapshots import TrajectorySnapshotExtension, readable
 
 SUITE = """
 import pytest

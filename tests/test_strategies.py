@@ -16,11 +16,11 @@ from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
 
 from pytest_openenv.envs.base import ActionRejected, StepResult
-from pytest_openenv.envs.openspiel import OpenSpielFamily
-from pytest_openenv.envs.openspiel_engine import OpenSpielEngine
+from pytest_openenv.envs.openspiel.engine import OpenSpielEngine
+from pytest_openenv.envs.openspiel.family import OpenSpielFamily
 from pytest_openenv.envs.registry import build_family
-from pytest_openenv.episode import EpisodeSpec
-from pytest_openenv.strategies import (
+from pytest_openenv.episode.spec import EpisodeSpec
+from pytest_openenv.testing.strategies import (
     EnvStateMachine,
     LegalSequence,
     episode_specs,
@@ -183,8 +183,8 @@ def test_episode_specs_are_valid_plugin_specs(spec: EpisodeSpec):
 def test_the_plugin_does_not_import_the_strategies_module():
     code = (
         "import sys, pytest_openenv.plugin\n"
-        "assert 'pytest_openenv.strategies' not in sys.modules\n"
-        "assert 'pytest_openenv.snapshots' not in sys.modules\n"
+        "assert 'pytest_openenv.testing.strategies' not in sys.modules\n"
+        "assert 'pytest_openenv.testing.snapshots' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 

@@ -33,7 +33,7 @@ from test_dataset_loads import (
     without_nulls,
 )
 
-from pytest_openenv.dataset.layout import stable_row
+from pytest_openenv.episode.record import stable_row
 
 OBJECT = "--openenv-tool-arguments=object"
 #: every episode passes, so every row is in results.jsonl (the dataset a trainer reads)

@@ -7,14 +7,14 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_openenv.policies.anthropic_policy import (
+from pytest_openenv.policies.base import Turn
+from pytest_openenv.policies.llm.anthropic_messages import (
     EMPTY_TURN,
     from_anthropic,
     to_anthropic,
     to_anthropic_tools,
 )
-from pytest_openenv.policies.base import Turn
-from pytest_openenv.policies.openai_policy import parse_response, parse_tool_call
+from pytest_openenv.policies.llm.openai_chat import parse_response, parse_tool_call
 
 text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)
 names = text.filter(bool)
@@ -131,7 +131,7 @@ def test_tools_convert_to_input_schemas() -> None:
 # -- the runner's parse of a call's arguments (memoised for the calls a policy repeats) ------
 @given(objects)
 def test_arguments_parse_to_their_object_and_canonical_text_every_time(value: dict) -> None:
-    from pytest_openenv.runner import parse_arguments
+    from pytest_openenv.episode.loop import parse_arguments
 
     raw = json.dumps(value, ensure_ascii=False, indent=1)
     for _ in range(2):  # the second parse may come from the memo: same answer, own copy
@@ -144,7 +144,7 @@ def test_arguments_parse_to_their_object_and_canonical_text_every_time(value: di
 def test_arguments_that_are_not_json_text_are_refused_with_a_reason() -> None:
     import pytest
 
-    from pytest_openenv.runner import parse_arguments
+    from pytest_openenv.episode.loop import parse_arguments
 
     assert parse_arguments("[1, 2]") == ([1, 2], None)  # JSON, not an object: caller decides
     assert parse_arguments("  ") == ({}, "{}")

@@ -26,8 +26,8 @@ from llm_helpers import (
 )
 from servers.openai_compat import serve_openai
 
-from pytest_openenv.prefetch import WINDOW_FACTOR
-from pytest_openenv.schedule import EpisodeLoadScheduling, make_scheduler
+from pytest_openenv.controller.schedule import EpisodeLoadScheduling, make_scheduler
+from pytest_openenv.worker.runahead import WINDOW_FACTOR
 
 #: a callable policy (so episodes run ahead: the fixtures stay the plugin's own) that plays
 #: the first legal move, slowly, and can kill its worker once, with other episodes in flight
@@ -282,7 +282,7 @@ def test_other_runs_get_xdist_s_own_scheduler(
 
 
 def test_auto_schedules_for_its_ceiling(pytester: pytest.Pytester) -> None:
-    from pytest_openenv.adaptive import AUTO_CEILING
+    from pytest_openenv.worker.adaptive import AUTO_CEILING
 
     config = pytester.parseconfig("--tx", "2*popen", "--dist", "load")
     sched = make_scheduler(config, None, "auto")

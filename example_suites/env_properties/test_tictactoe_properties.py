@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from pytest_openenv.envs.registry import build_family
-from pytest_openenv.strategies import (
+from pytest_openenv.testing.strategies import (
     EnvStateMachine,
     LegalSequence,
     legal_action_sequences,

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .layout import TOOL_ARGUMENT_FORMS
+from ..config.convert import TOOL_ARGUMENT_FORMS
 from .writer import FAILURES, RESULTS
 
 #: First body line of a generated card; ``python -m pytest_openenv push`` rebuilds

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from ..envseconds import seconds_from_env
+from ..util.envseconds import seconds_from_env
 from .card import GENERATED_MARKER, render_card
 from .writer import CARD, FAILURES, METADATA, RESULTS, SUMMARY, atomic_write
 
@@ -287,7 +287,7 @@ class HubPublisher:
     def from_settings(cls, settings: Any) -> HubPublisher | None:
         """None without ``--openenv-push-to-hub``; a missing token is a usage error now,
         before any episode runs."""
-        repo_id = settings.extra.get("push-to-hub")
+        repo_id = settings.publish.repo
         if not repo_id:
             return None
         if not find_token():
@@ -298,9 +298,9 @@ class HubPublisher:
             raise pytest.UsageError(f"--openenv-push-to-hub={repo_id}: {exc}") from None
         return cls(
             repo_id=repo_id,
-            private=bool(settings.extra.get("private")),
-            commit_message=settings.extra.get("commit-message"),
-            license=settings.extra.get("license"),
+            private=bool(settings.publish.private),
+            commit_message=settings.publish.commit_message,
+            license=settings.publish.license,
         )
 
     @property

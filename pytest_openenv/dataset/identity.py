@@ -21,7 +21,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .layout import TOOL_ARGUMENT_FORMS
+from ..config.convert import TOOL_ARGUMENT_FORMS
+from ..config.settings import Settings
 
 #: identity field -> the option that sets it
 IDENTITY_OPTIONS = {
@@ -48,23 +49,23 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, sort_keys=True, default=str))
 
 
-def run_identity(settings: Any) -> dict[str, Any]:
-    extra = settings.extra
+def run_identity(settings: Settings, policy: str | None) -> dict[str, Any]:
+    """``policy``: the run's, resolved (the env family's teacher when none is named)."""
     return _plain(
         {
-            "env": settings.env,
-            "env_config": settings.env_config,
-            "seed": settings.seed,
-            "id_prefix": extra.get("id-prefix") or "",
-            "repeats": int(extra.get("repeats") or 1),
-            "policy": settings.policy,
-            "model": extra.get("model"),
-            "system_prompt": settings.system_prompt,
-            "temperature": extra.get("temperature"),
-            "max_tokens": extra.get("max-tokens"),
-            "max_turns": settings.max_turns,
-            "min_reward": settings.min_reward,
-            "tool_arguments": extra.get("tool-arguments") or TOOL_ARGUMENT_FORMS[0],
+            "env": settings.run.env,
+            "env_config": settings.run.config,
+            "seed": settings.run.seed,
+            "id_prefix": settings.run.id_prefix or "",
+            "repeats": settings.run.repeats,
+            "policy": policy,
+            "model": settings.llm.model,
+            "system_prompt": settings.run.system_prompt,
+            "temperature": settings.llm.temperature,
+            "max_tokens": settings.llm.max_tokens,
+            "max_turns": settings.run.max_turns,
+            "min_reward": settings.run.min_reward,
+            "tool_arguments": settings.output.tool_arguments,
         }
     )
 
@@ -96,11 +97,13 @@ def identity_mismatch(
     return None
 
 
-def resume_problem(folder: Path, metadata: dict[str, Any] | None, settings: Any) -> str | None:
-    """Why resuming into ``folder`` would mix two runs' rows, or None."""
+def resume_problem(
+    folder: Path, metadata: dict[str, Any] | None, identity: dict[str, Any]
+) -> str | None:
+    """Why resuming into ``folder`` would mix two runs' rows, or None (``run_identity``)."""
     if metadata is None:
         return None
-    mismatch = identity_mismatch(recorded_identity(metadata), run_identity(settings))
+    mismatch = identity_mismatch(recorded_identity(metadata), identity)
     if mismatch is None:
         return None
     field, before, now = mismatch

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..secrets import KnownSecrets
+from ..util.secrets import KnownSecrets
 from .jsonl import Row, scan
 
 RESULTS = "results.jsonl"

@@ -243,6 +243,14 @@ class EnvFamily(ABC):
             return None
         return f"env family {self.name!r} has no expert teacher"
 
+    def default_policy(self) -> str:
+        """The teacher an episode gets when no policy is named: the best built-in one.
+
+        ``expert`` where ``expert_call`` can play this variant, else ``scripted`` (the
+        first legal move, or a family's oracle answer).
+        """
+        return "expert" if self.expert_problem() is None else "scripted"
+
     def expert_call(
         self, current: StepResult, *, seed: int, repeat: int = 0
     ) -> ProposedCall | None:

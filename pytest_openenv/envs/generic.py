@@ -18,6 +18,7 @@ import json
 import re
 from typing import Any, ClassVar
 
+from ..util.endpoints import ServerUnreachable, ServerURL
 from .base import (
     ActionRejected,
     Backend,
@@ -28,7 +29,6 @@ from .base import (
     StepResult,
     ToolSpec,
 )
-from .endpoints import ServerUnreachable, ServerURL
 
 TOOL_NAME = "step"
 SCHEMA_TIMEOUT = 10.0
@@ -75,7 +75,7 @@ def list_server_tools(server: str) -> str:
     Its one action carries ``tool_name`` and ``arguments``; without the names a model
     can only guess them.
     """
-    from .remote import RemoteBackend
+    from .remote.backend import RemoteBackend
 
     backend = RemoteBackend(server)
     backend.limit_time(SCHEMA_TIMEOUT)
@@ -169,7 +169,7 @@ class GenericFamily(EnvFamily):
         )
 
     def remote_backend(self, server_url: str) -> Backend:
-        from .remote import RemoteBackend
+        from .remote.backend import RemoteBackend
 
         return RemoteBackend(server_url)
 

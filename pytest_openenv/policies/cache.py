@@ -29,8 +29,9 @@ from typing import Any
 
 import pytest
 
+from ..config.settings import LLMSettings
 from .base import ContextExhausted, Policy, PolicyUnavailable, Reply, ToolCall, Turn, Usage
-from .llm import SECRET_VARS
+from .llm.common import SECRET_VARS
 
 FORMAT = "pytest-openenv/response-cache/1"
 
@@ -239,10 +240,9 @@ class CachedPolicy(Policy):
         return {**self.inner.describe(), "cache": str(self.cache.root), "replay": self.replay}
 
 
-def wrap_with_cache(policy: Policy, extra: dict[str, Any], spec: str) -> Policy:
+def wrap_with_cache(policy: Policy, llm: LLMSettings, spec: str) -> Policy:
     """Apply ``--openenv-cache`` / ``--openenv-replay`` to a model-backed policy."""
-    folder = extra.get("cache")
-    replay = bool(extra.get("replay"))
+    folder, replay = llm.cache, llm.replay
     if replay and not folder:
         raise pytest.UsageError(
             "--openenv-replay needs --openenv-cache DIR (the recorded responses to replay)"
@@ -259,7 +259,7 @@ def wrap_with_cache(policy: Policy, extra: dict[str, Any], spec: str) -> Policy:
             f"--openenv-cache={folder!r} does not exist, so --openenv-replay has nothing to "
             "replay; record it first by running without --openenv-replay"
         )
-    from .llm import RemoteModelPolicy
+    from .llm.common import RemoteModelPolicy
 
     if isinstance(policy, RemoteModelPolicy):
         provider, sampling = policy.provider, policy.config.sampling()

@@ -16,24 +16,24 @@ from .expert import ExpertPolicy
 from .scripted import RandomPolicy, ScriptedPolicy
 
 if TYPE_CHECKING:
+    from ..config.settings import Settings
     from ..envs.base import EnvFamily
-    from ..options import Settings
 
 BUILTIN = {"scripted": ScriptedPolicy, "random": RandomPolicy, "expert": ExpertPolicy}
 LLM = ("openai", "anthropic")
 
 
 def build_policy(name: str, settings: Settings) -> Policy:
-    if settings.extra.get("replay") and not settings.extra.get("cache"):
+    if settings.llm.replay and not settings.llm.cache:
         raise pytest.UsageError(
             "--openenv-replay needs --openenv-cache DIR (the recorded responses to replay)"
         )
     if name in BUILTIN:
         return BUILTIN[name]()
     if name in LLM:
-        from .llm import build_llm_policy
+        from .llm.common import build_llm_policy
 
-        policy: Policy = build_llm_policy(name, settings.extra)
+        policy: Policy = build_llm_policy(name, settings)
     elif ":" in name:
         from .callable import load_policy
 
@@ -45,7 +45,7 @@ def build_policy(name: str, settings: Settings) -> Policy:
         )
     from .cache import wrap_with_cache
 
-    return wrap_with_cache(policy, settings.extra, name)
+    return wrap_with_cache(policy, settings.llm, name)
 
 
 def check_fits(policy: Policy, family: EnvFamily, where: str) -> None:

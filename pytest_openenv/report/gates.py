@@ -19,7 +19,7 @@ from .passk import PassAtK
 from .stats import RunningMean, wilson_interval, z_for
 
 if TYPE_CHECKING:
-    from ..options import Settings
+    from ..config.settings import Settings
 
 GATE_FLAGS = ("min-pass-rate", "min-mean-reward", "baseline")
 
@@ -44,10 +44,10 @@ class GateConfig:
     @classmethod
     def from_settings(cls, settings: Settings, *, invocation_dir: Path) -> GateConfig:
         """Read the gate options; loading the baseline here makes a bad path a usage error."""
-        extra = settings.extra
-        raw_baseline = extra.get("baseline")
+        gate = settings.gate
+        raw_baseline = gate.baseline
         baseline = load_baseline(raw_baseline, relative_to=invocation_dir) if raw_baseline else None
-        metric = extra.get("gate-metric") or "pass@1"
+        metric = gate.metric
         if baseline is not None and baseline.rate(metric) is None:
             raise pytest.UsageError(
                 f"--openenv-baseline={raw_baseline!r}: {baseline.path} has no {metric} figure "
@@ -55,9 +55,9 @@ class GateConfig:
                 f"{', '.join(sorted(baseline.rates))}"
             )
         return cls(
-            min_pass_rate=extra.get("min-pass-rate"),
-            min_mean_reward=extra.get("min-mean-reward"),
-            confidence=extra.get("gate-confidence"),
+            min_pass_rate=gate.min_pass_rate,
+            min_mean_reward=gate.min_mean_reward,
+            confidence=gate.confidence,
             metric=metric,
             baseline=baseline,
         )

@@ -9,22 +9,28 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
-def failure_hint(figures: dict[str, Any]) -> str | None:
-    """Why an ungated run with failed episodes exits 1, and what to run next (one line)."""
+def failure_hint(figures: dict[str, Any], teacher: str | None = None) -> str | None:
+    """Why an ungated run with failed episodes exits 1, and what to run next (one line).
+
+    ``teacher``: a stronger policy that would play this run's env, to suggest (None: none).
+    """
     failed = figures["failed"]
     if not failed:
         return None
     rate = figures["pass_rate"]
     this_run = "" if rate is None else f" (this run passed {rate:.2f})"
-    return (
-        f"{failed} episode(s) failed, so pytest exits 1; gate the run with "
-        f"--openenv-min-pass-rate F{this_run}, or collect with a stronger teacher "
-        "(--openenv-policy=expert)"
-    )
+    hint = f"{failed} episode(s) failed, so pytest exits 1; gate the run with "
+    hint += f"--openenv-min-pass-rate F{this_run}"
+    if teacher:
+        hint += f", or collect with a stronger teacher (--openenv-policy={teacher})"
+    return hint
 
 
-def summary_lines(figures: dict[str, Any], output: str, *, gated: bool = False) -> list[str]:
-    """``gated``: a gate decides the exit code, so failed episodes need no explaining."""
+def summary_lines(
+    figures: dict[str, Any], output: str, *, gated: bool = False, teacher: str | None = None
+) -> list[str]:
+    """``gated``: a gate decides the exit code, so failed episodes need no explaining;
+    ``teacher``: a stronger policy to suggest when episodes failed (``failure_hint``)."""
     f = figures
     lines = [
         f"env: {', '.join(f['envs']) or 'n/a'}    policy: {', '.join(f['policies']) or 'n/a'}"
@@ -56,7 +62,7 @@ def summary_lines(figures: dict[str, Any], output: str, *, gated: bool = False) 
         f"wall time: {f['wall_time_s']:.1f}s" + (f"    episodes/s: {rate:.1f}" if rate else "")
     )
     lines.append(f"output: {output}")
-    hint = None if gated else failure_hint(f)
+    hint = None if gated else failure_hint(f, teacher)
     if hint:
         lines.append(hint)
     return lines

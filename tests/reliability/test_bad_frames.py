@@ -20,11 +20,12 @@ from faults import ENV, Launcher, read_rows
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from pytest_openenv.envs import remote
 from pytest_openenv.envs.registry import build_family
-from pytest_openenv.episode import EpisodeSpec, dumps_record
+from pytest_openenv.envs.remote import backend as remote
+from pytest_openenv.episode.loop import EnvFactory, EpisodeError, Limits, run_episode
+from pytest_openenv.episode.result import dumps_record
+from pytest_openenv.episode.spec import EpisodeSpec
 from pytest_openenv.policies.scripted import ScriptedPolicy
-from pytest_openenv.runner import EnvFactory, EpisodeError, Limits, run_episode
 
 TIMEOUT = 3.0
 

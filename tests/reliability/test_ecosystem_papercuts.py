@@ -4,12 +4,9 @@
   episode tests use ``openenv_episode`` (``episode`` stays the short name elsewhere).
 - A run where no episode passes writes a card whose split ``train`` is never the
   failures, and that ``datasets`` loads without tripping on an empty ``results.jsonl``.
-- pytest 9's native ``[tool.pytest]`` table: TOML numbers and bools work as ini values.
 """
 
 from __future__ import annotations
-
-import json
 
 import pytest
 from faults import ENV, Launcher, read_rows
@@ -110,7 +107,7 @@ def test_a_card_with_passing_rows_keeps_train_for_them(
     launcher: Launcher, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     datasets = pytest.importorskip("datasets")
-    launcher.run(f"--openenv-env={ENV}", "--openenv-n=4")  # some seeds lose to random play
+    launcher.run(f"--openenv-env={ENV}", "--openenv-n=4", "--openenv-policy=scripted")  # loses some
     folder = launcher.output
     passed = len(read_rows(folder / "results.jsonl"))
     failed = len(read_rows(folder / "failures.jsonl"))
@@ -120,38 +117,3 @@ def test_a_card_with_passing_rows_keeps_train_for_them(
     assert train.num_rows == passed and not any(row.get("failure") for row in train)
     failures = datasets.load_dataset(str(folder), "failures", split="train", cache_dir=cache)
     assert failures.num_rows == failed
-
-
-# -- pytest 9's native TOML table ------------------------------------------------------------
-
-
-def test_toml_numbers_and_bools_are_ini_values(launcher: Launcher) -> None:
-    (launcher.folder / "pyproject.toml").write_text(
-        "[tool.pytest]\n"
-        f'openenv_env = "{ENV}"\n'
-        "openenv_n = 5\n"
-        "openenv_min_pass_rate = 0.5\n"
-        "openenv_min_reward = -1\n"
-        "openenv_resume = true\n"
-        'openenv_env_config = { opponent = "first" }\n'
-    )
-    finished = launcher.run()
-    assert finished.returncode == 0, finished.text[-3000:]
-    assert "5 passed" in finished.stdout
-    settings = json.loads((launcher.output / "metadata.json").read_text())["settings"]
-    assert settings["n"] == 5 and settings["resume"] is True
-    assert settings["min_reward"] == -1 and settings["env_config"] == {"opponent": "first"}
-    assert "gate: PASSED" in finished.stdout and "pass@1 >= 0.5" in finished.stdout
-
-
-@pytest.mark.parametrize(
-    ("line", "named"),
-    [("openenv_n = 0", "--openenv-n"), ("openenv_min_pass_rate = 2", "--openenv-min-pass-rate")],
-)
-def test_a_bad_toml_value_is_a_usage_error(launcher: Launcher, line: str, named: str) -> None:
-    (launcher.folder / "pyproject.toml").write_text(
-        f'[tool.pytest]\nopenenv_env = "{ENV}"\n{line}\n'
-    )
-    finished = launcher.run()
-    assert finished.returncode == pytest.ExitCode.USAGE_ERROR, finished.text[-3000:]
-    assert named in finished.stderr

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from faults import Launcher
 
-from pytest_openenv.jsonlimits import MAX_JSON_BYTES, MAX_JSON_DEPTH
-from pytest_openenv.options import MAX_ITEMS
+from pytest_openenv.config.convert import MAX_ITEMS
+from pytest_openenv.util.jsonlimits import MAX_JSON_BYTES, MAX_JSON_DEPTH
 
 TTT = "--openenv-env=openspiel:tic_tac_toe"
 USAGE = pytest.ExitCode.USAGE_ERROR
@@ -72,7 +72,7 @@ def test_env_config_nested_too_deep_is_a_usage_error(
 
 
 def test_env_config_at_the_depth_limit_is_parsed() -> None:
-    from pytest_openenv.options import _json_object
+    from pytest_openenv.config.convert import json_object as _json_object
 
     value = _json_object("env-config", nested(MAX_JSON_DEPTH - 1))  # one more: the outer {}
     assert list(value) == ["a"]
@@ -303,9 +303,9 @@ def test_a_question_that_takes_too_long_during_the_run_is_that_episodes_error(
 ) -> None:
     """Start-up passed (its question came in time); a later seed's question does not."""
     from pytest_openenv.envs.registry import build_family
-    from pytest_openenv.episode import EpisodeSpec
+    from pytest_openenv.episode.loop import EnvFactory, EpisodeError, run_episode
+    from pytest_openenv.episode.spec import EpisodeSpec
     from pytest_openenv.policies.scripted import ScriptedPolicy
-    from pytest_openenv.runner import EnvFactory, EpisodeError, run_episode
 
     slow = {"min_terms": 2_000_000, "max_terms": 2_000_000}  # ~2 s of generation per question
     monkeypatch.setenv("PYTEST_OPENENV_GENERATION_TIMEOUT", "60")

@@ -15,8 +15,9 @@ from servers.anthropic_messages import AnthropicMessagesServer
 from servers.fake_model import Faults
 from servers.openai_compat import OpenAICompatServer
 
-from pytest_openenv.options import DEFAULT_REQUEST_TIMEOUT, OPTIONS
-from pytest_openenv.policies.llm import LLMConfig
+from pytest_openenv.config.options import DEFAULT_REQUEST_TIMEOUT, OPTIONS
+from pytest_openenv.config.settings import RunSettings, Settings
+from pytest_openenv.policies.llm.common import LLMConfig
 
 SERVERS = {"openai": OpenAICompatServer, "anthropic": AnthropicMessagesServer}
 FAULTS = {"hang": Faults(hang=True), "trickle": Faults(trickle=0.5)}
@@ -54,8 +55,18 @@ def test_the_default_request_bound_is_stated_and_used() -> None:
     option = next(opt for opt in OPTIONS if opt.flag == "request-timeout")
     assert option.default == DEFAULT_REQUEST_TIMEOUT == 120
     assert "default 120" in option.help
-    config = LLMConfig.from_extra({}, "m")
+    config = LLMConfig.from_settings(Settings(), "m")
     assert config.client_options()["timeout"] == 120
     # an episode budget smaller than the request bound wins, a larger one does not
-    assert LLMConfig.from_extra({"timeout": 5.0}, "m").client_options()["timeout"] == 5.0
-    assert LLMConfig.from_extra({"timeout": 900.0}, "m").client_options()["timeout"] == 120
+    assert (
+        LLMConfig.from_settings(Settings(run=RunSettings(timeout=5.0)), "m").client_options()[
+            "timeout"
+        ]
+        == 5.0
+    )
+    assert (
+        LLMConfig.from_settings(Settings(run=RunSettings(timeout=900.0)), "m").client_options()[
+            "timeout"
+        ]
+        == 120
+    )

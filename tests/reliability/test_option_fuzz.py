@@ -19,7 +19,7 @@ from faults import ENV, Launcher
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from pytest_openenv.options import OPTIONS
+from pytest_openenv.config.options import OPTIONS
 
 FLAGS = {opt.flag: opt for opt in OPTIONS}
 #: options naming files or folders: kept relative and inside the test's folder

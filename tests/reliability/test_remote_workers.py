@@ -18,6 +18,7 @@ from pathlib import Path
 import execnet
 import pytest
 from faults import ENV, Launcher, read_rows
+from helpers import SCRIPTED
 from servers.openenv_servers import serve_in_thread
 
 N = 16
@@ -68,7 +69,7 @@ def test_socket_gateways_write_one_dataset_on_the_controller(
     launcher: Launcher, socket_servers: list[SocketServer]
 ) -> None:
     tx = [arg for s in socket_servers for arg in ("--tx", f"socket=127.0.0.1:{s.port}")]
-    args = ("--dist", "load", *tx, f"--openenv-env={ENV}", f"--openenv-n={N}", "-v")
+    args = ("--dist", "load", *tx, f"--openenv-env={ENV}", f"--openenv-n={N}", "-v", SCRIPTED)
     finished = launcher.run(*args)
     assert finished.returncode == 1, finished.stdout[-3000:]  # the losing seeds fail
 

@@ -28,7 +28,8 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     [
         (["--openenv-env=openspiel:connect_four"], f'env="{ENV}"', 'env="openspiel:connect_four"'),
         (["--openenv-seed=7"], "seed=0", "seed=7"),
-        (["--openenv-policy=random"], 'policy="scripted"', 'policy="random"'),
+        # no policy named: the identity holds the teacher that played (tic-tac-toe: expert)
+        (["--openenv-policy=random"], 'policy="expert"', 'policy="random"'),
         (
             ['--openenv-env-config={"opponent": "first"}'],
             "env_config={}",

@@ -20,8 +20,8 @@ from servers.anthropic_messages import AnthropicMessagesServer
 from servers.fake_model import Faults
 from servers.openai_compat import OpenAICompatServer
 
-from pytest_openenv.policies.anthropic_policy import is_message
-from pytest_openenv.policies.openai_policy import is_chat_completion
+from pytest_openenv.policies.llm.anthropic_messages import is_message
+from pytest_openenv.policies.llm.openai_chat import is_chat_completion
 
 SERVERS = {"openai": OpenAICompatServer, "anthropic": AnthropicMessagesServer}
 SECRET = "sk-proj-abcdefghijklmnop1234"

@@ -1,0 +1,1 @@
+"""Options, ini keys and the typed settings they fill (read by both sides)."""

@@ -1,0 +1,294 @@
+"""Converters for option values: each takes the flag and a raw value (CLI text, ini text,
+or a TOML scalar) and returns the checked value or raises ``pytest.UsageError`` naming the
+option and what would be valid.
+
+``KIND`` says which ini type each converter reads, so the key is declared with its real
+type where pytest supports one (``config/ini.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from .ini import IniKind
+
+#: ``--openenv-concurrency auto``
+AUTO = "auto"
+#: episodes in flight when an auto run starts
+AUTO_START = 4
+#: most episodes in flight an auto run reaches (per pytest process)
+AUTO_CEILING = 64
+#: how the written messages carry tool-call arguments (``--openenv-tool-arguments``)
+TOOL_ARGUMENT_FORMS = ("string", "object")
+#: an episode id prefix: it sits in node ids (``test[P-ep-000000]``) and dataset rows
+ID_PREFIX = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._-]{0,63}")
+_LICENSE = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
+
+
+def bad_value(flag: str, value: Any, expected: str) -> pytest.UsageError:
+    return pytest.UsageError(f"--openenv-{flag}={value!r} is invalid: expected {expected}")
+
+
+def positive_int(flag: str, raw: Any) -> int:
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise bad_value(flag, raw, "a positive integer, e.g. 10") from None
+    if value <= 0:
+        raise bad_value(flag, raw, "a positive integer (> 0), e.g. 10")
+    return value
+
+
+#: most items per episode test (n x repeats): a pytest item costs ~4 KB in the controller
+#: and again in every xdist worker (~0.44 GB and ~10 s of collection per 100k, measured)
+MAX_ITEMS = 100_000
+SPLIT_HINT = (
+    "split a bigger collection into runs of at most {limit:,} episodes, each with its own "
+    "--openenv-seed (0, {limit}, ...) and --openenv-id-prefix (or --openenv-output)"
+)
+
+
+def item_count(flag: str, raw: Any) -> int:
+    """A positive integer no bigger than MAX_ITEMS: checked before any item is built."""
+    value = positive_int(flag, raw)
+    if value > MAX_ITEMS:
+        raise bad_value(
+            flag,
+            raw,
+            f"a positive integer up to {MAX_ITEMS:,} (items per episode test); "
+            + SPLIT_HINT.format(limit=MAX_ITEMS),
+        )
+    return value
+
+
+def check_item_count(n: int, repeats: int, where: str) -> str | None:
+    """Why ``n`` episodes x ``repeats`` is too many items for one episode test, or None."""
+    if n * repeats <= MAX_ITEMS:
+        return None
+    return (
+        f"{where} with --openenv-repeats={repeats} makes {n * repeats:,} items, more than "
+        f"the {MAX_ITEMS:,} one episode test may hold; "
+        + SPLIT_HINT.format(limit=MAX_ITEMS // repeats)
+    )
+
+
+#: most episodes in flight per pytest process: each is a thread (and a connection)
+MAX_CONCURRENCY = 256
+
+
+def concurrency(flag: str, raw: Any) -> int | str:
+    """``auto`` or 1..MAX_CONCURRENCY: a bigger number would start that many threads."""
+    text = str(raw).strip().lower()
+    if text == AUTO:
+        return AUTO
+    expected = f"a positive integer 1..{MAX_CONCURRENCY} or auto, e.g. 16"
+    try:
+        value = int(text)
+    except ValueError:
+        raise bad_value(flag, raw, expected) from None
+    if not 1 <= value <= MAX_CONCURRENCY:
+        raise bad_value(flag, raw, expected)
+    return value
+
+
+def integer(flag: str, raw: Any) -> int:
+    try:
+        return int(str(raw).strip())
+    except ValueError:
+        raise bad_value(flag, raw, "an integer, e.g. 0") from None
+
+
+def number(flag: str, raw: Any) -> float:
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        raise bad_value(flag, raw, "a number, e.g. 0.5") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise bad_value(flag, raw, "a finite number")
+    return value
+
+
+def fraction(flag: str, raw: Any) -> float:
+    value = number(flag, raw)
+    if not 0.0 <= value <= 1.0:
+        raise bad_value(flag, raw, "a fraction between 0 and 1 inclusive, e.g. 0.8")
+    return value
+
+
+def confidence(flag: str, raw: Any) -> float:
+    value = number(flag, raw)
+    if not 0.0 < value < 1.0:
+        raise bad_value(flag, raw, "a confidence level strictly between 0 and 1, e.g. 0.95")
+    return value
+
+
+def one_of(*choices: str) -> Callable[[str, Any], str]:
+    """A converter that accepts exactly one of ``choices``."""
+
+    def convert(flag: str, raw: Any) -> str:
+        value = str(raw).strip()
+        if value not in choices:
+            raise bad_value(flag, raw, f"one of {', '.join(choices)}")
+        return value
+
+    return convert
+
+
+GATE_METRICS = ("pass@1", "pass@k", "pass^k")
+gate_metric = one_of(*GATE_METRICS)
+
+
+def server_urls(flag: str, raw: Any) -> tuple[str, ...]:
+    """Repeatable server URLs (CLI list or ini list); credentials stay only in memory."""
+    from ..util.endpoints import ServerURL, ServerURLError
+
+    values = [raw] if isinstance(raw, str) else list(raw)
+    urls = []
+    for value in values:
+        for text in str(value).split():
+            try:
+                ServerURL.parse(text)
+            except ServerURLError as exc:
+                raise pytest.UsageError(f"--openenv-{flag}: {exc}") from None
+            urls.append(text)
+    return tuple(urls)
+
+
+def json_object(flag: str, raw: Any) -> dict[str, Any]:
+    from ..util.jsonlimits import loads_bounded
+
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = loads_bounded(str(raw))
+    except ValueError as exc:
+        raise bad_value(
+            flag, raw, f'a JSON object such as \'{{"opponent": "random"}}\' ({exc})'
+        ) from None
+    if not isinstance(value, dict):
+        raise bad_value(flag, raw, 'a JSON object such as \'{"opponent": "random"}\'')
+    return value
+
+
+def text(flag: str, raw: Any) -> str:
+    return str(raw)
+
+
+def boolean(flag: str, raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise bad_value(flag, raw, "true or false")
+
+
+def non_negative_int(flag: str, raw: Any) -> int:
+    value = integer(flag, raw)
+    if value < 0:
+        raise bad_value(flag, raw, "an integer >= 0, e.g. 2")
+    return value
+
+
+def positive_seconds(flag: str, raw: Any) -> float:
+    value = number(flag, raw)
+    if value <= 0:
+        raise bad_value(flag, raw, "a number of seconds > 0, e.g. 60")
+    return value
+
+
+def non_negative_number(flag: str, raw: Any) -> float:
+    value = number(flag, raw)
+    if value < 0:
+        raise bad_value(flag, raw, "a number >= 0, e.g. 0.2")
+    return value
+
+
+def http_url(flag: str, raw: Any) -> str:
+    from ..util.endpoints import ServerURL, ServerURLError, redact
+
+    text = str(raw).strip()
+    try:  # the host and port must parse too: "http://[::1" would fail in the SDK later
+        usable = text.startswith(("http://", "https://")) and bool(ServerURL.parse(text))
+    except ServerURLError:
+        usable = False
+    if not usable:
+        raise bad_value(
+            flag,
+            redact(text),  # a password in the URL stays out of the message
+            "an http(s) base URL such as http://localhost:8000/v1 (vLLM) or "
+            "http://localhost:11434/v1 (Ollama)",
+        )
+    return text
+
+
+def checked(flag: str, raw: Any, problem: Callable[[str], str | None]) -> str:
+    value = str(raw).strip()
+    why = problem(value)
+    if why:
+        raise pytest.UsageError(f"--openenv-{flag}={raw!r} is invalid: {why}")
+    return value
+
+
+def id_prefix_problem(value: str) -> str | None:
+    if not ID_PREFIX.fullmatch(value):
+        return (
+            "expected letters, digits, '.', '_' or '-' (no ':', '/' or spaces: the id is part "
+            "of a pytest node id and of file names), e.g. run-2024-06"
+        )
+    return None
+
+
+def id_prefix(flag: str, raw: Any) -> str:
+    return checked(flag, raw, id_prefix_problem)
+
+
+def repo_id_problem(value: str) -> str | None:
+    """Why ``value`` is not a Hub dataset repo id ``owner/name`` (huggingface_hub decides)."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    if value.count("/") != 1:
+        return "expected owner/name (letters, digits, '-', '_', '.'), e.g. alice/ttt-episodes"
+    try:
+        validate_repo_id(value)
+    except HFValidationError as exc:
+        return f"expected owner/name, e.g. alice/ttt-episodes: {exc}"
+    return None
+
+
+def license_problem(value: str) -> str | None:
+    if _LICENSE.match(value):
+        return None
+    return "expected a Hub license id in lower case, e.g. mit, apache-2.0, cc-by-4.0 or other"
+
+
+def hub_repo(flag: str, raw: Any) -> str:
+    return checked(flag, raw, repo_id_problem)
+
+
+def hub_license(flag: str, raw: Any) -> str:
+    return checked(flag, raw, license_problem)
+
+
+#: the ini type each converter reads (``config/ini.py``); text and JSON stay strings
+KIND: dict[Callable[[str, Any], Any], IniKind] = {
+    positive_int: "int",
+    item_count: "int",
+    integer: "int",
+    non_negative_int: "int",
+    number: "float",
+    fraction: "float",
+    confidence: "float",
+    positive_seconds: "float",
+    non_negative_number: "float",
+    boolean: "bool",
+    server_urls: "list",
+    concurrency: "int-or-auto",
+    json_object: "table",
+}

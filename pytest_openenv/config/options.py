@@ -1,0 +1,435 @@
+"""Command-line options and ini keys: one row of ``OPTIONS`` per ``--openenv-x-y``.
+
+Every ``--openenv-x-y`` has an ini key ``openenv_x_y``; the command line wins. A row names
+its converter (``convert.py``: a bad value is a ``pytest.UsageError`` naming the option and
+what would be valid), its default, and the typed settings field it fills (``into``,
+``settings.py``). The ini key is declared with its real type where pytest has one (``ini.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from . import ini
+from .convert import (
+    AUTO_CEILING,
+    AUTO_START,
+    KIND,
+    MAX_CONCURRENCY,
+    MAX_ITEMS,
+    TOOL_ARGUMENT_FORMS,
+    boolean,
+    concurrency,
+    confidence,
+    fraction,
+    gate_metric,
+    http_url,
+    hub_license,
+    hub_repo,
+    id_prefix,
+    integer,
+    item_count,
+    json_object,
+    non_negative_int,
+    non_negative_number,
+    number,
+    one_of,
+    positive_int,
+    positive_seconds,
+    server_urls,
+    text,
+)
+
+#: seconds one LLM request may take when nothing else is set: the SDKs' own default
+#: (600 s, retried twice) leaves a hung endpoint holding an episode for ~30 minutes
+DEFAULT_REQUEST_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class Option:
+    flag: str
+    help: str
+    convert: Callable[[str, Any], Any] = text
+    default: Any = None
+    metavar: str | None = None
+    is_flag: bool = False
+    #: may be given several times; the CLI values (or the ini list) reach ``convert`` as one list
+    repeat: bool = False
+    #: the settings field this option fills, ``group.field`` (``settings.Settings``)
+    into: str = ""
+
+    @property
+    def dest(self) -> str:
+        return "openenv_" + self.flag.replace("-", "_")
+
+    @property
+    def kind(self) -> ini.IniKind:
+        return KIND.get(self.convert, "string")
+
+
+OPTIONS: list[Option] = [
+    Option(
+        "env",
+        "env as family:variant, e.g. openspiel:tic_tac_toe (plugin is inert without it)",
+        metavar="SPEC",
+        into="run.env",
+    ),
+    Option(
+        "n",
+        f"episodes per episode test (default 10; at most {MAX_ITEMS:,} x repeats)",
+        item_count,
+        10,
+        "N",
+        into="run.n",
+    ),
+    Option(
+        "seed", "base seed; episode i gets seed S+i (default 0)", integer, 0, "S", into="run.seed"
+    ),
+    Option(
+        "id-prefix",
+        "prefix of every episode id: P-ep-000000 (tell runs apart when datasets are merged)",
+        id_prefix,
+        None,
+        "P",
+        into="run.id_prefix",
+    ),
+    Option(
+        "env-config",
+        "env options as a JSON object (opponent, game params, dataset config)",
+        json_object,
+        None,
+        "JSON",
+        into="run.env_config",
+    ),
+    Option(
+        "server",
+        "deployed OpenEnv server URL (HF Space, container, uvicorn); repeat it for several: "
+        "each episode goes to the one with the fewest in flight, and one that fails leaves "
+        "rotation for a cool-down (default: embedded engine)",
+        server_urls,
+        None,
+        "URL",
+        repeat=True,
+        into="servers.urls",
+    ),
+    Option(
+        "policy",
+        "expert, scripted, random, openai, anthropic, or pkg.module:callable (default: the "
+        "env family's best teacher, expert where OpenSpiel's bots play the game, else "
+        "scripted; openai when --openenv-llm-endpoint is given)",
+        text,
+        None,
+        "P",
+        into="run.policy",
+    ),
+    Option(
+        "system-prompt",
+        "system prompt for the agent (default: the family's; '' sends no system message)",
+        text,
+        None,
+        "TEXT",
+        into="run.system_prompt",
+    ),
+    Option(
+        "max-turns",
+        "policy turns per episode before it counts as failed (default 10, or more when the "
+        "env's family knows a whole episode needs more: e.g. 21 for openspiel:connect_four)",
+        positive_int,
+        None,
+        "N",
+        into="run.max_turns",
+    ),
+    Option(
+        "output",
+        "output folder (default openenv-results under rootdir)",
+        text,
+        None,
+        "DIR",
+        into="output.folder",
+    ),
+    Option(
+        "resume",
+        "skip episodes already in results.jsonl (reported as skipped)",
+        boolean,
+        False,
+        is_flag=True,
+        into="output.resume",
+    ),
+    Option(
+        "min-reward",
+        "an episode passes iff reward >= R (default: the family's verdict)",
+        number,
+        None,
+        "R",
+        into="run.min_reward",
+    ),
+    # -- evaluation: gates, repeats, baseline (report/gates.py, report/passk.py) --
+    Option(
+        "min-pass-rate",
+        "gate: the session fails iff the pass rate is below F (episode failures alone then "
+        "do not fail it)",
+        fraction,
+        None,
+        "F",
+        into="gate.min_pass_rate",
+    ),
+    Option(
+        "min-mean-reward",
+        "gate: the session fails iff mean reward < R",
+        number,
+        None,
+        "R",
+        into="gate.min_mean_reward",
+    ),
+    Option(
+        "gate-confidence",
+        "gate on the lower bound of the C confidence interval instead of the point estimate; "
+        "also the level of the --openenv-baseline test (default 0.95 there)",
+        confidence,
+        None,
+        "C",
+        into="gate.confidence",
+    ),
+    Option(
+        "repeats",
+        "run each seed K times (ids ep-000000-r0 ...); report pass@1, pass@k, pass^k",
+        item_count,
+        1,
+        "K",
+        into="run.repeats",
+    ),
+    Option(
+        "gate-metric",
+        "what the pass-rate gate reads: pass@1, pass@k or pass^k (default pass@1)",
+        gate_metric,
+        "pass@1",
+        "M",
+        into="gate.metric",
+    ),
+    Option(
+        "baseline",
+        "earlier summary.json or output folder; fail only on a significant pass-rate drop",
+        text,
+        None,
+        "PATH",
+        into="gate.baseline",
+    ),
+    # -- LLM policies (policies/llm.py, cache.py; concurrency in prefetch.py) --
+    Option(
+        "model", "model id for LLM policies (openai, anthropic)", text, None, "M", into="llm.model"
+    ),
+    Option(
+        "llm-endpoint",
+        "any OpenAI-compatible base URL (vLLM, TGI, Ollama, ...); implies --openenv-policy=openai",
+        http_url,
+        None,
+        "URL",
+        into="llm.endpoint",
+    ),
+    Option(
+        "temperature",
+        "sampling temperature (default 0.2)",
+        non_negative_number,
+        0.2,
+        "T",
+        into="llm.temperature",
+    ),
+    Option(
+        "max-tokens",
+        "max tokens per model reply (default 256)",
+        positive_int,
+        256,
+        "N",
+        into="llm.max_tokens",
+    ),
+    Option(
+        "timeout",
+        "wall-clock limit per episode in seconds; over it the item errors (default none: "
+        "each model request is still bounded by --openenv-request-timeout, each turn by it "
+        "x (1 + retries), each episode by that x --openenv-max-turns)",
+        positive_seconds,
+        None,
+        "SEC",
+        into="run.timeout",
+    ),
+    Option(
+        "request-timeout",
+        f"seconds one model request may take, its answer's bytes included, before the SDK "
+        f"retries it (default {DEFAULT_REQUEST_TIMEOUT:g}); with the retries and "
+        "--openenv-max-turns it bounds an episode that has no --openenv-timeout",
+        positive_seconds,
+        DEFAULT_REQUEST_TIMEOUT,
+        "SEC",
+        into="llm.request_timeout",
+    ),
+    Option(
+        "max-retries",
+        "transport retries per model call on 429, 5xx, connection errors (default: the SDK's)",
+        non_negative_int,
+        None,
+        "K",
+        into="llm.max_retries",
+    ),
+    Option(
+        "concurrency",
+        f"episodes in flight per pytest process (1..{MAX_CONCURRENCY}); items are still "
+        "reported in order; with -n W up to W x C in flight; auto: start at "
+        f"{AUTO_START}, grow while latency holds, halve on 429/CAPACITY_REACHED/timeouts, "
+        f"ceiling {AUTO_CEILING} (default 1)",
+        concurrency,
+        1,
+        "C",
+        into="run.concurrency",
+    ),
+    Option(
+        "cache",
+        "response cache folder for LLM policies: hit = reuse, miss = call and store",
+        text,
+        None,
+        "DIR",
+        into="llm.cache",
+    ),
+    Option(
+        "replay",
+        "with --openenv-cache: a cache miss is an episode error, never a network call",
+        boolean,
+        False,
+        is_flag=True,
+        into="llm.replay",
+    ),
+    # -- publishing (dataset/hub.py, dataset/card.py) --
+    Option(
+        "push-to-hub",
+        "after the run, upload the output folder as the Hub dataset repo REPO (owner/name); "
+        "token from HF_TOKEN or `hf auth login`",
+        hub_repo,
+        None,
+        "REPO",
+        into="publish.repo",
+    ),
+    Option(
+        "private",
+        "with --openenv-push-to-hub: create the dataset repo private",
+        boolean,
+        False,
+        is_flag=True,
+        into="publish.private",
+    ),
+    Option(
+        "commit-message",
+        "with --openenv-push-to-hub: the commit message (default: episodes, env, pass rate)",
+        text,
+        None,
+        "MSG",
+        into="publish.commit_message",
+    ),
+    Option(
+        "tool-arguments",
+        "how the written messages carry assistant tool_calls[].function.arguments: string "
+        "(default; a JSON string, OpenAI's wire format, what DeepSeek-style chat templates "
+        "concatenate as text) or object (the parsed JSON object, null for a refused call: "
+        "for Qwen2.5 / Llama-3.1 style templates that apply `tojson` to the arguments and "
+        "would otherwise encode the string twice)",
+        one_of(*TOOL_ARGUMENT_FORMS),
+        TOOL_ARGUMENT_FORMS[0],
+        "FORM",
+        into="output.tool_arguments",
+    ),
+    Option(
+        "license",
+        "license id for the dataset card, e.g. mit or cc-by-4.0 (default: none stated)",
+        hub_license,
+        None,
+        "ID",
+        into="publish.license",
+    ),
+]
+
+
+OPTION_BY_FLAG = {opt.flag: opt for opt in OPTIONS}
+
+
+def default_of(flag: str) -> Any:
+    """The default of ``--openenv-{flag}``: settings fields take it from the row."""
+    return OPTION_BY_FLAG[flag].default
+
+
+def register(parser: pytest.Parser) -> None:
+    group = parser.getgroup("openenv", "agent episodes in OpenEnv environments")
+    for opt in OPTIONS:
+        flag = f"--openenv-{opt.flag}"
+        if opt.is_flag:
+            group.addoption(flag, action="store_true", default=None, dest=opt.dest, help=opt.help)
+        else:
+            group.addoption(
+                flag,
+                action="append" if opt.repeat else "store",
+                default=None,
+                dest=opt.dest,
+                metavar=opt.metavar,
+                help=opt.help,
+            )
+        default: Any = False if opt.is_flag else [] if opt.repeat else None
+        parser.addini(opt.dest, opt.help, type=ini.ini_type(opt.kind), default=default)
+
+
+def _ini_value(config: pytest.Config, opt: Option) -> Any:
+    try:
+        value = config.getini(opt.dest)
+    except (pytest.UsageError, TypeError, ValueError) as refused:
+        # pytest refused what the file holds (a TOML string for an int key, an inline
+        # table for a string key, a bad bool): read it as written and let our converter
+        # accept it or say, naming the option, what would be right
+        try:
+            return ini.raw_value(config, opt.dest, refused)
+        except ini.Unreadable as exc:
+            raise pytest.UsageError(
+                f"--openenv-{opt.flag} (ini key {opt.dest}) is invalid: {exc}"
+            ) from None
+    if opt.kind == "table" and isinstance(value, str) and value.lstrip().startswith("{"):
+        # pytest 8's [tool.pytest.ini_options] hands an inline table over as its str()
+        native = ini.native_table(config, opt.dest)
+        if isinstance(native, dict):
+            return native
+    return value
+
+
+def read_values(config: pytest.Config) -> dict[str, Any]:
+    """Each option's value by flag, after CLI-over-ini precedence, converted and checked."""
+    values: dict[str, Any] = {}
+    for opt in OPTIONS:
+        raw = config.getoption(opt.dest, None)
+        from_ini = raw is None
+        if from_ini:
+            raw = _ini_value(config, opt)
+            if raw in (None, "", []) or (opt.is_flag and raw is False):
+                raw = None
+        if raw is None:
+            values[opt.flag] = opt.default
+            continue
+        try:
+            _refuse_undecodable(opt, raw)
+            values[opt.flag] = opt.convert(opt.flag, raw)
+        except pytest.UsageError as exc:
+            if not from_ini:
+                raise
+            raise pytest.UsageError(f"{exc} ({ini.origin(config, opt.dest)})") from None
+    return values
+
+
+def _refuse_undecodable(opt: Option, raw: Any) -> None:
+    """Bytes that are not UTF-8 reach Python as lone surrogates; files must hold UTF-8."""
+    for value in raw if isinstance(raw, list) else [raw]:
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                shown = value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+                raise pytest.UsageError(
+                    f"--openenv-{opt.flag}={shown!r} is invalid: it is not valid UTF-8 "
+                    "(check the shell's or the ini file's encoding)"
+                ) from None

@@ -1,0 +1,243 @@
+"""The run configuration, typed and grouped: what each side reads instead of option strings.
+
+``Settings.from_config`` reads every ``--openenv-*`` option once (``options.read_values``)
+and fills the groups below; each option row says which field it fills (``Option.into``), so
+a default lives in exactly one place, the row. Settings hold no secrets: keys and tokens are
+read from the environment where they are used; server URLs keep their credentials in memory
+only and ``public()`` shows them without.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .convert import check_item_count
+from .options import OPTIONS, default_of, read_values
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Which episodes run, and how each is played and judged."""
+
+    env: str | None = default_of("env")
+    """``--openenv-env``: ``family:variant``; None leaves the plugin inert."""
+    n: int = default_of("n")
+    """``--openenv-n``: episodes per episode test."""
+    seed: int = default_of("seed")
+    """``--openenv-seed``: episode i gets seed ``seed + i``."""
+    id_prefix: str | None = default_of("id-prefix")
+    """``--openenv-id-prefix``: ids become ``{prefix}-ep-000000``."""
+    env_config: dict[str, Any] | None = default_of("env-config")
+    """``--openenv-env-config``: env options (opponent, game params, dataset config)."""
+    policy: str | None = default_of("policy")
+    """``--openenv-policy``; None: each env family's best teacher (``expert`` or ``scripted``)."""
+    system_prompt: str | None = default_of("system-prompt")
+    """``--openenv-system-prompt``; None: the family's prompt; '' sends no system message."""
+    max_turns: int | None = default_of("max-turns")
+    """``--openenv-max-turns``; None: the family's (``EnvFamily.default_max_turns``)."""
+    min_reward: float | None = default_of("min-reward")
+    """``--openenv-min-reward``; None: the family's verdict."""
+    repeats: int = default_of("repeats")
+    """``--openenv-repeats``: runs per seed (pass@k)."""
+    timeout: float | None = default_of("timeout")
+    """``--openenv-timeout``: wall-clock seconds per episode; over it the item errors."""
+    concurrency: int | str = default_of("concurrency")
+    """``--openenv-concurrency``: episodes in flight per pytest process, or ``auto``."""
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """``env_config`` as a dict (empty when not given)."""
+        return dict(self.env_config or {})
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """Deployed OpenEnv servers (``--openenv-server``); empty: the embedded engine."""
+
+    urls: tuple[str, ...] = ()
+    """The URLs as given, credentials included: for connecting only, never shown."""
+
+    def public(self) -> list[str]:
+        """The URLs without their credentials (records, metadata, messages)."""
+        from ..util.endpoints import redact
+
+        return [redact(url) for url in self.urls]
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """Model calls of the ``openai`` and ``anthropic`` policies (no keys: those come from env)."""
+
+    model: str | None = default_of("model")
+    """``--openenv-model``: the model id."""
+    endpoint: str | None = default_of("llm-endpoint")
+    """``--openenv-llm-endpoint``: an OpenAI-compatible base URL; None: the official API."""
+    temperature: float = default_of("temperature")
+    """``--openenv-temperature``."""
+    max_tokens: int = default_of("max-tokens")
+    """``--openenv-max-tokens``: per model reply."""
+    request_timeout: float = default_of("request-timeout")
+    """``--openenv-request-timeout``: seconds one request may take, its answer included."""
+    max_retries: int | None = default_of("max-retries")
+    """``--openenv-max-retries``: transport retries per call; None keeps the SDK's."""
+    cache: str | None = default_of("cache")
+    """``--openenv-cache``: the response cache folder."""
+    replay: bool = default_of("replay")
+    """``--openenv-replay``: a cache miss is an episode error, never a network call."""
+
+    def public(self, run: RunSettings) -> dict[str, Any]:
+        """For metadata.json: what the LLM policies used, endpoint without credentials."""
+        from ..util.endpoints import redact
+
+        return {
+            "model": self.model,
+            "endpoint": redact(self.endpoint) if self.endpoint else None,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "timeout": run.timeout,
+            "request_timeout": self.request_timeout,
+            "max_retries": self.max_retries,
+            "concurrency": run.concurrency,
+            "cache": self.cache,
+            "replay": self.replay,
+        }
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """What decides the exit code instead of single episode failures."""
+
+    min_pass_rate: float | None = default_of("min-pass-rate")
+    """``--openenv-min-pass-rate``: the session fails iff the pass rate is below it."""
+    min_mean_reward: float | None = default_of("min-mean-reward")
+    """``--openenv-min-mean-reward``: the session fails iff mean reward is below it."""
+    confidence: float | None = default_of("gate-confidence")
+    """``--openenv-gate-confidence``: gate on the lower bound at this level."""
+    metric: str = default_of("gate-metric")
+    """``--openenv-gate-metric``: ``pass@1``, ``pass@k`` or ``pass^k``."""
+    baseline: str | None = default_of("baseline")
+    """``--openenv-baseline``: an earlier summary.json or output folder."""
+
+
+@dataclass(frozen=True)
+class OutputSettings:
+    """The output folder and how rows are written into it."""
+
+    folder: Path = Path("openenv-results")
+    """``--openenv-output``, absolute (relative ones are taken from the invocation folder)."""
+    resume: bool = default_of("resume")
+    """``--openenv-resume``: skip episodes already in results.jsonl."""
+    tool_arguments: str = default_of("tool-arguments")
+    """``--openenv-tool-arguments``: ``string`` (OpenAI wire form) or ``object``."""
+
+
+@dataclass(frozen=True)
+class PublishSettings:
+    """Uploading the folder to the Hugging Face Hub (the token comes from env or login)."""
+
+    repo: str | None = default_of("push-to-hub")
+    """``--openenv-push-to-hub``: the dataset repo ``owner/name``."""
+    private: bool = default_of("private")
+    """``--openenv-private``: create the repo private."""
+    commit_message: str | None = default_of("commit-message")
+    """``--openenv-commit-message``; None: episodes, env and pass rate."""
+    license: str | None = default_of("license")
+    """``--openenv-license``: the card's license id."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The run configuration shared by controller and workers."""
+
+    run: RunSettings = RunSettings()
+    servers: ServerSettings = ServerSettings()
+    llm: LLMSettings = LLMSettings()
+    gate: GateSettings = GateSettings()
+    output: OutputSettings = OutputSettings()
+    publish: PublishSettings = PublishSettings()
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> Settings:
+        values = read_values(config)
+        too_many = check_item_count(values["n"], values["repeats"], f"--openenv-n={values['n']}")
+        if too_many:
+            raise pytest.UsageError(too_many)
+        output = values["output"]
+        folder = Path(os.path.expanduser(output)) if output else None
+        if folder is None:
+            folder = Path(config.rootpath) / "openenv-results"
+        elif not folder.is_absolute():
+            folder = Path(config.invocation_params.dir) / folder
+        values["output"] = folder
+        if values["policy"] is None and values["llm-endpoint"]:
+            values["policy"] = "openai"  # an endpoint without a policy means its client
+        return cls.from_values(values)
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any]) -> Settings:
+        """Settings from option values by flag (``read_values``); missing ones take defaults."""
+        groups: dict[str, dict[str, Any]] = {field.name: {} for field in dataclasses.fields(cls)}
+        for opt in OPTIONS:
+            if opt.flag in values:
+                group, _, name = opt.into.partition(".")
+                groups[group][name] = values[opt.flag]
+        groups["servers"]["urls"] = tuple(groups["servers"].get("urls") or ())
+        return cls(**{name: GROUPS[name](**fields) for name, fields in groups.items()})
+
+    def public(self) -> dict[str, Any]:
+        """For metadata.json: plain values, never secrets (none are ever options)."""
+        run = self.run
+        return {
+            "env": run.env,
+            "n": run.n,
+            "seed": run.seed,
+            "env_config": run.config,
+            "policy": run.policy,
+            "system_prompt": run.system_prompt,
+            "max_turns": run.max_turns,
+            "output": str(self.output.folder),
+            "resume": self.output.resume,
+            "min_reward": run.min_reward,
+            "tool_arguments": self.output.tool_arguments,
+            "servers": self.servers.public(),
+            "llm": self.llm.public(run),
+        }
+
+
+#: the class of each ``Settings`` group, by the name ``Option.into`` uses
+GROUPS: dict[str, type] = {
+    "run": RunSettings,
+    "servers": ServerSettings,
+    "llm": LLMSettings,
+    "gate": GateSettings,
+    "output": OutputSettings,
+    "publish": PublishSettings,
+}
+
+
+def check_output_writable(folder: Path) -> None:
+    """Fail before any episode if the output folder cannot be created or written.
+
+    Creates nothing: the plugin writes nothing until an episode reports.
+    """
+    probe = folder
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise pytest.UsageError(
+            f"--openenv-output={str(folder)!r} is not usable: {probe} exists and is not a "
+            "directory; pass a folder path that is writable"
+        )
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise pytest.UsageError(
+            f"--openenv-output={str(folder)!r} is not writable ({probe} denies write access); "
+            "pass a folder path that is writable"
+        )

@@ -1,0 +1,130 @@
+"""Controller side: hand each xdist worker enough episode items to keep C episodes in flight.
+
+A worker runs ahead only over the items xdist has already handed it
+(``prefetch.py``). xdist's ``LoadScheduling`` keeps a node at about two pending
+items once tests take 0.1 s or more ("long-running tests"), so with ``-n W
+--openenv-concurrency C`` a worker would see two items and keep two episodes in
+flight instead of C. ``EpisodeLoadScheduling`` keeps the same ``--dist load``
+rules (every item runs once; a dead node's pending items go back to the pool and
+the one it was running is reported as crashed, by xdist) but tops each node up to
+its run-ahead window (``WINDOW_FACTOR * C`` items, plus C so refills come in
+batches), never taking more than an even share of what is still unassigned, so the
+last items still spread over every node.
+
+On ``-x`` / ``--maxfail`` xdist only appends a shutdown marker behind a node's
+queue; with queues this long the other workers would go on through theirs. So
+once the session should stop, the queued items are taken back with xdist's own
+``steal`` command (what ``--dist worksteal`` uses) and never run: a stopped
+session reports what ran, as without xdist.
+
+Used only with ``--dist load`` and more than one episode in flight per worker,
+and only when the collection holds episode items; otherwise this is xdist's own
+``LoadScheduling`` unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from xdist.scheduler import LoadScheduling
+
+from ..worker.adaptive import concurrency_ceiling
+from ..worker.runahead import WINDOW_FACTOR
+from .plugin import episode_id_from_nodeid
+
+#: items a worker has already popped off its queue (the running one and the next)
+POPPED = 2
+
+
+def wanted(config: pytest.Config, concurrency: Any) -> bool:
+    """Whether a run gets ``EpisodeLoadScheduling``: ``--dist load`` and C > 1 (or auto)."""
+    return config.getoption("dist", None) == "load" and concurrency_ceiling(concurrency) > 1
+
+
+class EpisodeLoadScheduling(LoadScheduling):
+    """``--dist load`` with each node's queue kept at its worker's run-ahead window."""
+
+    def __init__(self, config: pytest.Config, log: Any = None, *, concurrency: int) -> None:
+        super().__init__(config, log)
+        window = WINDOW_FACTOR * concurrency
+        #: a node gets more items when it holds fewer than this ...
+        self.low = window
+        #: ... up to this many
+        self.high = window + concurrency
+        #: the collection holds episode items (decided when it arrives)
+        self.active = False
+        self._steal_in_flight: set[Any] = set()
+        self._steal_misses: dict[Any, int] = {}
+
+    def schedule(self) -> None:
+        first = self.collection is None
+        super().schedule()
+        if first and self.collection:
+            self.active = any(episode_id_from_nodeid(nodeid) for nodeid in self.collection)
+            if self.active:
+                for node in self.nodes:
+                    self._top_up(node)
+
+    def check_schedule(self, node: Any, duration: float = 0) -> None:
+        if not self.active:
+            super().check_schedule(node, duration)
+            return
+        if self._stopping():
+            for each in self.nodes:
+                self._take_back(each)
+            return
+        if node.shutting_down:
+            return
+        if self.pending:
+            self._top_up(node)
+        else:
+            node.shutdown()
+
+    def _top_up(self, node: Any) -> None:
+        have = len(self.node2pending[node])
+        if have >= self.low or not self.pending or node.shutting_down:
+            return
+        # an even share of all work not yet done, so the last items spread over every node
+        outstanding = len(self.pending) + sum(len(p) for p in self.node2pending.values())
+        share = math.ceil(outstanding / max(1, len(self.node2pending)))
+        count = min(self.high, share) - have
+        if self.maxschedchunk:
+            count = min(count, self.maxschedchunk)
+        if count > 0:
+            self._send_tests(node, count)
+
+    # -- -x / --maxfail: the queued items are not run ------------------------
+    def _stopping(self) -> bool:
+        dsession = self.config.pluginmanager.getplugin("dsession")
+        return bool(getattr(dsession, "shouldstop", False))
+
+    def _take_back(self, node: Any) -> None:
+        if node in self._steal_in_flight:
+            return
+        queued = self.node2pending.get(node, [])[POPPED + self._steal_misses.get(node, 0) :]
+        if queued and not getattr(node, "_down", False):
+            self._steal_in_flight.add(node)
+            node.send_steal(queued)
+
+    def remove_pending_tests_from_node(self, node: Any, indices: Sequence[int]) -> None:
+        """The worker's answer to ``steal``: those items left its queue and will not run.
+
+        It gives back all or nothing; nothing means it had already started one of
+        them, so the next attempt leaves one more item at the head of the queue.
+        """
+        self._steal_in_flight.discard(node)
+        if indices:
+            taken = set(indices)
+            self.node2pending[node] = [i for i in self.node2pending[node] if i not in taken]
+        else:
+            self._steal_misses[node] = self._steal_misses.get(node, 0) + 1
+
+
+def make_scheduler(config: pytest.Config, log: Any, concurrency: Any) -> LoadScheduling | None:
+    """The scheduler for ``pytest_xdist_make_scheduler``, or None for xdist's default."""
+    if not wanted(config, concurrency):
+        return None
+    return EpisodeLoadScheduling(config, log, concurrency=concurrency_ceiling(concurrency))

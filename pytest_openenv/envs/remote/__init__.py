@@ -1,0 +1,1 @@
+"""The remote backend: deployed OpenEnv servers over their WebSocket protocol."""

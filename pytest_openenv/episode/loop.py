@@ -1,0 +1,460 @@
+"""One episode: an env session driven by a policy through a tool-calling loop.
+
+Pure of pytest: the plugin calls ``run_episode`` and turns its result into an
+item outcome. Mistakes of the agent (no tool call, bad JSON, unknown tool, wrong
+types, illegal move) are tool errors the policy sees and pays a turn for; faults
+of the infrastructure raise ``EpisodeError`` and make the item an *error*.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..envs.base import ActionRejected, Backend, EnvFamily, EnvUnavailable, ProposedCall, StepResult
+from ..envs.remote.hosting import ServerMismatch, check_backend
+from ..envs.remote.rotation import SERVER_ROTATION, ServerRotation
+from ..envs.remote.seeding import seeded
+from ..policies.base import (
+    ContextExhausted,
+    Policy,
+    PolicyUnavailable,
+    Reply,
+    ToolCall,
+    Turn,
+    Usage,
+)
+from ..util.endpoints import redact
+from .result import Episode
+from .spec import EpisodeSpec
+
+NO_TOOL_CALL_REMINDER = "You did not call a tool. Reply with exactly one tool call: {names}."
+
+
+class EpisodeError(Exception):
+    """An episode could not be run to its end for reasons outside the agent."""
+
+
+class EpisodeTimeout(EpisodeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Limits:
+    #: None: the family's default (``EnvFamily.default_max_turns``)
+    max_turns: int | None = None
+    timeout: float | None = None
+    min_reward: float | None = None
+
+
+#: one encoder for every step: json.dumps with options builds a new encoder per call
+CANONICAL_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
+#: argument texts seen before and what they parse to: a policy repeats the same few calls
+#: (``{"action_id": 4}``) across thousands of episodes
+_PARSED_ARGUMENTS: dict[str, tuple[dict[str, Any], str]] = {}
+_PARSED_ARGUMENTS_LIMIT = 4096
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def shorten(value: Any, limit: int = 300) -> str:
+    """``repr`` for an error message, cut short: a model's runaway output is not echoed whole."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def parse_arguments(text: Any) -> tuple[Any, str | None]:
+    """A tool call's JSON arguments and their canonical text (None unless an object).
+
+    Raises ``ValueError`` for text that is not JSON.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"expected JSON text, got {type(text).__name__}")
+    known = _PARSED_ARGUMENTS.get(text)
+    if known is not None:
+        return dict(known[0]), known[1]  # a copy: families may keep what they are given
+    value = json.loads(text) if text.strip() else {}
+    if not isinstance(value, dict):
+        return value, None
+    canonical = CANONICAL_JSON.encode(value)
+    if (
+        len(text) <= 256
+        and len(_PARSED_ARGUMENTS) < _PARSED_ARGUMENTS_LIMIT
+        and all(isinstance(item, _SCALARS) for item in value.values())
+    ):
+        _PARSED_ARGUMENTS[text] = (dict(value), canonical)
+    return value, canonical
+
+
+@dataclass(frozen=True)
+class EnvFactory:
+    """Makes one backend per episode: embedded, or on one of the deployed servers.
+
+    The server is the one in rotation with the fewest episodes of this process in
+    flight (``envs/rotation``). Users may override the ``openenv_env`` fixture with
+    any object that has a ``family`` and an ``open(spec)`` returning a ``Backend``.
+    """
+
+    family: EnvFamily
+    servers: tuple[str, ...] = ()
+    rotation: ServerRotation = field(default=SERVER_ROTATION, compare=False, repr=False)
+
+    def server_for(self, spec: EpisodeSpec) -> str | None:
+        """The server episode ``spec`` prefers when all are equally busy (round-robin)."""
+        if not self.servers:
+            return None
+        return self.servers[spec.index % len(self.servers)]
+
+    def open(self, spec: EpisodeSpec) -> Backend:
+        if not self.servers:
+            return self.family.embedded_backend()
+        lease = self.rotation.lease(self.servers, index=spec.index)
+        try:
+            backend = self.family.remote_backend(lease.server)
+        except BaseException:
+            lease.close()
+            raise
+        if hasattr(backend, "lease"):
+            backend.lease = lease  # released when the backend closes
+        else:  # a third-party backend: chosen by rotation, not counted in flight
+            lease.close()
+        return backend
+
+
+def as_env_factory(factory: Any) -> Any:
+    """``factory`` if it is one (routers are resolved before: ``defaults.resolve``)."""
+    if not hasattr(factory, "family") or not callable(getattr(factory, "open", None)):
+        raise TypeError(
+            "openenv_env must return an env factory (an object with `family` and "
+            "`open(spec)`, such as pytest_openenv.EnvFactory) or an object with "
+            f"`for_episode(spec)` returning one; got {type(factory).__name__}"
+        )
+    return factory
+
+
+class _Loop:
+    """The mutable state of one episode while it runs."""
+
+    def __init__(
+        self,
+        spec: EpisodeSpec,
+        env: EnvFactory,
+        policy: Policy,
+        limits: Limits,
+        system_prompt: str | None,
+        clock: Callable[[], float],
+    ) -> None:
+        self.spec = spec
+        self.family = env.family
+        self.env = env
+        self.policy = policy
+        self.limits = limits
+        self.clock = clock
+        self.started = clock()
+        self.deadline = None if limits.timeout is None else self.started + limits.timeout
+        self.max_turns = limits.max_turns or self.family.default_max_turns()
+        self.tool_specs = self.family.tools()
+        self.tools = self.family.openai_tools()
+        self.tool_names = [t.name for t in self.tool_specs]
+        # None: the family's prompt; "" (given empty on purpose): no system message at all
+        prompt = self.family.system_prompt if system_prompt is None else system_prompt
+        self.messages: list[dict[str, Any]] = (
+            [{"role": "system", "content": prompt}] if prompt else []
+        )
+        self.tool_trace: list[dict[str, Any]] = []
+        self.steps: list[dict[str, Any]] = []
+        self.usage = Usage()
+        self.reward = 0.0
+        self.done = False
+        self.turns = 0
+        self.tool_calls = 0
+        self.tool_errors = 0
+        self.silent_turns = 0
+        self.task_info: dict[str, Any] = {}
+        #: why the episode ended before the env said done, when not for lack of turns
+        self.stopped: str | None = None
+        self.server_reports: dict[str, Any] | None = None
+        self.backend: Backend | None = None
+
+    def check_time(self) -> None:
+        if self.deadline is not None and self.clock() > self.deadline:
+            raise EpisodeTimeout(
+                f"episode {self.spec.episode_id} exceeded --openenv-timeout="
+                f"{self.limits.timeout:g}s after {self.turns} turn(s)"
+            )
+
+    def tool_error(self, call: ToolCall, message: str, step: dict[str, Any]) -> None:
+        self.tool_errors += 1
+        content = f"Error: {message}"
+        self.messages.append(
+            {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
+        )
+        self.tool_trace.append(
+            {
+                "tool_name": call.name,
+                "arguments": None,  # refused: its arguments may not even be JSON
+                "arguments_text": call.arguments,
+                "result": {"data": content, "done": self.done, "reward": 0.0, "error": message},
+            }
+        )
+        step["error"] = message
+
+    def apply(self, backend: Backend, current: StepResult, call: ToolCall) -> StepResult:
+        self.tool_calls += 1
+        step: dict[str, Any] = {"turn": self.turns, "action": f"{call.name}({call.arguments})"}
+        self.steps.append(step)
+        if self.done:
+            self.tool_error(
+                call, "the episode is already over; no further calls are accepted", step
+            )
+            return current
+        if call.name not in self.tool_names:
+            self.tool_error(
+                call, f"unknown tool {call.name!r}; available tools: {self.tool_names}", step
+            )
+            return current
+        try:
+            arguments, canonical = parse_arguments(call.arguments)
+        except (ValueError, RecursionError) as exc:
+            self.tool_error(
+                call, f"arguments are not valid JSON ({exc}): {shorten(call.arguments)}", step
+            )
+            return current
+        if canonical is None:
+            self.tool_error(
+                call, f"arguments must be a JSON object, got {shorten(call.arguments)}", step
+            )
+            return current
+        # Normalised so that snapshots do not depend on a model's JSON spacing.
+        step["action"] = f"{call.name}({canonical})"
+        proposed = ProposedCall(call.name, arguments)
+        try:
+            action = self.family.to_action(proposed, current)
+            result = backend.step(action)
+        except ActionRejected as exc:
+            self.tool_error(call, str(exc), step)
+            return current
+        reward = float(result.reward or 0.0)
+        self.reward += reward
+        self.done = result.done
+        content = self.family.describe_result(proposed, result)
+        self.messages.append(
+            {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
+        )
+        self.tool_trace.append(
+            {
+                "tool_name": call.name,
+                "arguments": arguments,  # an object, as `openenv collect` writes it
+                "arguments_text": call.arguments,  # exactly what the policy sent
+                "result": {"data": content, "done": result.done, "reward": reward, "error": None},
+            }
+        )
+        step["observation"] = content
+        return result
+
+    def run(self, backend: Backend) -> Episode:
+        spec = self.spec
+        self.backend = backend
+        try:
+            current = backend.reset(
+                seed=spec.seed,
+                episode_id=spec.episode_id,
+                **self.family.reset_options(seed=spec.seed, episode_id=spec.episode_id),
+            )
+        except ActionRejected as exc:
+            raise EpisodeError(f"the env rejected reset: {exc}") from exc
+        try:  # a server swapped mid-run must not leave rows under the wrong env's name
+            self.server_reports = check_backend(self.family, backend, current)
+        except ServerMismatch as exc:
+            raise EpisodeError(f"{spec.episode_id} was not recorded: {exc}") from exc
+        task = self.family.describe_task(current)
+        self.task_info = self.family.task_info(current, task)
+        self.messages.append({"role": "user", "content": task})
+        self.steps.append({"turn": 0, "observation": task})
+        self.done = current.done
+        self.reward += float(current.reward or 0.0)
+        final_text = task
+        while not self.done and self.turns < self.max_turns:
+            self.check_time()
+            self.turns += 1
+            try:
+                reply = self.policy.act(self.turn_for(current))
+            except ContextExhausted as exc:
+                self.stopped = f"the model's context window is full: {exc}"
+                break
+            if reply.usage.prompt_tokens or reply.usage.completion_tokens:
+                self.usage = self.usage + reply.usage
+            self.messages.append(reply.to_openai())
+            if not reply.tool_calls:
+                self.remind(reply)
+                continue
+            for call in reply.tool_calls:
+                current = self.apply(backend, current, call)
+                if "observation" in self.steps[-1]:
+                    final_text = self.steps[-1]["observation"]
+        self.check_time()
+        return self.finish(final_text)
+
+    def turn_for(self, current: StepResult) -> Turn:
+        """What the policy sees on this turn."""
+        spec = self.spec
+        return Turn(
+            messages=list(self.messages),
+            tools=self.tools,
+            episode_id=spec.episode_id,
+            seed=spec.seed,
+            turn=self.turns,
+            repeat=spec.repeat,
+            scripted=self.family.scripted_call(current),
+            legal=self.family.legal_calls(current) if self.policy.wants_legal else None,
+            expert=self.family.expert_call(current, seed=spec.seed, repeat=spec.repeat)
+            if self.policy.wants_expert
+            else None,
+            deadline=self.deadline,
+        )
+
+    def remind(self, reply: Reply) -> None:
+        self.silent_turns += 1
+        self.messages.append(
+            {
+                "role": "user",
+                "content": NO_TOOL_CALL_REMINDER.format(names=", ".join(self.tool_names)),
+            }
+        )
+        self.steps.append({"turn": self.turns, "action": None, "error": "no tool call"})
+
+    def finish(self, final_text: str) -> Episode:
+        spec = self.spec
+        family = self.family
+        min_reward = (
+            family.default_min_reward if self.limits.min_reward is None else self.limits.min_reward
+        )
+        if self.limits.min_reward is None:
+            passed = self.done and family.passes(self.reward)
+        else:
+            passed = self.done and self.reward >= min_reward
+        outcome = family.outcome(self.reward, self.done)
+        reason = None
+        mistakes = (
+            f"{self.tool_errors} tool error(s), {self.silent_turns} turn(s) without a tool call"
+        )
+        if not self.done and self.stopped:
+            reason = f"{self.stopped} ({mistakes})"
+        elif not self.done:
+            reason = (
+                f"ran out of turns: the episode did not end within --openenv-max-turns="
+                f"{self.max_turns} ({mistakes})"
+            )
+        elif not passed and self.limits.min_reward is None and family.pass_rule():
+            reason = f"{outcome}: reward {self.reward:g} fails the rule {family.pass_rule()}"
+        elif not passed:
+            reason = f"{outcome}: reward {self.reward:g} is below the pass threshold {min_reward:g}"
+        # the server the session really ran on (rotation may have moved it)
+        server = getattr(self.backend, "location", None) if self.backend else None
+        if server is None:
+            server_for = getattr(self.env, "server_for", None)
+            server = server_for(spec) if server_for is not None else None
+        server = redact(server) if server else None
+        return Episode(
+            episode_id=spec.episode_id,
+            seed=spec.seed,
+            env=family.spec,
+            reward=self.reward,
+            passed=passed,
+            done=self.done,
+            turns=self.turns,
+            outcome=outcome,
+            min_reward=min_reward,
+            messages=self.messages,
+            tool_trace=self.tool_trace,
+            tools=self.tools,
+            usage=self.usage,
+            metrics={
+                "turns": self.turns,
+                "tool_calls": self.tool_calls,
+                "tool_errors": self.tool_errors,
+                "no_tool_call_turns": self.silent_turns,
+                "prompt_tokens": self.usage.prompt_tokens,
+                "completion_tokens": self.usage.completion_tokens,
+                "wall_time_s": round(self.clock() - self.started, 6),
+            },
+            task={
+                "family": family.name,
+                "variant": family.variant,
+                "config": family.config_json,
+                **self.task_info,
+            },
+            policy=self.policy.name,
+            model=self.policy.model,
+            repeat=spec.repeat,
+            index=spec.index,
+            backend="remote" if server else "embedded",
+            server=server,
+            server_reports=self.server_reports,
+            reason=reason,
+            steps=self.steps,
+            final_observation=final_text,
+            seeded=seeded(server),
+        )
+
+
+def run_episode(
+    spec: EpisodeSpec,
+    env: EnvFactory,
+    policy: Policy,
+    *,
+    limits: Limits = Limits(),
+    system_prompt: str | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Episode:
+    """Run one episode to its end. Raises ``EpisodeError`` for infrastructure faults."""
+    loop = _Loop(spec, env, policy, limits, system_prompt, clock)
+    try:
+        backend = env.open(spec)
+    except EnvUnavailable as exc:
+        raise EpisodeError(f"env unavailable: {exc}") from exc
+    try:
+        limit_time = getattr(backend, "limit_time", None)
+        if limit_time is not None:
+            limit_time(limits.timeout)
+        return loop.run(backend)
+    except EnvUnavailable as exc:
+        raise EpisodeError(f"env unavailable during {spec.episode_id}: {exc}") from exc
+    except PolicyUnavailable as exc:
+        raise EpisodeError(f"policy unavailable during {spec.episode_id}: {exc}") from exc
+    except (EpisodeError, ActionRejected):
+        raise
+    except Exception as exc:
+        if not adapter_choked_on_server_data(backend, env.family, exc):
+            raise
+        server = getattr(backend, "location", "the server")
+        raise EpisodeError(
+            f"env unavailable during {spec.episode_id}: {server} sent data the "
+            f"{type(env.family).__name__} adapter cannot read ({type(exc).__name__}: "
+            f"{str(exc)[:300]})"
+        ) from exc
+    finally:
+        with contextlib.suppress(Exception):
+            backend.close()
+
+
+def adapter_choked_on_server_data(backend: Backend, family: EnvFamily, exc: Exception) -> bool:
+    """A family adapter raised while reading what a deployed server sent (wrong types...).
+
+    That is the server's fault, so an episode error; raised anywhere else (a policy, an
+    embedded engine) it is a bug worth its traceback, so it propagates.
+    """
+    if getattr(backend, "kind", None) != "remote":
+        return False
+    module = type(family).__module__
+    # a family package (envs/openspiel/) owns every module in it: render, hosting, ...
+    adapter = module.removesuffix(".family") if module.endswith(".family") else module
+    tb = exc.__traceback__
+    while tb is not None:
+        if str(tb.tb_frame.f_globals.get("__name__", "")).startswith(adapter):
+            return True
+        tb = tb.tb_next
+    return False

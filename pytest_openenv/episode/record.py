@@ -1,0 +1,238 @@
+"""The dataset row layout: one JSON type per field across rows, for every family.
+
+Rows are built where episodes finish (the worker, ``Episode.record``) and read by
+``datasets``/pyarrow, which infer one column type per field from the rows they
+see first and cast the rest to it. So a field that is a number in one row and a
+string in the next, a struct whose nested keys change type, or an empty struct
+(Parquet cannot store a struct with no fields) breaks loading or the Hub viewer.
+
+The rules, applied to every row:
+
+- ``messages`` stay OpenAI chat format: ``content`` always a string, assistant
+  ``tool_calls[].function.arguments`` a JSON *string*, ``tool`` messages with a
+  string ``tool_call_id``; keys that do not apply to a role are left out, as in
+  OpenAI's own format. With ``--openenv-tool-arguments=object`` the arguments are
+  the call's ``tool_trace`` object instead (the accepted call's parsed object, null
+  for a refused one): chat templates that apply ``tojson`` to them (Qwen2.5,
+  Llama-3.1) would encode a string twice, and a refused call's values may not have
+  the schema's types, which would give the field two types across rows.
+- ``tools`` stay OpenAI function tools (what TRL passes to the chat template);
+  empty objects inside a parameter schema are dropped (``"properties": {}``
+  means the same as no ``properties``).
+- ``tool_trace`` entries are ``{tool_name, arguments: object | null,
+  arguments_text: str, result: {data: str, done: bool, reward: float, error: str |
+  null}}``: ``arguments`` is the parsed object of an accepted call (as ``openenv
+  collect`` writes it; empty objects inside dropped), null for a refused one (its
+  text may not be JSON, its values not the schema's types), and ``arguments_text``
+  is what the policy sent.
+- ``task`` values are strings or null (a family's extra task fields included).
+- ``metrics``, ``verify_metrics``, ``artifacts``, ``extra`` are flat: scalars as
+  they are, nested lists/objects as JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from ..config.convert import TOOL_ARGUMENT_FORMS
+
+SCALARS = (str, int, float, bool, type(None))
+#: how ``messages`` carry tool-call arguments (``--openenv-tool-arguments``); first = default
+CHAT_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
+
+
+def json_text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def as_text(value: Any) -> str:
+    """A string field: strings as they are, anything else as JSON text."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    return json_text(value)
+
+
+def optional_text(value: Any) -> str | None:
+    return None if value is None else as_text(value)
+
+
+def flat(section: dict[str, Any] | None) -> dict[str, Any]:
+    """Scalars kept; nested values become JSON text so each key has one type."""
+    return {
+        str(key): value if isinstance(value, SCALARS) else json_text(value)
+        for key, value in (section or {}).items()
+    }
+
+
+def text_values(section: dict[str, Any] | None) -> dict[str, str | None]:
+    return {str(key): optional_text(value) for key, value in (section or {}).items()}
+
+
+def message_content(content: Any) -> str:
+    """OpenAI content parts (``[{"type": "text", "text": ...}]``) joined to one string."""
+    if isinstance(content, list) and all(
+        isinstance(part, dict) and isinstance(part.get("text"), str) for part in content
+    ):
+        return "".join(part["text"] for part in content)
+    return as_text(content)
+
+
+#: what each tool call's ``arguments`` become in object form, in message order
+ObjectArguments = Iterator[dict[str, Any] | None]
+
+
+def tool_call(call: dict[str, Any], objects: ObjectArguments | None = None) -> dict[str, Any]:
+    """One tool call; its arguments as JSON text, or the next of ``objects`` (object form)."""
+    function = call.get("function") or {}
+    text = function.get("arguments", "")
+    return {
+        "id": as_text(call.get("id")),
+        "type": "function",
+        "function": {
+            "name": as_text(function.get("name")),
+            "arguments": as_text(text) if objects is None else next(objects),
+        },
+    }
+
+
+def chat_message(message: dict[str, Any], objects: ObjectArguments | None = None) -> dict[str, Any]:
+    role, content = message.get("role"), message.get("content")
+    if type(role) is str and type(content) is str:
+        # the runner's own messages, already in shape: copied without the general walk
+        if len(message) == 2:
+            return {"role": role, "content": content}
+        call_id, name = message.get("tool_call_id"), message.get("name")
+        if len(message) == 4 and type(call_id) is str and type(name) is str:
+            return {"role": role, "content": content, "tool_call_id": call_id, "name": name}
+    out: dict[str, Any] = {
+        "role": as_text(message.get("role")),
+        "content": message_content(message.get("content")),
+    }
+    calls = message.get("tool_calls")
+    if calls:
+        out["tool_calls"] = [tool_call(call, objects) for call in calls]
+    if message.get("tool_call_id") is not None:
+        out["tool_call_id"] = as_text(message["tool_call_id"])
+    if message.get("name") is not None:
+        out["name"] = as_text(message["name"])
+    for key, value in message.items():
+        # other text a model returned (e.g. ``reasoning_content``) is kept, as text
+        if key not in out and key not in CHAT_KEYS and isinstance(value, str):
+            out[key] = value
+    return out
+
+
+def schema(value: Any) -> Any:
+    """A JSON schema without empty objects (each is equivalent to the key being absent)."""
+    if isinstance(value, dict):
+        pruned = {key: schema(item) for key, item in value.items()}
+        return {key: item for key, item in pruned.items() if item != {}}
+    if isinstance(value, list):
+        return [schema(item) for item in value]
+    return value
+
+
+def tool(spec: dict[str, Any]) -> dict[str, Any]:
+    function = spec.get("function") or {}
+    parameters = schema(function.get("parameters") or {"type": "object"})
+    return {
+        "type": "function",
+        "function": {
+            "name": as_text(function.get("name")),
+            "description": as_text(function.get("description")),
+            "parameters": parameters or {"type": "object"},
+        },
+    }
+
+
+def trace_arguments(arguments: Any) -> dict[str, Any] | None:
+    """A call's arguments as an object without empty objects (Parquet cannot store
+    them), or None; text is parsed (a producer that kept only the text)."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except (ValueError, RecursionError):
+            return None
+    pruned = schema(arguments) if isinstance(arguments, dict) else None
+    return pruned or None
+
+
+def trace_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    result = entry.get("result") or {}
+    arguments = entry.get("arguments")
+    text = entry.get("arguments_text")
+    if text is None:
+        text = arguments if isinstance(arguments, str) else optional_text(arguments)
+    return {
+        "tool_name": as_text(entry.get("tool_name")),
+        "arguments": trace_arguments(arguments),
+        "arguments_text": as_text(text),
+        "result": {
+            "data": as_text(result.get("data")),
+            "done": bool(result.get("done", False)),
+            "reward": float(result.get("reward") or 0.0),
+            "error": optional_text(result.get("error")),
+        },
+    }
+
+
+#: tool lists are shared by every episode of a family: normalise each list object once
+_STABLE_TOOLS: dict[int, tuple[list[Any], list[dict[str, Any]]]] = {}
+
+
+def stable_tools(tools: list[Any]) -> list[dict[str, Any]]:
+    hit = _STABLE_TOOLS.get(id(tools))
+    if hit is not None and hit[0] is tools:
+        return hit[1]
+    stable = [tool(t) for t in tools]
+    if len(_STABLE_TOOLS) < 64:  # families per process are few; never grow without bound
+        _STABLE_TOOLS[id(tools)] = (tools, stable)
+    return stable
+
+
+def object_arguments(
+    messages: list[dict[str, Any]], trace: list[dict[str, Any]]
+) -> list[dict[str, Any] | None]:
+    """Each tool call's arguments in object form, in message order.
+
+    The runner writes one ``tool_trace`` entry per call, in the same order, so the
+    calls take their entry's ``arguments``: the accepted call's object (the env
+    checked its types), null for a refused one. A row whose trace does not line up
+    with its calls (not the runner's) has each call's text parsed instead.
+    """
+    calls = [call for message in messages for call in message.get("tool_calls") or ()]
+    if len(calls) == len(trace):
+        return [entry["arguments"] for entry in trace]
+    return [trace_arguments((call.get("function") or {}).get("arguments")) for call in calls]
+
+
+def stable_row(row: dict[str, Any], tool_arguments: str = "string") -> dict[str, Any]:
+    """The row with every field in its one type (see the module docstring).
+
+    ``tool_arguments``: one of ``TOOL_ARGUMENT_FORMS``, how ``messages`` carry them.
+    """
+    if tool_arguments not in TOOL_ARGUMENT_FORMS:
+        raise ValueError(
+            f"tool_arguments={tool_arguments!r}: expected one of {TOOL_ARGUMENT_FORMS}"
+        )
+    out = dict(row)
+    messages = row.get("messages") or []
+    out["tool_trace"] = [trace_entry(e) for e in row.get("tool_trace") or []]
+    objects = None
+    if tool_arguments == "object":
+        objects = iter(object_arguments(messages, out["tool_trace"]))
+    out["messages"] = [chat_message(m, objects) for m in messages]
+    out["tools"] = stable_tools(row.get("tools") or [])
+    out["reward"] = float(row.get("reward") or 0.0)
+    out["done"] = bool(row.get("done"))
+    out["task"] = text_values(row.get("task"))
+    for section in ("metrics", "verify_metrics", "artifacts", "extra"):
+        out[section] = flat(row.get(section))
+    out["model"] = optional_text(row.get("model"))
+    for key in ("episode_id", "env", "policy", "test"):
+        out[key] = as_text(row.get(key))
+    return out

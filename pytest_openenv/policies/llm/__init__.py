@@ -1,0 +1,1 @@
+"""Model-backed policies: the OpenAI and Anthropic SDKs, and what they share."""

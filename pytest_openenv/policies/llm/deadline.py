@@ -1,0 +1,109 @@
+"""A wall-clock bound on each model request, its answer's bytes included.
+
+The SDKs pass their ``timeout`` to httpx, where it bounds each socket read, not
+the request: an endpoint that trickles its answer one byte at a time (slowloris)
+holds an episode forever. These httpx event hooks stamp each request when it is
+sent and make reading the body fail with ``ReadTimeout`` once the request's
+own read timeout has passed since then; the SDK treats that like any timeout
+(retried up to ``max_retries``, then ``APITimeoutError``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+#: where a request carries the moment it was sent (httpcore ignores keys it does not know)
+SENT = "pytest_openenv_sent"
+
+
+def stamp_request(request: Any) -> None:
+    request.extensions[SENT] = time.monotonic()
+
+
+def bound_response(response: Any) -> None:
+    """Bound the body of ``response`` by the read timeout, counted from the request's send."""
+    request = response.request
+    limit = (request.extensions.get("timeout") or {}).get("read")
+    sent = request.extensions.get(SENT)
+    if limit is None or sent is None:
+        return
+    # the SDKs ship their own httpx (``httpx`` or ``httpx2``): use the one that answered
+    stream_class = _deadline_stream_class(type(response).__module__.partition(".")[0])
+    response.stream = stream_class(response.stream, request, sent + limit, limit)
+
+
+@functools.cache
+def _deadline_stream_class(httpx_name: str) -> type:
+    httpx = importlib.import_module(httpx_name)
+
+    class DeadlineStream(httpx.SyncByteStream):  # type: ignore[name-defined,misc]
+        def __init__(self, inner: Any, request: Any, deadline: float, limit: float) -> None:
+            self._inner = inner
+            self._request = request
+            self._deadline = deadline
+            self._limit = limit
+
+        def __iter__(self) -> Iterator[bytes]:
+            for chunk in self._inner:
+                if time.monotonic() > self._deadline:
+                    raise httpx.ReadTimeout(
+                        f"the answer was not complete {self._limit:g}s after the request was sent",
+                        request=self._request,
+                    )
+                yield chunk
+
+        def close(self) -> None:
+            self._inner.close()
+
+    return DeadlineStream
+
+
+#: the longest ``Retry-After`` a retry waits for (the openai SDK's own cap): past it the
+#: SDK is told not to retry (the anthropic SDK would otherwise sleep as long as asked)
+LONGEST_RETRY_AFTER = 120.0
+
+
+def retry_after(headers: Any) -> float | None:
+    """Seconds a response asks to wait (``retry-after-ms``, ``Retry-After`` secs or date)."""
+    import email.utils
+
+    try:
+        return float(headers.get("retry-after-ms")) / 1000
+    except (TypeError, ValueError):
+        pass
+    raw = headers.get("retry-after")
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    return when.timestamp() - time.time()
+
+
+def refuse_long_waits(response: Any) -> None:
+    wait = retry_after(response.headers)
+    if wait is not None and wait > LONGEST_RETRY_AFTER:
+        response.headers["x-should-retry"] = "false"  # both SDKs obey it before any wait
+
+
+def model_event_hooks(
+    on_request: Callable[[Any], None] | None = None,
+) -> dict[str, list[Callable[[Any], None]]]:
+    """Hooks for an SDK's httpx client: the request bound, overload counting, long waits.
+
+    ``on_request`` sees every request sent, retries included (to count attempts).
+    """
+    from ...worker.adaptive import observe_response
+
+    request_hooks = [stamp_request] + ([on_request] if on_request is not None else [])
+    return {
+        "request": request_hooks,
+        "response": [observe_response, refuse_long_waits, bound_response],
+    }

@@ -1,0 +1,161 @@
+"""``--openenv-policy=openai``: chat completions with tools through the official ``openai`` SDK.
+
+Also any OpenAI-compatible server (vLLM, TGI, Ollama, llama.cpp, HF Inference)
+through ``--openenv-llm-endpoint``. Worker side; the SDK is imported on the
+first model call, never at plugin import.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, ClassVar
+
+from ..base import Reply, ToolCall, Turn, Usage, content_text
+from .common import RemoteModelPolicy
+
+#: OpenAI reasoning models (o1, o3, o4-mini, gpt-5 ...) reject ``max_tokens`` and
+#: ``temperature`` on the official API; they take ``max_completion_tokens``.
+REASONING_MODELS = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
+
+#: Message fields the chat completions API accepts, by role; ours carry a few more.
+WIRE_FIELDS = {
+    "system": ("role", "content"),
+    "user": ("role", "content"),
+    "assistant": ("role", "content", "tool_calls"),
+    "tool": ("role", "tool_call_id", "content"),
+}
+
+
+def is_reasoning_model(model: str, official: bool) -> bool:
+    return official and bool(REASONING_MODELS.match(model))
+
+
+def wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The transcript as the API wants it: only the fields each role accepts."""
+    wire = []
+    for message in messages:
+        fields = WIRE_FIELDS.get(message.get("role", ""), tuple(message))
+        wire.append({k: message[k] for k in fields if k in message})
+    return wire
+
+
+def request_body(
+    model: str,
+    turn: Turn,
+    *,
+    temperature: float,
+    max_tokens: int,
+    official: bool,
+) -> dict[str, Any]:
+    """The ``chat.completions.create`` arguments for one turn."""
+    body: dict[str, Any] = {"model": model, "messages": wire_messages(turn.messages)}
+    if turn.tools:
+        body["tools"] = turn.tools
+        # OpenAI's default with tools, said out loud: llama-cpp-python's tool-calling chat
+        # formats read a missing tool_choice as "none" and hide the tools from the model.
+        body["tool_choice"] = "auto"
+    if is_reasoning_model(model, official):
+        body["max_completion_tokens"] = max_tokens
+    else:
+        body["max_tokens"] = max_tokens
+        body["temperature"] = temperature
+    if not official:
+        # Self-hosted servers (vLLM, llama.cpp, TGI) honour a sampling seed: with it an
+        # episode samples the same way on every run, and each repeat differently.
+        body["seed"] = sampling_seed(turn)
+    return body
+
+
+def sampling_seed(turn: Turn) -> int:
+    """The episode's seed, moved along per repeat; in the 31 bits every server accepts."""
+    return (turn.seed + 1_000_003 * turn.repeat) % (2**31 - 1)
+
+
+def _field(obj: Any, name: str) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def parse_tool_call(raw: Any, fallback_id: str) -> ToolCall:
+    """One tool call of a response; tolerant of what compatible servers send."""
+    function = _field(raw, "function") or raw
+    name = _field(function, "name") or _field(raw, "name") or ""
+    arguments = _field(function, "arguments")
+    if arguments is None:
+        arguments = _field(raw, "input") or ""
+    if not isinstance(arguments, str):
+        # some compatible servers send an object instead of JSON text
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    return ToolCall(id=str(_field(raw, "id") or fallback_id), name=str(name), arguments=arguments)
+
+
+def is_chat_completion(response: Any) -> bool:
+    """Whether a 200's body has the shape of a chat completion (empty choices included).
+
+    A completion with no tool call, empty content or content parts is still one: the
+    model's turn, judged by the env. Anything else is not an answer at all.
+    """
+    if not isinstance(response, dict) or not isinstance(response.get("choices"), list):
+        return False
+    return all(
+        isinstance(choice, dict) and isinstance(choice.get("message"), dict)
+        for choice in response["choices"]
+    )
+
+
+def parse_response(response: Any, turn: Turn) -> Reply:
+    """A chat completion as one assistant ``Reply``."""
+    choices = _field(response, "choices") or []
+    usage = _field(response, "usage")
+    tokens = Usage(
+        prompt_tokens=int(_field(usage, "prompt_tokens") or 0) if usage is not None else 0,
+        completion_tokens=int(_field(usage, "completion_tokens") or 0) if usage is not None else 0,
+    )
+    if not choices:
+        return Reply(content="", usage=tokens)
+    message = _field(choices[0], "message") or {}
+    content = _field(message, "content")
+    calls = _field(message, "tool_calls") or []
+    return Reply(
+        content=content_text(content),
+        tool_calls=tuple(
+            parse_tool_call(call, f"call_{turn.turn:03d}_{i}") for i, call in enumerate(calls)
+        ),
+        usage=tokens,
+    )
+
+
+class OpenAIPolicy(RemoteModelPolicy):
+    name: ClassVar[str] = "openai"
+    provider: ClassVar[str] = "openai"
+    key_env: ClassVar[str] = "OPENAI_API_KEY"
+    extra: ClassVar[str] = "openai"
+    sdk: ClassVar[str] = "openai"
+
+    def _make_client(self, module: Any, api_key: str) -> Any:
+        from .deadline import model_event_hooks
+
+        # the SDK's own client, plus a look at every answer: a 429 it retries still counts
+        # for --openenv-concurrency auto, and a trickled answer is bounded (deadline.py)
+        http = module.DefaultHttpxClient(event_hooks=model_event_hooks(self.count_attempt))
+        return module.OpenAI(api_key=api_key, http_client=http, **self.config.client_options())
+
+    def _complete(self, client: Any, turn: Turn, timeout: float | None) -> Reply:
+        body = request_body(
+            self.config.model,
+            turn,
+            temperature=self.config.temperature,
+            max_tokens=self.config.max_tokens,
+            official=self.config.base_url is None,
+        )
+        # The SDK's raw request (its documented route for custom bodies): same auth,
+        # retries, Retry-After handling and error classes as chat.completions.create,
+        # without re-walking the transcript against the typed parameters (~3 ms of CPU
+        # per call, which under the GIL caps how many episodes one process keeps in flight).
+        options = {"timeout": timeout} if timeout is not None else {}
+        response = client.post("/chat/completions", body=body, cast_to=object, options=options)
+        if not is_chat_completion(response):
+            raise self.unreadable(response, "a chat completion")
+        return parse_response(response, turn)

@@ -1,0 +1,1 @@
+"""Helpers for users' own tests: hypothesis strategies and the syrupy extension."""

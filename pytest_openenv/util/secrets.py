@@ -1,0 +1,179 @@
+"""Known secret values, and every form they take on the wire, scrubbed from text we emit.
+
+A secret reaches our output by being echoed: a proxy quotes the ``Authorization``
+header in an error, an env server puts it in an error frame, a model repeats its
+key. So the values themselves are what we look for, not their shape (matching
+shapes would also mangle honest dataset content): API keys and tokens from the
+environment, passwords in ``--openenv-server`` / ``--openenv-llm-endpoint`` URLs
+and the ``user:password`` pair, each as written, percent-encoded, JSON-escaped and
+base64-encoded (standard and URL-safe alphabets, at each of the three byte
+alignments it can have inside a longer base64 text such as a Basic credential).
+
+Used at two choke points: the controller's writer (every file of the output
+folder) and the report of every test (what the terminal, JUnit XML and xdist see).
+With no secret in the environment nothing is scanned, so offline runs pay nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import os
+import re
+import urllib.parse
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..config.settings import Settings
+
+#: named explicitly: the variables the plugin itself reads
+SECRET_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+#: any other variable named like a credential (CI tokens, other providers' keys)
+SECRET_NAME = re.compile(r"(?:^|_)(?:API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD)$", re.IGNORECASE)
+#: shorter values are too likely to be ordinary words or numbers to hide everywhere
+MIN_SECRET = 8
+#: a base64 fragment shorter than this matches ordinary text by chance
+MIN_ENCODED = 10
+HIDDEN = "***"
+
+
+def env_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
+    environ = os.environ if environ is None else environ
+    return [
+        value
+        for name, value in environ.items()
+        if (name in SECRET_VARS or SECRET_NAME.search(name)) and len(value) >= MIN_SECRET
+    ]
+
+
+def url_credentials(url: str | None) -> list[str]:
+    """A URL's password (as written and decoded) and its ``user:password`` pair."""
+    if not url:
+        return []
+    try:
+        parts = urllib.parse.urlsplit(str(url).strip())
+        password = parts.password
+    except ValueError:
+        return []
+    if not password:
+        return []
+    decoded = urllib.parse.unquote(password)
+    user = urllib.parse.unquote(parts.username or "")
+    return [password, decoded, f"{user}:{decoded}"]
+
+
+def base64_cores(value: str) -> set[str]:
+    """The base64 text of ``value`` that is the same wherever it sits in a longer input."""
+    raw = value.encode("utf-8")
+    cores: set[str] = set()
+    for shift in range(3):
+        encoded = base64.b64encode(b"\0" * shift + raw).decode("ascii")
+        start = -(-shift * 8 // 6)  # characters that carry bits of the bytes before
+        end = (shift + len(raw)) * 8 // 6  # characters that carry bits of the bytes after
+        core = encoded[start:end]
+        if len(core) >= MIN_ENCODED:
+            cores.add(core)
+            cores.add(core.replace("+", "-").replace("/", "_"))
+    return cores
+
+
+def forms_of(value: str) -> set[str]:
+    forms = {
+        value,
+        urllib.parse.quote(value, safe=""),
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+    }
+    forms |= base64_cores(value)
+    return {form for form in forms if len(form) >= MIN_SECRET}
+
+
+@dataclass(frozen=True)
+class KnownSecrets:
+    """The forms to hide, longest first (a longer form may contain a shorter one)."""
+
+    forms: tuple[str, ...] = ()
+
+    @classmethod
+    def collect(cls, urls: Iterable[str | None] = (), extra: Iterable[str] = ()) -> KnownSecrets:
+        values = [*env_secrets(), *extra]
+        for url in urls:
+            values.extend(url_credentials(url))
+        forms: set[str] = set()
+        for value in values:
+            if value and len(value) >= MIN_SECRET:
+                forms |= forms_of(value)
+            elif value and len(value) >= 4:
+                forms.add(value)  # short URL passwords: only as written
+        return cls(tuple(sorted(forms, key=lambda form: (-len(form), form))))
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> KnownSecrets:
+        return cls.collect([*settings.servers.urls, settings.llm.endpoint])
+
+    @property
+    def active(self) -> bool:
+        return bool(self.forms)
+
+    def scrub(self, text: str) -> str:
+        for form in self.forms:
+            if form in text:
+                text = text.replace(form, HIDDEN)
+        return text
+
+
+def scrub_tree(value: Any, scrub: Callable[[str], str], depth: int = 0) -> Any:
+    """``value`` with every string in it scrubbed; lists, dicts and dataclasses in place.
+
+    Made for pytest's failure representations (``longrepr``): trees of dataclasses,
+    lists and tuples of strings, which keep their structure (and so the crash
+    message that JUnit and ``-r`` summaries show) when scrubbed this way.
+    """
+    if isinstance(value, str):
+        return scrub(value)
+    if depth > 20:
+        return value
+    if isinstance(value, list):
+        value[:] = [scrub_tree(item, scrub, depth + 1) for item in value]
+        return value
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(scrub_tree(item, scrub, depth + 1) for item in value)
+    if isinstance(value, dict):
+        for key in list(value):
+            value[key] = scrub_tree(value[key], scrub, depth + 1)
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for spec in dataclasses.fields(value):
+            current = getattr(value, spec.name, None)
+            cleaned = scrub_tree(current, scrub, depth + 1)
+            if cleaned is not current:
+                object.__setattr__(value, spec.name, cleaned)  # frozen ones too
+        return value
+    return value
+
+
+#: what a test report carries to the terminal, JUnit XML and the controller
+REPORT_TEXT = ("longrepr", "sections", "user_properties", "openenv_record")
+
+
+def scrub_report(report: Any, secrets: KnownSecrets) -> None:
+    """Hide known secrets in a report before anyone prints, stores or sends it."""
+    if not secrets.active:
+        return
+    for name in REPORT_TEXT:
+        current = getattr(report, name, None)
+        if current is None:
+            continue
+        cleaned = scrub_tree(current, secrets.scrub)
+        if name == "longrepr" and not (
+            isinstance(cleaned, (str, tuple)) or dataclasses.is_dataclass(cleaned)
+        ):
+            # an object the walk does not know: its rendering, if that still holds a secret
+            text = str(cleaned)
+            if secrets.scrub(text) != text:
+                cleaned = secrets.scrub(text)
+        if cleaned is not current:
+            setattr(report, name, cleaned)

@@ -1,0 +1,95 @@
+"""What one episode test runs: its ``openenv`` marker over the command line over ini."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from ..config.convert import check_item_count
+from ..config.settings import Settings
+from ..envs.base import EnvConfigError
+from ..episode.spec import EpisodeSpec
+
+
+@dataclass(frozen=True)
+class EpisodeTest:
+    """One episode test function's episodes, before the policy is settled."""
+
+    env: str
+    #: env config as canonical JSON (the marker's keys over ``--openenv-env-config``)
+    config: str
+    n: int
+    seed: int
+    #: the policy named by the marker or the command line; None: the env family's teacher
+    policy: str | None
+    #: which setting named ``policy``, for messages
+    policy_source: str | None
+
+    def specs(self, policy: str, settings: Settings) -> list[EpisodeSpec]:
+        repeats = settings.run.repeats
+        return [
+            EpisodeSpec(
+                env=self.env,
+                index=i,
+                seed=self.seed + i,
+                repeat=r,
+                repeats=repeats,
+                policy=policy,
+                config=self.config,
+                prefix=settings.run.id_prefix or "",
+            )
+            for i in range(self.n)
+            for r in range(repeats)
+        ]
+
+
+def episode_test(settings: Settings, marker: pytest.Mark | None) -> EpisodeTest:
+    """Read a test's marker; a mistake raises ``EnvConfigError`` naming it."""
+    kwargs: dict[str, Any] = dict(marker.kwargs) if marker else {}
+    env = marker.args[0] if marker and marker.args else kwargs.pop("env", None)
+    kwargs.pop("env", None)
+    env = env or settings.run.env
+    if not env:
+        raise EnvConfigError(
+            "this test uses the `episode` fixture but no env is set: pass "
+            "--openenv-env=family:variant or mark it @pytest.mark.openenv('openspiel:tic_tac_toe')"
+        )
+    if not isinstance(env, str):
+        raise EnvConfigError(
+            f"openenv marker env={env!r} is invalid: expected a string family:variant"
+        )
+    n = kwargs.pop("n", None)
+    n = settings.run.n if n is None else n
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        raise EnvConfigError(f"openenv marker n={n!r} is invalid: expected a positive integer")
+    seed = kwargs.pop("seed", None)
+    seed = settings.run.seed if seed is None else seed
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise EnvConfigError(f"openenv marker seed={seed!r} is invalid: expected an integer")
+    marked_policy = kwargs.pop("policy", None)
+    if marked_policy is not None and (not isinstance(marked_policy, str) or not marked_policy):
+        raise EnvConfigError(
+            f"openenv marker policy={marked_policy!r} is invalid: expected a policy name "
+            "such as 'expert', 'scripted', 'random', 'openai' or 'pkg.module:callable'"
+        )
+    if marked_policy:
+        policy, source = marked_policy, f"openenv marker policy={marked_policy!r}"
+    elif settings.run.policy:
+        policy, source = settings.run.policy, f"--openenv-policy={settings.run.policy}"
+    else:
+        policy, source = None, None
+    too_many = check_item_count(n, settings.run.repeats, f"openenv marker n={n}")
+    if too_many:
+        raise EnvConfigError(too_many)
+    config = {**settings.run.config, **kwargs}
+    return EpisodeTest(
+        env=env,
+        config=json.dumps(config, sort_keys=True),
+        n=n,
+        seed=seed,
+        policy=policy,
+        policy_source=source,
+    )

@@ -1,0 +1,369 @@
+"""Worker side: ``--openenv-concurrency C`` (episodes run ahead of their items) and the
+``--openenv-timeout`` backstop.
+
+pytest runs items one at a time and reports them in order; an LLM episode spends
+its time waiting on the network. So when item k's ``episode`` fixture runs, the
+episodes of the next episode items *this process is certain to run* are queued
+on a pool of C threads (C running at most; a window of ``WINDOW_FACTOR * C``
+queued, so one slow episode at the head does not idle the others), and item k
+waits only for its own. Results stay in memory until their own item claims
+them, so every item reports its own episode, in order, exactly once; an episode
+whose item never runs (``-x``, a crash) is dropped and its staged cache writes
+with it.
+
+Which items are certain to run next:
+
+* without xdist: the rest of ``session.items`` (after deselection and
+  reordering; skip-marked items are left out);
+* on an xdist worker: the items the controller has already handed to this worker
+  (``WorkerInteractor.nextitem_index`` and its ``torun`` queue). ``--dist load``
+  (and loadscope, loadfile, loadgroup, each) never takes them back; ``--dist
+  worksteal`` may, so there only the next item, already popped from the queue,
+  is run ahead. Workers see ``--dist`` as "no", so the controller passes it on
+  (``pytest_configure_node`` in ``plugin.py``). With ``--dist load`` the
+  controller's scheduler (``schedule.py``) keeps that queue about a window long,
+  so ``-n W`` keeps up to W x C episodes in flight.
+
+``--openenv-concurrency auto`` lets ``adaptive.AdaptiveLimit`` resize the pool (and
+with it the window) as the endpoint answers: each finished episode's seconds per
+turn is its signal, and overloads (429s, ``CAPACITY_REACHED``, timeouts) halve it.
+
+Only items whose ``episode``, ``openenv_env`` and ``openenv_policy`` fixtures are
+the plugin's own are run ahead: an override in a conftest may depend on other
+fixtures, so such items run when their turn comes.
+
+With ``--openenv-timeout`` every episode runs on the pool, and an episode still
+running ``GRACE`` seconds past its budget (a hung env, a callable that never
+returns) is abandoned: its item errors and a fresh thread takes its place.
+Policies that wait on a network also bound each request by the budget.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ..episode.loop import EpisodeTimeout
+from ..episode.result import Episode
+from ..episode.spec import EpisodeSpec
+from ..policies.base import Policy
+from .adaptive import AUTO, AdaptiveLimit, concurrency_ceiling, overloaded
+from .service import SPEC_KEY, EpisodeService
+
+#: seconds past --openenv-timeout before the waiting item gives up on the episode thread
+GRACE = 0.5
+#: episodes queued or running per unit of concurrency (at most C of them running)
+WINDOW_FACTOR = 4
+#: xdist --dist modes whose controller never takes back items it sent to a worker
+KEEPS_QUEUED_ITEMS = ("load", "loadscope", "loadfile", "loadgroup", "each")
+PLUGIN_MODULE = "pytest_openenv.plugin"
+OWN_FIXTURES = ("openenv_episode", "openenv_env", "openenv_policy")
+
+
+class Job:
+    """One episode on the pool: result or exception, and its staged cache writes."""
+
+    def __init__(self, spec: EpisodeSpec, work: Callable[[], Episode]) -> None:
+        self.spec = spec
+        self.work = work
+        self.done = threading.Event()
+        self.started_at: float | None = None
+        self.finished_at: float | None = None
+        self.abandoned = False
+        self.result: Episode | None = None
+        self.error: BaseException | None = None
+        self.writes: list[Callable[[], None]] = []
+
+    def run(self) -> None:
+        from ..policies.cache import staged_writes  # only runs that use the pool pay for it
+
+        with staged_writes() as writes:
+            try:
+                self.result = self.work()
+            except BaseException as exc:  # re-raised in the item's own thread
+                self.error = exc
+            finally:
+                self.writes = writes
+                self.finished_at = time.monotonic()
+                self.done.set()
+
+
+class EpisodePool:
+    """Up to ``size`` jobs running on daemon threads; waited-for jobs jump the queue.
+
+    Daemon threads, so an abandoned episode (a hung request) never holds up exit.
+    ``resize`` changes how many jobs may run at once (``--openenv-concurrency auto``):
+    threads beyond the new size finish their job and then wait.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._queue: deque[Job] = deque()
+        self._cv = threading.Condition()
+        self._live = 0
+        self._running = 0
+        self._closed = False
+
+    def submit(self, job: Job, *, urgent: bool = False) -> None:
+        with self._cv:
+            if self._closed:
+                raise RuntimeError("the episode pool is closed")
+            if urgent:
+                self._queue.appendleft(job)
+            else:
+                self._queue.append(job)
+            while self._live < self.size:
+                self._start()
+            self._cv.notify()
+
+    def resize(self, size: int) -> None:
+        with self._cv:
+            self.size = max(1, size)
+            while self._live < self.size and self._queue and not self._closed:
+                self._start()
+            self._cv.notify_all()
+
+    def _start(self) -> None:
+        self._live += 1
+        threading.Thread(target=self._serve, name="openenv-episode", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            with self._cv:
+                while (not self._queue or self._running >= self.size) and not self._closed:
+                    self._cv.wait()
+                if self._closed:
+                    self._live -= 1
+                    return
+                job = self._queue.popleft()
+                self._running += 1
+                job.started_at = time.monotonic()
+            job.run()
+            with self._cv:
+                if job.abandoned:  # a replacement thread already took this one's place
+                    return
+                self._running -= 1
+                self._cv.notify()
+
+    def abandon(self, job: Job) -> bool:
+        """Give up on a running job; False if it finished meanwhile (use its result)."""
+        with self._cv:
+            if job.done.is_set():
+                return False
+            job.abandoned = True
+            self._live -= 1
+            self._running -= 1
+            if not self._closed and self._queue:
+                self._start()
+            return True
+
+    def close(self) -> None:
+        with self._cv:
+            self._closed = True
+            self._queue.clear()
+            self._cv.notify_all()
+
+
+def _fixture_is_ours(item: pytest.Item, name: str) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.get(name) if info is not None else None
+    if not defs:
+        return False
+    return getattr(defs[-1].func, "__module__", None) == PLUGIN_MODULE
+
+
+def may_run_ahead(item: pytest.Item) -> bool:
+    """Whether the episode of ``item`` can be run before its item's own setup."""
+    if SPEC_KEY not in item.stash:
+        return False
+    if item.get_closest_marker("skip") or item.get_closest_marker("skipif"):
+        return False
+    xfail = item.get_closest_marker("xfail")
+    if xfail is not None and xfail.kwargs.get("run", True) is False:
+        return False
+    return all(_fixture_is_ours(item, name) for name in OWN_FIXTURES)
+
+
+def _xdist_interactor(config: pytest.Config) -> Any:
+    for plugin in config.pluginmanager.get_plugins():
+        if type(plugin).__name__ == "WorkerInteractor" and hasattr(plugin, "torun"):
+            return plugin
+    return None
+
+
+class Runahead:
+    """Per-process episode executor: inline, or on the pool with run-ahead and a backstop."""
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        service: EpisodeService,
+        *,
+        concurrency: int | str,
+        timeout: float | None,
+    ) -> None:
+        self.config = config
+        self.service = service
+        #: most episodes in flight (auto: its ceiling); > 1 means episodes run ahead
+        self.concurrency = concurrency_ceiling(concurrency)
+        self.timeout = timeout
+        self.adaptive: AdaptiveLimit | None = None
+        self.pool = EpisodePool(self.concurrency) if self.concurrency > 1 or timeout else None
+        if concurrency == AUTO and self.pool is not None:
+            self.adaptive = AdaptiveLimit(ceiling=self.concurrency, on_change=self.pool.resize)
+            self.pool.resize(self.adaptive.limit)
+        self.jobs: dict[int, Job] = {}
+        self._eligible: dict[int, bool] = {}
+        self._interactor: Any = None
+        self._positions: dict[int, int] | None = None
+        # Items in a worker's queue are certain to run there unless the scheduler may take
+        # them back (worksteal), or we cannot tell (a controller that did not say).
+        workerinput = getattr(config, "workerinput", {})
+        self._queue_is_certain = workerinput.get("openenv_dist") in KEEPS_QUEUED_ITEMS
+        #: the summary is printed here (not an xdist worker): warm its imports once busy
+        self._warm_up = not workerinput
+
+    @classmethod
+    def from_settings(cls, config: pytest.Config, service: EpisodeService) -> Runahead:
+        run = service.settings.run
+        runahead = cls(config, service, concurrency=run.concurrency, timeout=run.timeout)
+        if runahead.adaptive is not None and not hasattr(config, "workerinput"):
+            config.pluginmanager.register(runahead, "openenv-runahead")  # its summary line
+        return runahead
+
+    @property
+    def window(self) -> int:
+        """Items whose episodes may be queued or running: more than C, so a slow episode at
+        the head (its item waits for it) does not leave the other threads idle."""
+        if self.concurrency <= 1:
+            return 1
+        running = self.adaptive.limit if self.adaptive is not None else self.concurrency
+        return WINDOW_FACTOR * running
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.adaptive is not None and self.adaptive.best is not None:
+            terminalreporter.write_line(self.adaptive.describe())
+
+    # -- the item's own episode ----------------------------------------------
+    def episode(self, item: pytest.Item, spec: EpisodeSpec, env: Any, policy: Policy) -> Episode:
+        if self.pool is None:
+            return self.service.run(spec, env, policy)
+        job = self.jobs.pop(id(item), None)
+        if job is None:
+            job = Job(spec, lambda: self.service.run(spec, env, policy))
+            self.pool.submit(job, urgent=True)
+        if self.concurrency > 1:
+            self._run_ahead(item)
+        return self._wait(job)
+
+    def _wait(self, job: Job) -> Episode:
+        while not job.done.wait(0.25 if self.timeout else 1.0):
+            started = job.started_at
+            if (
+                self.timeout is not None
+                and started is not None
+                and time.monotonic() - started > self.timeout + GRACE
+                and self.pool is not None
+                and self.pool.abandon(job)
+            ):
+                overloaded()
+                raise EpisodeTimeout(
+                    f"episode {job.spec.episode_id} exceeded --openenv-timeout="
+                    f"{self.timeout:g}s (still waiting on the env or the policy; abandoned)"
+                )
+        for write in job.writes:  # the item claims its episode: its cache entries may land
+            write()
+        if self.adaptive is not None and job.result is not None:
+            self._observe(job, job.result)
+        if job.error is not None:
+            raise job.error
+        assert job.result is not None
+        return job.result
+
+    def _observe(self, job: Job, episode: Episode) -> None:
+        if job.started_at is None or job.finished_at is None or self.adaptive is None:
+            return
+        self.adaptive.observe((job.finished_at - job.started_at) / max(1, episode.turns))
+
+    # -- run-ahead -------------------------------------------------------------
+    def _run_ahead(self, item: pytest.Item) -> None:
+        session = item.session
+        if session.shouldstop or session.shouldfail:
+            return
+        wanted = self.window - 1
+        for upcoming in self.upcoming(item):
+            if wanted <= 0:
+                break
+            eligible = self._eligible.get(id(upcoming))
+            if eligible is None:
+                eligible = self._eligible[id(upcoming)] = may_run_ahead(upcoming)
+            if not eligible:
+                continue
+            wanted -= 1
+            if id(upcoming) in self.jobs:
+                continue
+            spec = upcoming.stash[SPEC_KEY]
+            try:
+                env = self.service.env_factory(spec)
+                policy = self.service.policy(spec.policy)
+            except Exception:  # e.g. a bad policy in its marker: that item reports it itself
+                self._eligible[id(upcoming)] = False
+                continue
+            self.jobs[id(upcoming)] = job = Job(
+                spec, lambda s=spec, e=env, p=policy: self.service.run(s, e, p)
+            )
+            assert self.pool is not None
+            self.pool.submit(job)
+        if self._warm_up and self.jobs:
+            from . import warmup
+
+            self._warm_up = False
+            warmup.start(self.config)  # the episodes just queued wait on the network
+
+    def upcoming(self, item: pytest.Item) -> list[pytest.Item]:
+        """Items this process will run after ``item``, as far as that is certain."""
+        session = item.session
+        if hasattr(self.config, "workerinput"):
+            return self._xdist_upcoming(item)
+        if self._positions is None:
+            self._positions = {id(it): i for i, it in enumerate(session.items)}
+        position = self._positions.get(id(item))
+        if position is None:
+            return []
+        return session.items[position + 1 : position + 1 + 2 * self.window]
+
+    def _xdist_upcoming(self, item: pytest.Item) -> list[pytest.Item]:
+        if self._interactor is None:
+            self._interactor = _xdist_interactor(self.config)
+        interactor = self._interactor
+        if interactor is None:
+            return []
+        try:
+            items = interactor.session.items
+            if items[interactor.item_index] is not item:
+                return []  # not run by the worker loop we know; stay safe
+            indices: list[int] = []
+            following = interactor.nextitem_index
+            if isinstance(following, int):
+                indices.append(following)
+                if self._queue_is_certain:
+                    with interactor.torun.lock() as queued:
+                        for index in queued:
+                            if not isinstance(index, int) or len(indices) >= 2 * self.window:
+                                break  # the shutdown marker: nothing after it runs
+                            indices.append(index)
+            return [items[i] for i in indices]
+        except (AttributeError, IndexError, TypeError):
+            # xdist internals changed: run nothing ahead rather than guess
+            return []
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+        self.jobs.clear()
+        self._eligible.clear()

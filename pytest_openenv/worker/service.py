@@ -1,0 +1,213 @@
+"""Worker side: build episode items, run episodes, attach each result to its report.
+
+Runs in every process that executes tests: each xdist worker, or the single
+process with ``-n 0``. Nothing here writes files; the finished episode travels
+to the controller as a JSON string on the call (or setup) report.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+
+from ..config.settings import Settings
+from ..envs.base import EnvFamily
+from ..envs.registry import build_family
+from ..episode.loop import EnvFactory, Limits, run_episode
+from ..episode.result import Episode, dumps_record
+from ..episode.spec import EpisodeSpec
+from ..policies.base import Policy, Usage
+from ..policies.registry import build_policy
+
+SPEC_KEY = pytest.StashKey[EpisodeSpec]()
+EPISODE_KEY = pytest.StashKey[Episode]()
+ERROR_KEY = pytest.StashKey[str]()
+
+
+class EpisodeService:
+    """Per-process cache of env families and policies, and the episode executor."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._families: dict[tuple[str, str], EnvFamily] = {}
+        self._factories: dict[tuple[str, str], EnvFactory] = {}
+        self._policies: dict[str, Policy] = {}
+        self._lock = threading.Lock()
+
+    def family(self, env: str, config: str) -> EnvFamily:
+        key = (env, config)
+        with self._lock:
+            if key not in self._families:
+                self._families[key] = build_family(env, json.loads(config), self.servers())
+            return self._families[key]
+
+    def policy(self, name: str) -> Policy:
+        with self._lock:
+            if name not in self._policies:
+                self._policies[name] = build_policy(name, self.settings)
+            return self._policies[name]
+
+    def policy_for(self, spec: EpisodeSpec) -> Policy:
+        """The policy an episode's spec names (its marker's, or the run's)."""
+        return self.policy(spec.policy)
+
+    def servers(self) -> tuple[str, ...]:
+        """``--openenv-server`` URLs (with credentials, if given: connection use only)."""
+        return tuple(self.settings.servers.urls)
+
+    def env_factory(self, spec: EpisodeSpec) -> EnvFactory:
+        key = (spec.env, spec.config)
+        factory = self._factories.get(key)
+        if factory is None:
+            factory = EnvFactory(self.family(spec.env, spec.config), self.servers())
+            self._factories[key] = factory
+        return factory
+
+    def limits(self) -> Limits:
+        return Limits(
+            max_turns=self.settings.run.max_turns,
+            timeout=self.settings.run.timeout,
+            min_reward=self.settings.run.min_reward,
+        )
+
+    def run(self, spec: EpisodeSpec, env: Any, policy: Policy) -> Episode:
+        return run_episode(
+            spec,
+            env,
+            policy,
+            limits=self.limits(),
+            system_prompt=self.settings.run.system_prompt,
+        )
+
+    def close(self) -> None:
+        for policy in self._policies.values():
+            policy.close()
+
+
+def placeholder_episode(spec: EpisodeSpec, reason: str) -> Episode:
+    """A record-shaped stand-in for an episode that errored before it finished."""
+    return Episode(
+        episode_id=spec.episode_id,
+        seed=spec.seed,
+        env=spec.env,
+        reward=0.0,
+        passed=False,
+        done=False,
+        turns=0,
+        outcome="error",
+        min_reward=0.0,
+        messages=[],
+        tool_trace=[],
+        tools=[],
+        usage=Usage(),
+        metrics={
+            "turns": 0,
+            "tool_calls": 0,
+            "tool_errors": 0,
+            "no_tool_call_turns": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "wall_time_s": 0.0,
+        },
+        task={
+            "family": spec.env.partition(":")[0],
+            "variant": spec.env.partition(":")[2],
+            "config": spec.config,
+            "prompt": "",
+            "answer": None,
+        },
+        policy=spec.policy,
+        model=None,
+        repeat=spec.repeat,
+        index=spec.index,
+        reason=reason,
+    )
+
+
+def show_message_only_failures_cheaply(item: pytest.Item) -> None:
+    """Skip pytest's traceback walk for failures that show only their message.
+
+    pytest filters the whole traceback of every failure (some 30 frames, each
+    path resolved) even for ``pytest.fail(..., pytrace=False)``, whose report is
+    the message alone. Failed episodes are common in an eval (the bundled test
+    fails that way), and that walk was most of what each one cost.
+    ``--fulltrace`` keeps pytest's own path.
+    """
+    full_repr = item.repr_failure
+
+    def repr_failure(excinfo: pytest.ExceptionInfo[BaseException], **kwargs: Any) -> Any:
+        failed = excinfo.value
+        if (
+            isinstance(failed, pytest.fail.Exception)
+            and not failed.pytrace
+            and not item.config.getoption("fulltrace", False)
+        ):
+            return excinfo.getrepr(style="value", tbfilter=False)
+        return full_repr(excinfo, **kwargs)
+
+    item.repr_failure = repr_failure  # type: ignore[method-assign]
+
+
+def failure_message(report: pytest.TestReport) -> str:
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", None)
+    text = message if message else str(report.longrepr)
+    return text[-4000:]
+
+
+def attach_to_report(
+    item: pytest.Item, report: pytest.TestReport, tool_arguments: str = "string"
+) -> None:
+    """Put the episode on the report as JSON text: the controller is the only writer.
+
+    ``tool_arguments`` (``--openenv-tool-arguments``): how the row's messages carry them.
+    """
+    spec = item.stash.get(SPEC_KEY, None)
+    if spec is None:
+        return
+    report.openenv_episode_id = spec.episode_id  # type: ignore[attr-defined]
+    episode = item.stash.get(EPISODE_KEY, None)
+    record: dict[str, Any] | None = None
+    if report.when == "setup" and report.failed:
+        reason = item.stash.get(ERROR_KEY, None) or failure_message(report)
+        base = episode or placeholder_episode(spec, reason)
+        record = base.record(test=item.nodeid, passed=False, tool_arguments=tool_arguments)
+        record["failure"] = {"outcome": "error", "message": reason}
+    elif report.when == "call" and episode is not None:
+        record = episode.record(
+            test=item.nodeid, passed=report.passed, tool_arguments=tool_arguments
+        )
+        if not report.passed:
+            record["failure"] = {"outcome": "failed", "message": failure_message(report)}
+    elif report.when == "call" and report.failed:
+        # the test failed without ever building the episode (e.g. it raised before use)
+        reason = failure_message(report)
+        record = placeholder_episode(spec, reason).record(test=item.nodeid, passed=False)
+        record["failure"] = {"outcome": "error", "message": reason}
+    if record is not None:
+        report.openenv_record = dumps_record(record)  # type: ignore[attr-defined]
+        report.openenv_brief = {  # type: ignore[attr-defined]
+            "reward": record["reward"],
+            "turns": record["metrics"]["turns"],
+            "outcome": record["verify_metrics"]["outcome"],
+            "prompt_tokens": record["metrics"]["prompt_tokens"],
+            "completion_tokens": record["metrics"]["completion_tokens"],
+            "env": record["env"],
+            "policy": record["policy"],
+            "model": record["model"],
+        }
+        # junitxml writes the teardown report's user_properties, copied from the item
+        # when that report is made; a few scalars only, never the record itself.
+        item.user_properties.extend(
+            [
+                ("openenv.reward", record["reward"]),
+                ("openenv.turns", record["metrics"]["turns"]),
+                ("openenv.outcome", record["verify_metrics"]["outcome"]),
+            ]
+        )
+    if report.when == "teardown" and EPISODE_KEY in item.stash:
+        # release the transcript: items live for the whole session
+        del item.stash[EPISODE_KEY]
