@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from ..errors import NotAnOutputFolder, PushError
 from ..util.envseconds import seconds_from_env
 from .card import GENERATED_MARKER, render_card
 from .writer import CARD, FAILURES, METADATA, RESULTS, SUMMARY, atomic_write
@@ -51,14 +52,6 @@ NO_TOKEN = (
 #: environment variable: seconds a Hub request may go without progress
 HUB_TIMEOUT_ENV = "PYTEST_OPENENV_HUB_TIMEOUT"
 DEFAULT_HUB_TIMEOUT = 60.0
-
-
-class PushError(Exception):
-    """The upload did not happen; the message never contains the token."""
-
-
-class NotAnOutputFolder(PushError):
-    """The folder lacks the files the plugin writes."""
 
 
 def repo_id_problem(value: str) -> str | None:

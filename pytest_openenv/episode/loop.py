@@ -15,32 +15,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..envs.base import ActionRejected, Backend, EnvFamily, EnvUnavailable, ProposedCall, StepResult
-from ..envs.remote.hosting import ServerMismatch, check_backend
+from ..envs.base import Backend, EnvFamily, ProposedCall, StepResult
+from ..envs.remote.hosting import check_backend
 from ..envs.remote.rotation import SERVER_ROTATION, ServerRotation
 from ..envs.remote.seeding import seeded
-from ..policies.base import (
+from ..errors import (
+    ActionRejected,
     ContextExhausted,
-    Policy,
+    EnvUnavailable,
+    EpisodeError,
+    EpisodeTimeout,
     PolicyUnavailable,
-    Reply,
-    ToolCall,
-    Turn,
-    Usage,
+    ServerMismatch,
 )
+from ..policies.base import Policy, Reply, ToolCall, Turn, Usage
 from ..util.endpoints import redact
 from .result import Episode
 from .spec import EpisodeSpec
 
 NO_TOOL_CALL_REMINDER = "You did not call a tool. Reply with exactly one tool call: {names}."
-
-
-class EpisodeError(Exception):
-    """An episode could not be run to its end for reasons outside the agent."""
-
-
-class EpisodeTimeout(EpisodeError):
-    pass
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ from typing import Any
 import pytest
 
 from ..config.settings import LLMSettings
-from .base import ContextExhausted, Policy, PolicyUnavailable, Reply, ToolCall, Turn, Usage
+from ..errors import ContextExhausted, PolicyUnavailable
+from .base import Policy, Reply, ToolCall, Turn, Usage
 from .llm.common import SECRET_VARS
 
 FORMAT = "pytest-openenv/response-cache/1"

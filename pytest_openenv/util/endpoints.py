@@ -20,19 +20,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from .jsonlimits import MAX_JSON_BYTES, JSONTooDeep, loads_bounded
+from ..errors import JSONTooDeep, ServerUnreachable, ServerURLError
+from .jsonlimits import MAX_JSON_BYTES, loads_bounded
 
 HTTP_SCHEMES = {"http": "http", "https": "https", "ws": "http", "wss": "https"}
 WS_SCHEMES = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
-
-
-class ServerURLError(ValueError):
-    """A ``--openenv-server`` value that is not a usable URL."""
-
-
-class ServerUnreachable(ConnectionError):
-    """A plain HTTP request to a server failed; the message never holds credentials."""
 
 
 @dataclass(frozen=True)

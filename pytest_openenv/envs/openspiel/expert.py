@@ -22,6 +22,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from ...errors import ExpertError
+
 #: alpha-beta's best-case node count (``A ** ceil(L / 2)``) at or below which the search is exact
 EXACT_NODE_BUDGET = 10**5
 #: MCTS simulations per move. Connect four vs a random opponent (200 games, bench/expert.py
@@ -38,10 +40,6 @@ EXACT_MEMO_LIMIT = 500_000
 _EXACT_MEMO: dict[tuple[str, tuple[int, ...]], int] = {}
 _MEMO_LOCK = threading.Lock()
 _PLANS: dict[str, Plan] = {}
-
-
-class ExpertError(Exception):
-    """The expert cannot play this game (the reason is in the message)."""
 
 
 @dataclass(frozen=True)

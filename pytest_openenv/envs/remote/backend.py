@@ -28,6 +28,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from ...errors import CannotConnect, CapacityReached
 from ...util.endpoints import ServerURL
 from ...worker.adaptive import overloaded
 from ..base import ActionRejected, Backend, EnvUnavailable, StepResult
@@ -54,17 +55,6 @@ CLOSE_TIMEOUT = 2.0
 #: each open session's ``state`` frame, asked once per session: a kept session serves one env
 SESSION_STATES: weakref.WeakKeyDictionary[Any, dict[str, Any] | None] = weakref.WeakKeyDictionary()
 _SESSION_STATES_LOCK = threading.Lock()
-
-
-class CannotConnect(EnvUnavailable):
-    """No session could be opened (refused, handshake failed or timed out): nothing was sent."""
-
-
-class CapacityReached(EnvUnavailable):
-    """The server refused a new session because all of its sessions are taken.
-
-    Retried while a session is being opened; anywhere else it is a plain fault.
-    """
 
 
 def describe_error(data: dict[str, Any]) -> str:

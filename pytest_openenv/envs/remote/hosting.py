@@ -22,6 +22,7 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ...errors import ServerMismatch
 from ...util.endpoints import ServerUnreachable, ServerURL
 from ..base import EnvFamily, StepResult
 
@@ -29,10 +30,6 @@ from ..base import EnvFamily, StepResult
 FACTS_TIMEOUT = 10.0
 #: fields every OpenEnv observation has (the base ``Observation`` model)
 BASE_OBSERVATION_FIELDS = frozenset({"done", "reward", "metadata"})
-
-
-class ServerMismatch(Exception):
-    """A server hosts something other than the env the run names."""
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,9 @@ import pytest
 
 from ...config.options import DEFAULT_REQUEST_TIMEOUT
 from ...config.settings import Settings
+from ...errors import ContextExhausted, PolicyUnavailable
 from ...worker.adaptive import overloaded
-from ..base import ContextExhausted, Policy, PolicyUnavailable, Reply, Turn
+from ..base import Policy, Reply, Turn
 
 #: Environment variables whose values must never reach a file, a log or a message.
 SECRET_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
