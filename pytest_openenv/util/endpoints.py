@@ -108,10 +108,13 @@ class ServerURL:
         return {}
 
     def scrub(self, text: str) -> str:
-        """Remove this server's credentials from an error text we did not write."""
-        if self.password:
-            text = text.replace(self.password, "***")
-        return text
+        """Remove this server's credentials (and the environment's secrets) from an error
+        text we did not write."""
+        from .secrets import KnownSecrets, credential_values
+
+        return KnownSecrets.collect(extra=credential_values(self.username, self.password)).scrub(
+            text
+        )
 
     def get_json(self, path: str, *, timeout: float, max_bytes: int = MAX_JSON_BYTES) -> Any:
         """``GET base/path`` and decode JSON; raises ``ServerUnreachable`` with a clean message.
