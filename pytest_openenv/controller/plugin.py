@@ -376,9 +376,8 @@ class Controller:
         }
 
     def decorate_crash_report(self, report: pytest.TestReport, episode_id: str, why: str) -> None:
-        from ..episode.result import dumps_record
+        from ..episode.record import brief, dumps_record, placeholder_row
         from ..episode.spec import EpisodeSpec
-        from ..worker.service import placeholder_episode
 
         index_text, _, repeat_text = episode_id.removeprefix("ep-").partition("-r")
         index, repeat = int(index_text), int(repeat_text or 0)
@@ -402,20 +401,10 @@ class Controller:
         )
         episode_id = spec.episode_id
         reason = f"{why} (the process running this episode died: os._exit, a signal or OOM)"
-        record = placeholder_episode(spec, reason).record(test=report.nodeid, passed=False)
-        record["failure"] = {"outcome": "error", "message": reason}
+        record = placeholder_row(spec, reason, test=report.nodeid)
         report.openenv_episode_id = episode_id  # type: ignore[attr-defined]
         report.openenv_record = dumps_record(record)  # type: ignore[attr-defined]
-        report.openenv_brief = {  # type: ignore[attr-defined]
-            "reward": 0.0,
-            "turns": 0,
-            "outcome": "error",
-            "prompt_tokens": 0,
-            "completion_tokens": 0,
-            "env": spec.env,
-            "policy": spec.policy,
-            "model": None,
-        }
+        report.openenv_brief = brief(record)  # type: ignore[attr-defined]
 
     # -- session end -----------------------------------------------------------
     def figures(self) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from ..errors import (
 )
 from ..policies.base import Policy, Reply, ToolCall, Turn, Usage
 from ..util.endpoints import redact
+from .record import metrics_section, task_section
 from .result import Episode
 from .spec import EpisodeSpec
 
@@ -365,21 +366,16 @@ class _Loop:
             tool_trace=self.tool_trace,
             tools=self.tools,
             usage=self.usage,
-            metrics={
-                "turns": self.turns,
-                "tool_calls": self.tool_calls,
-                "tool_errors": self.tool_errors,
-                "no_tool_call_turns": self.silent_turns,
-                "prompt_tokens": self.usage.prompt_tokens,
-                "completion_tokens": self.usage.completion_tokens,
-                "wall_time_s": round(self.clock() - self.started, 6),
-            },
-            task={
-                "family": family.name,
-                "variant": family.variant,
-                "config": family.config_json,
-                **self.task_info,
-            },
+            metrics=metrics_section(
+                turns=self.turns,
+                tool_calls=self.tool_calls,
+                tool_errors=self.tool_errors,
+                no_tool_call_turns=self.silent_turns,
+                prompt_tokens=self.usage.prompt_tokens,
+                completion_tokens=self.usage.completion_tokens,
+                wall_time_s=round(self.clock() - self.started, 6),
+            ),
+            task=task_section(family.name, family.variant, family.config_json, self.task_info),
             policy=self.policy.name,
             model=self.policy.model,
             repeat=spec.repeat,
