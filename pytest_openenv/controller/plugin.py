@@ -34,6 +34,7 @@ from ..report.slim import ReportSlimmer
 from ..report.step_summary import append_step_summary, summary_markdown
 from ..report.summary import summary_lines
 from ..report.tally import Tally
+from ..util.format import percent
 from ..util.secrets import KnownSecrets
 
 if TYPE_CHECKING:
@@ -567,7 +568,7 @@ class Controller:
             lines.append(
                 f"repeats: {passk.k} per seed over {passk.problems} seed(s): "
                 + "    ".join(
-                    f"{name.replace('k', str(passk.k))} {_pct(passk.metric(name))}"
+                    f"{name.replace('k', str(passk.k))} {percent(passk.metric(name))}"
                     for name in PASSK_NAMES
                 )
                 + (
@@ -606,10 +607,6 @@ class Controller:
 PASSK_NAMES = ("pass@1", "pass@k", "pass^k")
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
 def folder_in_use(folder: Path, holder: str) -> str:
     return (
         f"--openenv-output={str(folder)!r} is in use by another run ({holder}): two runs "
@@ -621,10 +618,3 @@ def folder_in_use(folder: Path, holder: str) -> str:
 def episode_id_from_nodeid(nodeid: str) -> str | None:
     match = EPISODE_ID_IN_NODEID.search(nodeid)
     return match.group(1) if match else None
-
-
-def relative_output(path: Path, rootdir: Path) -> str:
-    try:
-        return str(path.relative_to(rootdir))
-    except ValueError:
-        return str(path)

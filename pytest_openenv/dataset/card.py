@@ -22,6 +22,7 @@ from typing import Any
 
 from ..config.convert import TOOL_ARGUMENT_FORMS
 from ..episode.record import FIELDS, MESSAGES_WITH_OBJECT_ARGUMENTS
+from ..util.format import cell, interval, percent, table
 from .writer import FAILURES, RESULTS
 
 #: First body line of a generated card; ``python -m pytest_openenv push`` rebuilds
@@ -62,8 +63,7 @@ def inline_code(value: Any, *, in_table: bool = False) -> str:
     if text.startswith("`") or text.endswith("`") or not text.strip():
         text = f" {text} "
     span = f"{fence}{text}{fence}"
-    # GFM splits table cells at every unescaped pipe, code spans included
-    return span.replace("|", "\\|") if in_table else span
+    return cell(span) if in_table else span
 
 
 def code_block(text: str, language: str = "text") -> str:
@@ -183,10 +183,6 @@ def front_matter(
 
 
 # -- body -------------------------------------------------------------------------------
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
 def _names(values: list[str]) -> str:
     return ", ".join(inline_code(v, in_table=True) for v in values) if values else "n/a"
 
@@ -194,9 +190,9 @@ def _names(values: list[str]) -> str:
 def figures_table(figures: dict[str, Any], settings: dict[str, Any]) -> list[str]:
     f = figures
     low, high = f.get("pass_rate_ci95") or [None, None]
-    rate = _pct(f.get("pass_rate"))
+    rate = percent(f.get("pass_rate"))
     if f.get("pass_rate") is not None:
-        rate += f" (95% Wilson interval {_pct(low)} - {_pct(high)}, n={f.get('ran', 0)})"
+        rate += f" (95% Wilson interval {interval(low, high)}, n={f.get('ran', 0)})"
     mean = f.get("mean_reward")
     reward = "n/a" if mean is None else f"{mean:.3f}"
     if mean is not None and f.get("mean_reward_stderr") is not None:
@@ -226,9 +222,7 @@ def figures_table(figures: dict[str, Any], settings: dict[str, Any]) -> list[str
             else f"{inline_code(seed, in_table=True)} (episode *i* uses seed {seed} + *i*)",
         ),
     ]
-    lines = ["| | |", "|---|---|"]
-    lines += [f"| {name} | {value} |" for name, value in rows]
-    return lines
+    return table(("", ""), rows)
 
 
 def loading_section(repo_id: str | None, rows: dict[str, int]) -> list[str]:
@@ -306,14 +300,13 @@ def schema_section(tool_arguments: str = "string") -> list[str]:
         "verify_metrics, artifacts, task, extra`) come first, so OpenEnv's own tooling reads "
         "the files too.",
         "",
-        "| field | type | meaning |",
-        "|---|---|---|",
     ]
+    rows = []
     for name, kind, meaning in FIELDS:
         if name == "messages" and tool_arguments == "object":
             name, kind, meaning = MESSAGES_WITH_OBJECT_ARGUMENTS
-        lines.append(f"| `{name}` | {kind} | {meaning} |")
-    return [*lines, ""]
+        rows.append((f"`{name}`", kind, meaning))
+    return [*lines, *table(("field", "type", "meaning"), rows), ""]
 
 
 def run_section(metadata: dict[str, Any]) -> list[str]:
@@ -355,25 +348,27 @@ def run_section(metadata: dict[str, Any]) -> list[str]:
 
 
 def files_section(rows: dict[str, int]) -> list[str]:
-    lines = [
-        "## Files",
-        "",
-        "| file | config | rows | content |",
-        "|---|---|---|---|",
-        f"| `{RESULTS}` | {'`default`, split `train`' if rows.get(RESULTS, 0) else 'none (empty)'}"
-        f" | {rows.get(RESULTS, 0)} | passing episodes |",
-        f"| `{FAILURES}` | `failures`, split `train`"
-        + (
-            ""
-            if rows.get(RESULTS, 0) or not rows.get(FAILURES, 0)
-            else "; `default`, split `failures`"
-        )
-        + f" | {rows.get(FAILURES, 0)} | "
-        "failed or errored episodes, with a `failure` field |",
-        "| `summary.json` | | | the figures above |",
-        "| `metadata.json` | | | run configuration |",
+    results, failures = rows.get(RESULTS, 0), rows.get(FAILURES, 0)
+    failures_config = "`failures`, split `train`"
+    if failures and not results:
+        failures_config += "; `default`, split `failures`"
+    body = [
+        (
+            f"`{RESULTS}`",
+            "`default`, split `train`" if results else "none (empty)",
+            str(results),
+            "passing episodes",
+        ),
+        (
+            f"`{FAILURES}`",
+            failures_config,
+            str(failures),
+            "failed or errored episodes, with a `failure` field",
+        ),
+        ("`summary.json`", "", "", "the figures above"),
+        ("`metadata.json`", "", "", "run configuration"),
     ]
-    return [*lines, ""]
+    return ["## Files", "", *table(("file", "config", "rows", "content"), body), ""]
 
 
 def build_card(

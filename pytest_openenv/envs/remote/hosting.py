@@ -28,8 +28,6 @@ from ..base import EnvFamily, StepResult
 
 #: seconds one GET of /metadata, /schema or /state may take
 FACTS_TIMEOUT = 10.0
-#: fields every OpenEnv observation has (the base ``Observation`` model)
-BASE_OBSERVATION_FIELDS = frozenset({"done", "reward", "metadata"})
 
 
 @dataclass(frozen=True)
