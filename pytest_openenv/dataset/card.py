@@ -8,9 +8,11 @@ with none, the default config holds the failures as split ``failures``, so
 ``load_dataset(repo, split="train")`` fails loudly instead of training on them
 (and an empty ``results.jsonl``, which 🤗 Datasets cannot load, is never listed).
 Values that come from users (env spec and config, system prompt, policy, model,
-repo id) never shape the card: in the YAML every string is one double-quoted
-line, in the Markdown they sit in code spans or fenced blocks whose fences are
-longer than any backtick run inside them.
+repo id) never shape the card: the YAML is huggingface_hub's own
+(``DatasetCardData.to_yaml``, which quotes what needs quoting and indents every
+continuation line, so no user line can end the front-matter), in the Markdown
+they sit in code spans or fenced blocks whose fences are longer than any
+backtick run inside them.
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config.convert import TOOL_ARGUMENT_FORMS
 from ..episode.record import FIELDS, MESSAGES_WITH_OBJECT_ARGUMENTS
 from ..util.format import cell, interval, percent, table
 from .writer import FAILURES, RESULTS
+
+if TYPE_CHECKING:
+    from huggingface_hub import DatasetCardData
 
 #: First body line of a generated card; ``python -m pytest_openenv push`` rebuilds
 #: cards that still carry it (remove it to keep a hand-edited card as it is).
@@ -73,42 +78,6 @@ def code_block(text: str, language: str = "text") -> str:
     return f"{fence}{language}\n{body}\n{fence}"
 
 
-class _QuotedStrings:
-    """A YAML dumper that writes every string as one double-quoted line."""
-
-    @staticmethod
-    def dump(data: dict[str, Any]) -> str:
-        try:
-            import yaml
-        except ImportError:  # JSON is YAML: still valid front-matter
-            return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-
-        class Dumper(yaml.SafeDumper):
-            pass
-
-        def quoted(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-            return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
-
-        def mapping(dumper: yaml.SafeDumper, value: dict[str, Any]) -> yaml.MappingNode:
-            # keys are ours (plain identifiers); only values may come from users
-            pairs = [
-                (yaml.ScalarNode("tag:yaml.org,2002:str", key), dumper.represent_data(item))
-                for key, item in value.items()
-            ]
-            return yaml.MappingNode("tag:yaml.org,2002:map", pairs, flow_style=False)
-
-        Dumper.add_representer(str, quoted)
-        Dumper.add_representer(dict, mapping)
-        return yaml.dump(
-            data,
-            Dumper=Dumper,
-            sort_keys=False,
-            allow_unicode=True,
-            width=float("inf"),
-            default_flow_style=False,
-        )
-
-
 # -- front-matter -------------------------------------------------------------------------
 def size_category(rows: int) -> str:
     for limit, label in (
@@ -137,7 +106,10 @@ def front_matter(
     envs: list[str],
     rows: dict[str, int],
     license: str | None,
-) -> dict[str, Any]:
+) -> DatasetCardData:
+    """The card's metadata, as huggingface_hub writes and reads it (``to_yaml``)."""
+    from huggingface_hub import DatasetCardData
+
     configs = []
     if rows.get(RESULTS, 0) or not rows.get(FAILURES, 0):
         # the default config stays even when empty, unless failures are all there is
@@ -162,24 +134,38 @@ def front_matter(
         configs.append(
             {"config_name": "failures", "data_files": [{"split": "train", "path": FAILURES}]}
         )
-    data: dict[str, Any] = {}
-    if license:
-        data["license"] = license
-    data["pretty_name"] = (
-        f"{', '.join(envs)} agent episodes" if envs else "pytest-openenv agent episodes"
+    return DatasetCardData(
+        license=license or None,
+        pretty_name=(
+            f"{', '.join(envs)} agent episodes" if envs else "pytest-openenv agent episodes"
+        ),
+        task_categories=["text-generation"],
+        size_categories=[size_category(sum(rows.values()))],
+        tags=[
+            "openenv",
+            "pytest-openenv",
+            *family_tags(envs),
+            "agent-trajectories",
+            "tool-calling",
+            "synthetic",
+        ],
+        configs=configs,
     )
-    data["tags"] = [
-        "openenv",
-        "pytest-openenv",
-        *family_tags(envs),
-        "agent-trajectories",
-        "tool-calling",
-        "synthetic",
-    ]
-    data["task_categories"] = ["text-generation"]
-    data["size_categories"] = [size_category(sum(rows.values()))]
-    data["configs"] = configs
-    return data
+
+
+def front_matter_text(data: DatasetCardData) -> str:
+    """``data.to_yaml()``, unless that would not read back as ``data``.
+
+    PyYAML writes a NEL (U+0085) as it is inside a quoted string, where YAML reads
+    it as a line break, so such a value (an env label typed with one) would change;
+    then every non-ASCII character is written escaped instead, which reads back exactly.
+    """
+    import yaml
+
+    text = data.to_yaml()
+    if yaml.safe_load(text) != data.to_dict():
+        text = yaml.safe_dump(data.to_dict(), sort_keys=False, width=float("inf")).strip()
+    return text
 
 
 # -- body -------------------------------------------------------------------------------
@@ -385,7 +371,7 @@ def build_card(
     rows = rows if rows is not None else {RESULTS: figures.get("passed", 0)}
     license = license or metadata.get("license")
     envs = list(figures.get("envs") or ([settings["env"]] if settings.get("env") else []))
-    yaml_text = _QuotedStrings.dump(front_matter(envs=envs, rows=rows, license=license))
+    yaml_text = front_matter_text(front_matter(envs=envs, rows=rows, license=license))
     title = "Agent episodes" + (": " + ", ".join(inline_code(env) for env in envs) if envs else "")
     lines = [
         "---",
