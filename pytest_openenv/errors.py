@@ -55,8 +55,10 @@ Hierarchy::
 
 A fault that reaches the episode loop becomes ``EpisodeError`` there (with the
 episode id in its message), so the fixture has one exception to turn into the
-setup error. ``ServerMismatch`` found before the run is bad input; found in an
-episode (a server swapped mid-run) the loop raises it again as ``EpisodeError``.
+setup error. Before any episode, the controller's preflight makes what it finds a
+usage error instead (a server that fails ``GET /health``, one that hosts another
+env): every item would only error. ``ServerMismatch`` found in an episode (a
+server swapped mid-run) the loop raises again as ``EpisodeError``.
 
 Leaf of the package: it imports nothing of pytest-openenv, so any layer may use it.
 """
