@@ -247,3 +247,39 @@ def test_openenv_style_is_refused_for_a_family_openenv_has_no_harness_for(run_py
         )
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*env family 'openenv' has no 'openenv' prompt style*"])
+
+
+# -- resume ---------------------------------------------------------------------------------
+def test_a_resume_in_the_other_prompt_style_is_refused(run_pytest, pytester) -> None:
+    first = run_pytest("--openenv-env=openspiel:tic_tac_toe", "--openenv-n=2")
+    assert first.ret == 0, first.stdout.str()[-3000:]
+    resumed = run_pytest(
+        "--openenv-env=openspiel:tic_tac_toe",
+        "--openenv-n=3",
+        "--openenv-prompt-style=openenv",
+        "--openenv-resume",
+    )
+    assert resumed.ret == 4
+    resumed.stderr.fnmatch_lines(
+        [
+            '*written by a run with prompt_style="native", this run has '
+            'prompt_style="openenv" (--openenv-prompt-style)*'
+        ]
+    )
+
+
+def test_a_resume_into_a_folder_of_the_first_row_schema_is_refused(run_pytest, pytester) -> None:
+    first = run_pytest("--openenv-env=openspiel:tic_tac_toe", "--openenv-n=2")
+    assert first.ret == 0, first.stdout.str()[-3000:]
+    path = pytester.path / "openenv-results" / "metadata.json"
+    metadata = json.loads(path.read_text())
+    del metadata["identity"]["schema_version"]  # as the version before schema 2 wrote it
+    path.write_text(json.dumps(metadata))
+    resumed = run_pytest("--openenv-env=openspiel:tic_tac_toe", "--openenv-n=3", "--openenv-resume")
+    assert resumed.ret == 4
+    resumed.stderr.fnmatch_lines(
+        [
+            "*was written with row schema_version=1, this version of pytest-openenv writes "
+            "schema_version=2*"
+        ]
+    )
