@@ -127,7 +127,7 @@ def prepare(settings: Settings, family: EnvFamily | None) -> tuple[Settings, Tem
         template = load_chat_template(model)
         renderer = Renderer(template)
     except (TemplateNotFound, TemplateFailure) as exc:
-        raise pytest.UsageError(f"{FLAG}={model}: {exc}") from None
+        raise pytest.UsageError(f"{FLAG}: {exc}") from None
     given = output.tool_arguments_given
     check = TemplateCheck(
         model=model,

@@ -108,12 +108,17 @@ def from_files(model: str, files: dict[str, Path]) -> ChatTemplate:
         text = _named_template(_read_json(path).get("chat_template"), path)
         if text:
             return ChatTemplate(model, str(path), text, tokens)
-    looked = ", ".join(sorted(files)) or "none of them"
+    found = ", ".join(sorted(files)) or f"none of {', '.join(FILES)}"
     raise TemplateNotFound(
-        f"{model} has no chat template (found {looked}; a template is in {TEMPLATE_FILE} or "
-        f"in the chat_template of {TOKENIZER_CONFIG}): name a chat model, e.g. the instruct "
-        "variant"
+        f"{shown(model)} has no chat template (it has {found}; a template is in "
+        f"{TEMPLATE_FILE} or in the chat_template of {TOKENIZER_CONFIG}): name a chat model, "
+        "e.g. the instruct variant"
     )
+
+
+def shown(model: str) -> str:
+    """``model`` in a message, cut short (a value pasted by mistake can be long)."""
+    return model if len(model) <= 200 else f"{model[:200]}... ({len(model)} characters)"
 
 
 FILES = (TEMPLATE_FILE, TOKENIZER_CONFIG, TEMPLATE_JSON, SPECIAL_TOKENS_MAP)
@@ -122,9 +127,13 @@ FILES = (TEMPLATE_FILE, TOKENIZER_CONFIG, TEMPLATE_JSON, SPECIAL_TOKENS_MAP)
 def load_chat_template(model: str) -> ChatTemplate:
     """The chat template of ``model``: a folder, a template or config file, or a cached id."""
     path = Path(model).expanduser()
-    if path.is_dir():
+    try:
+        is_dir, is_file = path.is_dir(), path.is_file()
+    except (OSError, ValueError):  # a name too long for a path, a NUL byte: an id, if any
+        is_dir = is_file = False
+    if is_dir:
         return from_files(model, {name: path / name for name in FILES if (path / name).is_file()})
-    if path.is_file():
+    if is_file:
         if path.name in (TOKENIZER_CONFIG, TEMPLATE_JSON):
             siblings = {n: path.parent / n for n in FILES if (path.parent / n).is_file()}
             return from_files(model, {**siblings, path.name: path})
@@ -149,7 +158,7 @@ def from_cache(model: str) -> ChatTemplate:
             files[name] = Path(found)
     if not files:
         raise TemplateNotFound(
-            f"{model} is not a local folder and is not in the Hugging Face cache (the check "
+            f"{shown(model)} is not a local folder and is not in the Hugging Face cache (the check "
             "never downloads); fetch its tokenizer files first: hf download "
             f"{model} {TOKENIZER_CONFIG} {TEMPLATE_FILE} (or pass the model's local folder)"
         )
