@@ -28,6 +28,9 @@ _EXPORTS = {
     "run_episode": "pytest_openenv.episode.loop",
     "EnvFactory": "pytest_openenv.episode.loop",
     "Limits": "pytest_openenv.episode.loop",
+    "to_episode_record": "pytest_openenv.episode.openenv_record",
+    "from_episode_record": "pytest_openenv.episode.openenv_record",
+    "episode_record_fields": "pytest_openenv.episode.openenv_record",
 }
 
 if TYPE_CHECKING:
@@ -42,6 +45,11 @@ if TYPE_CHECKING:
         ToolSpec,
     )
     from .episode.loop import EnvFactory, Limits, run_episode
+    from .episode.openenv_record import (
+        episode_record_fields,
+        from_episode_record,
+        to_episode_record,
+    )
     from .episode.result import Episode
     from .episode.spec import EpisodeSpec
     from .policies.base import Policy, Reply, ToolCall, Turn, Usage
@@ -74,5 +82,8 @@ __all__ = [
     "ToolSpec",
     "Turn",
     "Usage",
+    "episode_record_fields",
+    "from_episode_record",
     "run_episode",
+    "to_episode_record",
 ]

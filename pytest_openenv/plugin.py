@@ -63,6 +63,13 @@ def leave_out_idle_plugins(config: pytest.Config) -> None:
             config.pluginmanager.unregister(name=name)
 
 
+def worker_settings(settings: Settings, tool_arguments: str) -> Settings:
+    import dataclasses
+
+    output = dataclasses.replace(settings.output, tool_arguments=tool_arguments)
+    return dataclasses.replace(settings, output=output)
+
+
 def plays_episodes(config: pytest.Config) -> bool:
     """This process runs items: an xdist worker, or a run without xdist (not its controller)."""
     return is_worker(config) or config.getoption("dist", "no") == "no"
@@ -84,6 +91,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
     heap.arrange_thaw(config)
     settings = Settings.from_config(config)
+    if is_worker(config) and config.workerinput.get("openenv_tool_arguments"):  # type: ignore[attr-defined]
+        # the controller's --openenv-chat-template check chose the form rows are built in
+        settings = worker_settings(settings, config.workerinput["openenv_tool_arguments"])  # type: ignore[attr-defined]
     config.stash[SETTINGS_KEY] = settings
     from .util.secrets import KnownSecrets
 
@@ -116,6 +126,14 @@ def pytest_configure(config: pytest.Config) -> None:
         )
         check_fits(policy, family, where)
         check_honoured(str(run_policy), family, where)
+    template_check = None
+    if settings.output.chat_template and not is_worker(config):
+        from .controller.template import prepare
+
+        # before any episode: workers build rows in the form this chooses
+        settings, template_check = prepare(settings, family if settings.run.env else None)
+        config.stash[SETTINGS_KEY] = settings
+        config.stash[SERVICE_KEY].settings = settings
     if plays_episodes(config):
         policy.load(strict=not is_worker(config))
     if settings.run.env:
@@ -155,7 +173,7 @@ def pytest_configure(config: pytest.Config) -> None:
             ),
             stacklevel=2,
         )
-    controller = Controller(config, settings, config.stash[SERVICE_KEY])
+    controller = Controller(config, settings, config.stash[SERVICE_KEY], template=template_check)
     config.stash[CONTROLLER_KEY] = controller
     config.pluginmanager.register(controller, "openenv-controller")
 
@@ -167,6 +185,9 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput["openenv_resume_done"] = sorted(done)
     # workers see --dist as "no"; run-ahead needs to know whether items can be taken back
     node.workerinput["openenv_dist"] = node.config.getoption("dist", None)
+    settings = node.config.stash.get(SETTINGS_KEY, None)
+    if settings is not None:
+        node.workerinput["openenv_tool_arguments"] = settings.output.tool_arguments
     from .envs.remote.seeding import UNSEEDED_SERVERS
 
     node.workerinput["openenv_unseeded"] = sorted(UNSEEDED_SERVERS)

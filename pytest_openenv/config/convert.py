@@ -24,6 +24,8 @@ AUTO_START = 4
 AUTO_CEILING = 64
 #: how the written messages carry tool-call arguments (``--openenv-tool-arguments``)
 TOOL_ARGUMENT_FORMS = ("string", "object")
+#: whose wording the prompts follow (``--openenv-prompt-style``); first = default
+PROMPT_STYLES = ("native", "openenv")
 #: an episode id prefix: it sits in node ids (``test[P-ep-000000]``) and dataset rows
 ID_PREFIX = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._-]{0,63}")
 _LICENSE = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
@@ -176,6 +178,12 @@ def json_object(flag: str, raw: Any) -> dict[str, Any]:
 
 def text(flag: str, raw: Any) -> str:
     return str(raw)
+
+
+def model_or_path(flag: str, raw: Any) -> str | None:
+    """A model id or a local path, as given (blank: not set); checked where it is read."""
+    value = str(raw).strip()
+    return value or None
 
 
 def boolean(flag: str, raw: Any) -> bool:

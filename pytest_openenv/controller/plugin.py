@@ -27,7 +27,7 @@ from ..dataset.hub import HubPublisher
 from ..dataset.identity import resume_problem, run_identity
 from ..dataset.jsonl import CorruptLine, scan
 from ..dataset.lock import FolderLocked, RunLock
-from ..dataset.writer import CARD, METADATA, SUMMARY, DatasetWriter
+from ..dataset.writer import CARD, METADATA, RESULTS, SUMMARY, DatasetWriter
 from ..report.gates import GateConfig, RunFigures, Verdict, evaluate
 from ..report.passk import PassKTally
 from ..report.slim import ReportSlimmer
@@ -38,6 +38,7 @@ from ..util.secrets import KnownSecrets
 
 if TYPE_CHECKING:
     from ..worker.service import EpisodeService
+    from .template import TemplateCheck
 
 EPISODE_ID_IN_NODEID = re.compile(r"\[(?:.*-)?(ep-\d{6}(?:-r\d+)?)(?:-.*)?\]$")
 
@@ -81,8 +82,17 @@ def earlier_passes(settings: Settings) -> dict[str, dict[str, Any]]:
 
 
 class Controller:
-    def __init__(self, config: pytest.Config, settings: Settings, service: EpisodeService) -> None:
+    def __init__(
+        self,
+        config: pytest.Config,
+        settings: Settings,
+        service: EpisodeService,
+        *,
+        template: TemplateCheck | None = None,
+    ) -> None:
         self.config = config
+        #: --openenv-chat-template: what the check found before the run; rows checked at the end
+        self.template = template
         self.settings = settings
         #: the families and policies of this process (a crashed episode's row names its policy)
         self.service = service
@@ -488,6 +498,7 @@ class Controller:
             "platform": sys.platform,
             "license": self.settings.publish.license,
             "evaluation": {"repeats": self.passk.k, **self.gate.to_json()},
+            "chat_template": self.template.to_json() if self.template else None,
         }
 
     def finish(self, exitstatus: int) -> None:
@@ -504,6 +515,9 @@ class Controller:
                     "during the run; the rows written so far were restored to "
                     + ", ".join(str(path) for path in self.writer.restored)
                 )
+            if self.template is not None:
+                self.template.check_rows(self.writer.folder / RESULTS)
+                self.notes.extend(self.template.terminal_lines())
             summary = self.summary(exitstatus)
             metadata = self.metadata()
             self.writer.write_json(METADATA, metadata)

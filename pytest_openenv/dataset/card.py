@@ -86,9 +86,10 @@ MESSAGES_WITH_OBJECT_ARGUMENTS = (
 TOOL_ARGUMENT_ADVICE = {
     "string": (
         "a JSON string, OpenAI's wire format: right for chat templates that insert the "
-        "arguments as text (DeepSeek-style) and for the OpenAI API; templates that apply "
-        "`tojson` to them (Qwen2.5, Llama-3.1) encode such a string twice, so for those "
-        "re-run with `--openenv-tool-arguments=object`"
+        "arguments as text (DeepSeek-style, Qwen3) and for the OpenAI API; templates that "
+        "apply `tojson` to them (Qwen2.5, Llama-3.1) encode such a string twice, so for "
+        "those collect with `--openenv-chat-template=MODEL` (or "
+        "`--openenv-tool-arguments=object`)"
     ),
     "object": (
         "objects (null for a refused call; its exact text is in `tool_trace`'s "
@@ -97,6 +98,9 @@ TOOL_ARGUMENT_ADVICE = {
         "`--openenv-tool-arguments=string`"
     ),
 }
+#: the model the card's SFT snippet trains when no chat template was checked: one whose
+#: template renders the folder's argument form intact
+SNIPPET_MODEL = {"string": "Qwen/Qwen3-0.6B", "object": "Qwen/Qwen2.5-0.5B-Instruct"}
 
 _TAG = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 
@@ -285,7 +289,17 @@ def figures_table(figures: dict[str, Any], settings: dict[str, Any]) -> list[str
     return lines
 
 
-def loading_section(repo_id: str | None, rows: dict[str, int]) -> list[str]:
+def snippet_model(metadata: dict[str, Any]) -> str:
+    """The checked chat template's model, else one whose template fits the argument form."""
+    check = metadata.get("chat_template")
+    if isinstance(check, dict) and isinstance(check.get("model"), str):
+        return check["model"]
+    return SNIPPET_MODEL[tool_argument_form(metadata)]
+
+
+def loading_section(
+    repo_id: str | None, rows: dict[str, int], model: str = SNIPPET_MODEL["string"]
+) -> list[str]:
     source = json.dumps(repo_id) if repo_id else None
     if not rows.get(RESULTS, 0):
         return no_passing_section(source, rows)
@@ -300,8 +314,9 @@ def loading_section(repo_id: str | None, rows: dict[str, int]) -> list[str]:
     lines += [code_block("\n".join(snippet), "python"), ""]
     lines += [
         "Supervised fine-tuning on the passing episodes with TRL's `SFTTrainer` "
-        "(`messages` and `tools` are in the chat format it expects; pick any chat model "
-        "whose template supports tools):",
+        "(`messages` and `tools` are in the chat format it expects; another model needs a "
+        "template that renders this folder's tool-call arguments intact: check it with "
+        "`--openenv-chat-template` when collecting):",
         "",
     ]
     trl = [
@@ -315,7 +330,7 @@ def loading_section(repo_id: str | None, rows: dict[str, int]) -> list[str]:
         ),
         'dataset = dataset.select_columns(["messages", "tools"])',
         "trainer = SFTTrainer(",
-        '    model="Qwen/Qwen2.5-0.5B-Instruct",',
+        f"    model={json.dumps(model, ensure_ascii=False)},",
         "    train_dataset=dataset,",
         '    args=SFTConfig(output_dir="sft-openenv"),',
         ")",
@@ -405,7 +420,44 @@ def run_section(metadata: dict[str, Any]) -> list[str]:
             lines.append(f"- {name}: the env family's default (10, or a whole game)")
     form = tool_argument_form(metadata)
     lines.append(f"- tool-call arguments in `messages`: `{form}`, {TOOL_ARGUMENT_ADVICE[form]}")
+    check = metadata.get("chat_template")
+    if isinstance(check, dict):
+        lines += chat_template_lines(check)
     return [*lines, "", "`metadata.json` holds the full run configuration (no secrets).", ""]
+
+
+def chat_template_lines(check: dict[str, Any]) -> list[str]:
+    """What ``--openenv-chat-template`` found (metadata.json's ``chat_template``)."""
+    model, source = inline_code(check.get("model") or ""), inline_code(check.get("source") or "")
+    sample = check.get("sample") if isinstance(check.get("sample"), dict) else {}
+    if sample:
+        before = "; ".join(
+            f"`{form}`: " + ("intact" if not problems else inline_code(problems[0]))
+            for form, problems in sample.items()
+        )
+        before = f"before the run, on a sample row of the env's tools: {before}"
+    else:
+        before = "not checked before the run (no `--openenv-env`)"
+    form = check.get("tool_arguments")
+    lines = [
+        f"- chat template: the rows were checked against the chat template of {model} "
+        f"({source}); {before}; arguments written as `{form}` "
+        f"({check.get('chosen_by', 'the template check')})"
+    ]
+    rows, problems = check.get("rows_checked") or 0, check.get("row_problems") or []
+    if not rows:
+        lines.append("- chat template, after the run: no passing row to check")
+    elif not problems:
+        lines.append(
+            f"- chat template, after the run: the first {rows} row(s) render with every tool "
+            "call and tool result intact"
+        )
+    else:
+        shown = "; ".join(inline_code(problem) for problem in problems[:3])
+        lines.append(
+            f"- chat template, after the run: **not intact** in the first {rows} row(s): {shown}"
+        )
+    return lines
 
 
 def files_section(rows: dict[str, int]) -> list[str]:
@@ -464,7 +516,7 @@ def build_card(
         *figures_table(figures, settings),
         "",
         *files_section(rows),
-        *loading_section(repo_id, rows),
+        *loading_section(repo_id, rows, snippet_model(metadata)),
         *schema_section(tool_argument_form(metadata)),
         *run_section(metadata),
     ]

@@ -134,6 +134,9 @@ class EnvFamily(ABC):
     )
     #: Whether ``expert_call`` can answer (``--openenv-policy=expert``) for some variants.
     offers_expert: ClassVar[bool] = False
+    #: ``--openenv-prompt-style`` values the family can write; ``native`` is its own wording,
+    #: ``openenv`` what OpenEnv's harness (``openenv collect``) writes for the same env.
+    prompt_styles: ClassVar[tuple[str, ...]] = ("native",)
 
     def __init__(self, variant: str, config: dict[str, Any]) -> None:
         self.variant = variant
@@ -141,6 +144,8 @@ class EnvFamily(ABC):
         #: canonical JSON of the config, stored in every record's ``task``
         self.config_json = json.dumps(self.config, sort_keys=True, ensure_ascii=False)
         self.servers: tuple[str, ...] = ()
+        #: whose wording prompts, tools and tool results follow (``use_prompt_style``)
+        self.prompt_style = "native"
 
     def openai_tools(self) -> list[dict[str, Any]]:
         """``tools()`` in OpenAI format, built once: every record of the family shares it."""
@@ -160,6 +165,24 @@ class EnvFamily(ABC):
         cannot run that way (e.g. a generic family with no server to read from).
         """
         self.servers = tuple(servers)
+
+    def use_prompt_style(self, style: str) -> None:
+        """Write prompts in ``style`` (one of ``prompt_styles``); called once after construction.
+
+        Raise ``EnvConfigError`` for a style the family cannot write.
+        """
+        if style not in self.prompt_styles:
+            raise EnvConfigError(
+                f"env family {self.name!r} has no {style!r} prompt style (it writes: "
+                f"{', '.join(self.prompt_styles)}); OpenEnv's harness wording exists for "
+                "openspiel and reasoning_gym"
+            )
+        self.prompt_style = style
+        self.__dict__.pop("_openai_tools", None)  # the tools may read differently
+
+    def default_system_prompt(self) -> str:
+        """The system message when ``--openenv-system-prompt`` is not given ('' sends none)."""
+        return self.system_prompt
 
     def default_max_turns(self) -> int:
         """Policy turns an episode gets when ``--openenv-max-turns`` is not set."""

@@ -160,7 +160,7 @@ class _Loop:
         self.tools = self.family.openai_tools()
         self.tool_names = [t.name for t in self.tool_specs]
         # None: the family's prompt; "" (given empty on purpose): no system message at all
-        prompt = self.family.system_prompt if system_prompt is None else system_prompt
+        prompt = self.family.default_system_prompt() if system_prompt is None else system_prompt
         self.messages: list[dict[str, Any]] = (
             [{"role": "system", "content": prompt}] if prompt else []
         )

@@ -21,10 +21,12 @@ The rules, applied to every row:
   means the same as no ``properties``).
 - ``tool_trace`` entries are ``{tool_name, arguments: object | null,
   arguments_text: str, result: {data: str, done: bool, reward: float, error: str |
-  null}}``: ``arguments`` is the parsed object of an accepted call (as ``openenv
-  collect`` writes it; empty objects inside dropped), null for a refused one (its
-  text may not be JSON, its values not the schema's types), and ``arguments_text``
-  is what the policy sent.
+  null, metadata: {reward: float}}}``: ``arguments`` is the parsed object of an
+  accepted call (as ``openenv collect`` writes it; empty objects inside dropped),
+  null for a refused one (its text may not be JSON, its values not the schema's
+  types), and ``arguments_text`` is what the policy sent. ``result.metadata`` is
+  where OpenEnv's harness puts a step's reward (``ToolResult.metadata["reward"]``,
+  which its reward resolution reads), so OpenEnv's tooling finds it there too.
 - ``task`` values are strings or null (a family's extra task fields included).
 - ``metrics``, ``verify_metrics``, ``artifacts``, ``extra`` are flat: scalars as
   they are, nested lists/objects as JSON text.
@@ -171,12 +173,19 @@ def trace_entry(entry: dict[str, Any]) -> dict[str, Any]:
         "tool_name": as_text(entry.get("tool_name")),
         "arguments": trace_arguments(arguments),
         "arguments_text": as_text(text),
-        "result": {
-            "data": as_text(result.get("data")),
-            "done": bool(result.get("done", False)),
-            "reward": float(result.get("reward") or 0.0),
-            "error": optional_text(result.get("error")),
-        },
+        "result": trace_result(result),
+    }
+
+
+def trace_result(result: dict[str, Any]) -> dict[str, Any]:
+    """A step's result: ours (``reward``) and OpenEnv's (``metadata.reward``) side by side."""
+    reward = float(result.get("reward") or 0.0)
+    return {
+        "data": as_text(result.get("data")),
+        "done": bool(result.get("done", False)),
+        "reward": reward,
+        "error": optional_text(result.get("error")),
+        "metadata": {"reward": reward},
     }
 
 

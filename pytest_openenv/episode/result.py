@@ -8,8 +8,10 @@ from typing import Any
 
 from ..policies.base import Usage
 
-#: Bump when the row layout changes in a way readers must know about.
-SCHEMA_VERSION = 1
+#: Bump when the row layout changes in a way readers must know about. 2: ``tool_trace``
+#: results carry OpenEnv's ``metadata`` (``{reward}``); a file mixing 1 and 2 would give
+#: that struct two shapes, so a resume keeps to the version a folder was written with.
+SCHEMA_VERSION = 2
 
 
 @dataclass(repr=False)

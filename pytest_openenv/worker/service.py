@@ -41,7 +41,9 @@ class EpisodeService:
         key = (env, config)
         with self._lock:
             if key not in self._families:
-                self._families[key] = build_family(env, json.loads(config), self.servers())
+                self._families[key] = build_family(
+                    env, json.loads(config), self.servers(), self.settings.run.prompt_style
+                )
             return self._families[key]
 
     def policy(self, name: str) -> Policy:

@@ -17,6 +17,7 @@ from ..base import (
     ToolSpec,
     single_argument,
 )
+from . import openenv_style
 from .engine import OPPONENTS, OpenSpielEngine, load_game
 from .expert import ExpertError, choose_action, move_seed, rebuild_state
 from .expert import unsupported_reason as expert_unsupported
@@ -39,6 +40,7 @@ class OpenSpielFamily(EnvFamily):
         "action_id of one legal action. Play to win; avoid losing."
     )
     offers_expert: ClassVar[bool] = True
+    prompt_styles: ClassVar[tuple[str, ...]] = ("native", "openenv")
 
     def __init__(self, variant: str, config: dict[str, Any]) -> None:
         super().__init__(variant, config)
@@ -111,7 +113,14 @@ class OpenSpielFamily(EnvFamily):
         moves = -(-self._game.max_game_length() // max(self._players, 1))
         return max(DEFAULT_MAX_TURNS, min(moves, MOST_DEFAULT_TURNS))
 
+    def default_system_prompt(self) -> str:
+        # OpenEnv's harness records no system message (openenv collect gives an LLM teacher
+        # its own, outside the transcript)
+        return "" if self.prompt_style == "openenv" else self.system_prompt
+
     def tools(self) -> list[ToolSpec]:
+        if self.prompt_style == "openenv":
+            return [openenv_style.PLAY_MOVE]
         return [
             ToolSpec(
                 name="play_move",
@@ -239,6 +248,8 @@ class OpenSpielFamily(EnvFamily):
         return f"You are player {self.agent_player} against a {self.opponent} opponent."
 
     def describe_task(self, first: StepResult) -> str:
+        if self.prompt_style == "openenv":
+            return openenv_style.task_prompt(self.variant, first)
         opening = ""
         last = first.observation.get("opponent_last_action")
         if last is not None:
@@ -249,6 +260,8 @@ class OpenSpielFamily(EnvFamily):
         )
 
     def describe_result(self, call: ProposedCall, result: StepResult) -> str:
+        if self.prompt_style == "openenv":
+            return openenv_style.tool_result(self.variant, call, result)
         parts = [f"You played {call.arguments.get('action_id')}."]
         last = result.observation.get("opponent_last_action")
         if last is not None and self._players > 1 and not result.done:
