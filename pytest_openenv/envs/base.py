@@ -26,6 +26,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ..util.memo import BoundedMemo
+
 #: ``--openenv-max-turns`` when neither the user nor the family says otherwise
 DEFAULT_MAX_TURNS = 10
 
@@ -152,6 +154,10 @@ class Prompts(ABC):
         return {"prompt": prompt, "answer": None}
 
 
+#: argument texts a family keeps parsed (``ToolCalls.argument_texts``)
+ARGUMENT_TEXTS_KEPT = 4096
+
+
 class ToolCalls(ABC):
     """What the model may call, and the backend action each call becomes."""
 
@@ -168,6 +174,15 @@ class ToolCalls(ABC):
         if cached is None:
             cached = self.__dict__["_openai_tools"] = [t.to_openai() for t in self.tools()]
         return cached
+
+    @property
+    def argument_texts(self) -> BoundedMemo[str, tuple[dict[str, Any], str]]:
+        """The family's cache of argument texts its tools were called with and what each
+        parses to, kept by the episode loop across episodes (``loop.parse_arguments``)."""
+        memo = self.__dict__.get("_argument_texts")
+        if memo is None:
+            memo = self.__dict__.setdefault("_argument_texts", BoundedMemo(ARGUMENT_TEXTS_KEPT))
+        return memo
 
 
 class Backends(ABC):

@@ -29,6 +29,7 @@ from ..policies.base import (
     Usage,
 )
 from ..util.endpoints import redact
+from ..util.memo import BoundedMemo
 from .result import Episode
 from .spec import EpisodeSpec
 
@@ -53,11 +54,11 @@ class Limits:
 
 #: one encoder for every step: json.dumps with options builds a new encoder per call
 CANONICAL_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
-#: argument texts seen before and what they parse to: a policy repeats the same few calls
-#: (``{"action_id": 4}``) across thousands of episodes
-_PARSED_ARGUMENTS: dict[str, tuple[dict[str, Any], str]] = {}
-_PARSED_ARGUMENTS_LIMIT = 4096
+#: argument texts longer than this are parsed every time: the repeated calls are short
+PARSED_ARGUMENT_TEXT_LIMIT = 256
 _SCALARS = (str, int, float, bool, type(None))
+#: argument text -> (its object, canonical text); see ``parse_arguments``
+ParsedArguments = BoundedMemo[str, tuple[dict[str, Any], str]]
 
 
 def shorten(value: Any, limit: int = 300) -> str:
@@ -66,14 +67,16 @@ def shorten(value: Any, limit: int = 300) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
-def parse_arguments(text: Any) -> tuple[Any, str | None]:
+def parse_arguments(text: Any, seen: ParsedArguments | None = None) -> tuple[Any, str | None]:
     """A tool call's JSON arguments and their canonical text (None unless an object).
 
-    Raises ``ValueError`` for text that is not JSON.
+    ``seen``: texts parsed before (a policy repeats the same few calls, such as
+    ``{"action_id": 4}``, across thousands of episodes). Raises ``ValueError`` for
+    text that is not JSON.
     """
     if not isinstance(text, str):
         raise ValueError(f"expected JSON text, got {type(text).__name__}")
-    known = _PARSED_ARGUMENTS.get(text)
+    known = seen.get(text) if seen is not None else None
     if known is not None:
         return dict(known[0]), known[1]  # a copy: families may keep what they are given
     value = json.loads(text) if text.strip() else {}
@@ -81,11 +84,11 @@ def parse_arguments(text: Any) -> tuple[Any, str | None]:
         return value, None
     canonical = CANONICAL_JSON.encode(value)
     if (
-        len(text) <= 256
-        and len(_PARSED_ARGUMENTS) < _PARSED_ARGUMENTS_LIMIT
+        seen is not None
+        and len(text) <= PARSED_ARGUMENT_TEXT_LIMIT
         and all(isinstance(item, _SCALARS) for item in value.values())
     ):
-        _PARSED_ARGUMENTS[text] = (dict(value), canonical)
+        seen.keep(text, (dict(value), canonical))
     return value, canonical
 
 
@@ -150,6 +153,7 @@ class _Loop:
         self.spec = spec
         self.family = env.family
         self.env = env
+        self.argument_texts = self.family.argument_texts
         self.policy = policy
         self.limits = limits
         self.clock = clock
@@ -217,7 +221,7 @@ class _Loop:
             )
             return current
         try:
-            arguments, canonical = parse_arguments(call.arguments)
+            arguments, canonical = parse_arguments(call.arguments, self.argument_texts)
         except (ValueError, RecursionError) as exc:
             self.tool_error(
                 call, f"arguments are not valid JSON ({exc}): {shorten(call.arguments)}", step
