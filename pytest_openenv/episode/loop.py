@@ -17,8 +17,7 @@ from typing import Any
 
 from ..envs.base import ActionRejected, Backend, EnvFamily, EnvUnavailable, ProposedCall, StepResult
 from ..envs.remote.hosting import ServerMismatch, check_backend
-from ..envs.remote.rotation import SERVER_ROTATION, ServerRotation
-from ..envs.remote.seeding import seeded
+from ..envs.remote.servers import RemoteServers
 from ..policies.base import (
     ContextExhausted,
     Policy,
@@ -96,14 +95,16 @@ def parse_arguments(text: Any, seen: ParsedArguments | None = None) -> tuple[Any
 class EnvFactory:
     """Makes one backend per episode: embedded, or on one of the deployed servers.
 
-    The server is the one in rotation with the fewest episodes of this process in
-    flight (``envs/rotation``). Users may override the ``openenv_env`` fixture with
-    any object that has a ``family`` and an ``open(spec)`` returning a ``Backend``.
+    The server is the one in rotation with the fewest episodes of ``remote``'s process
+    in flight (``envs/remote/rotation``). ``remote`` is what the process knows of its
+    servers; the plugin's factories share the worker's, one made without it has its
+    own. Users may override the ``openenv_env`` fixture with any object that has a
+    ``family`` and an ``open(spec)`` returning a ``Backend``.
     """
 
     family: EnvFamily
     servers: tuple[str, ...] = ()
-    rotation: ServerRotation = field(default=SERVER_ROTATION, compare=False, repr=False)
+    remote: RemoteServers = field(default_factory=RemoteServers, compare=False, repr=False)
 
     def server_for(self, spec: EpisodeSpec) -> str | None:
         """The server episode ``spec`` prefers when all are equally busy (round-robin)."""
@@ -114,14 +115,15 @@ class EnvFactory:
     def open(self, spec: EpisodeSpec) -> Backend:
         if not self.servers:
             return self.family.embedded_backend()
-        lease = self.rotation.lease(self.servers, index=spec.index)
+        lease = self.remote.lease(self.servers, index=spec.index)
         try:
             backend = self.family.remote_backend(lease.server)
         except BaseException:
             lease.close()
             raise
-        if hasattr(backend, "lease"):
-            backend.lease = lease  # released when the backend closes
+        attach = getattr(backend, "attach", None)
+        if attach is not None:
+            attach(self.remote, lease)  # the lease is given back when the backend closes
         else:  # a third-party backend: chosen by rotation, not counted in flight
             lease.close()
         return backend
@@ -149,10 +151,15 @@ class _Loop:
         limits: Limits,
         system_prompt: str | None,
         clock: Callable[[], float],
+        remote: RemoteServers | None = None,
     ) -> None:
         self.spec = spec
         self.family = env.family
         self.env = env
+        #: what the process knows of its servers (whether each honours the seed)
+        if remote is None and isinstance(getattr(env, "remote", None), RemoteServers):
+            remote = env.remote
+        self.remote = remote
         self.argument_texts = self.family.argument_texts
         self.policy = policy
         self.limits = limits
@@ -401,7 +408,7 @@ class _Loop:
             reason=reason,
             steps=self.steps,
             final_observation=final_text,
-            seeded=seeded(server),
+            seeded=self.remote is None or self.remote.seeded(server),
         )
 
 
@@ -413,9 +420,14 @@ def run_episode(
     limits: Limits = Limits(),
     system_prompt: str | None = None,
     clock: Callable[[], float] = time.monotonic,
+    remote: RemoteServers | None = None,
 ) -> Episode:
-    """Run one episode to its end. Raises ``EpisodeError`` for infrastructure faults."""
-    loop = _Loop(spec, env, policy, limits, system_prompt, clock)
+    """Run one episode to its end. Raises ``EpisodeError`` for infrastructure faults.
+
+    ``remote``: what this process knows of its deployed servers (which ignore the
+    seed); None: ``env``'s own, if it has one.
+    """
+    loop = _Loop(spec, env, policy, limits, system_prompt, clock, remote)
     try:
         backend = env.open(spec)
     except EnvUnavailable as exc:

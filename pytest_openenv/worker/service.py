@@ -16,6 +16,7 @@ import pytest
 from ..config.settings import Settings
 from ..envs.base import EnvFamily
 from ..envs.registry import build_family
+from ..envs.remote.servers import RemoteServers
 from ..episode.loop import EnvFactory, Limits, run_episode
 from ..episode.result import Episode, dumps_record
 from ..episode.spec import EpisodeSpec
@@ -28,10 +29,15 @@ ERROR_KEY = pytest.StashKey[str]()
 
 
 class EpisodeService:
-    """Per-process cache of env families and policies, and the episode executor."""
+    """Per-process cache of env families and policies, and the episode executor.
+
+    It owns what every episode of the process shares of its ``--openenv-server`` URLs
+    (``remote``), handed to the env factories it builds and to ``run_episode``.
+    """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self.remote = RemoteServers()
         self._families: dict[tuple[str, str], EnvFamily] = {}
         self._factories: dict[tuple[str, str], EnvFactory] = {}
         self._policies: dict[str, Policy] = {}
@@ -62,7 +68,9 @@ class EpisodeService:
         key = (spec.env, spec.config)
         factory = self._factories.get(key)
         if factory is None:
-            factory = EnvFactory(self.family(spec.env, spec.config), self.servers())
+            factory = EnvFactory(
+                self.family(spec.env, spec.config), self.servers(), remote=self.remote
+            )
             self._factories[key] = factory
         return factory
 
@@ -80,11 +88,13 @@ class EpisodeService:
             policy,
             limits=self.limits(),
             system_prompt=self.settings.run.system_prompt,
+            remote=self.remote,
         )
 
     def close(self) -> None:
         for policy in self._policies.values():
             policy.close()
+        self.remote.close()  # kept sessions go back to their servers
 
 
 def placeholder_episode(spec: EpisodeSpec, reason: str) -> Episode:
