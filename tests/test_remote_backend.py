@@ -204,6 +204,7 @@ def test_after_a_capacity_refusal_sessions_go_back_to_the_server(keeping: Remote
             release.join()
             waiting.close()
         assert keeping.sessions.count() == 0
+        assert keeping.overload.fired >= 1  # the refusals told --openenv-concurrency auto
 
 
 def test_a_session_with_an_unread_answer_is_never_kept(

@@ -22,6 +22,7 @@ from ..episode.result import Episode, dumps_record
 from ..episode.spec import EpisodeSpec
 from ..policies.base import Policy, Usage
 from ..policies.registry import build_policy
+from ..util.overload import OverloadSignal
 
 SPEC_KEY = pytest.StashKey[EpisodeSpec]()
 EPISODE_KEY = pytest.StashKey[Episode]()
@@ -31,13 +32,16 @@ ERROR_KEY = pytest.StashKey[str]()
 class EpisodeService:
     """Per-process cache of env families and policies, and the episode executor.
 
-    It owns what every episode of the process shares of its ``--openenv-server`` URLs
-    (``remote``), handed to the env factories it builds and to ``run_episode``.
+    It owns what every episode of the process shares: ``overload`` (endpoints pushing
+    back, which ``--openenv-concurrency auto`` listens to) and ``remote`` (what the
+    process knows of its ``--openenv-server`` URLs), handed to the policies and env
+    factories it builds.
     """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.remote = RemoteServers()
+        self.overload = OverloadSignal()
+        self.remote = RemoteServers(overload=self.overload)
         self._families: dict[tuple[str, str], EnvFamily] = {}
         self._factories: dict[tuple[str, str], EnvFactory] = {}
         self._policies: dict[str, Policy] = {}
@@ -53,7 +57,7 @@ class EpisodeService:
     def policy(self, name: str) -> Policy:
         with self._lock:
             if name not in self._policies:
-                self._policies[name] = build_policy(name, self.settings)
+                self._policies[name] = build_policy(name, self.settings, self.overload)
             return self._policies[name]
 
     def policy_for(self, spec: EpisodeSpec) -> Policy:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from servers.openenv_servers import serve_in_thread
 
+from pytest_openenv.envs.base import EnvUnavailable
 from pytest_openenv.envs.registry import build_family
+from pytest_openenv.envs.remote.backend import RemoteBackend
 from pytest_openenv.envs.remote.servers import RemoteServers
 from pytest_openenv.envs.remote.sessions import IdleSessions
 from pytest_openenv.episode.loop import EnvFactory, run_episode
@@ -67,3 +70,21 @@ def test_a_run_episode_caller_may_pass_the_process_view_over_the_factory_s() -> 
             remote=process,
         )
     assert episode.seeded is False
+
+
+def test_a_capacity_refusal_is_told_to_the_view_s_overload_signal() -> None:
+    with serve_in_thread("tictactoe", max_sessions=1) as server:
+        remote = RemoteServers()
+        heard: list[bool] = []
+        remote.overload.listen(lambda: heard.append(True))
+        holder = RemoteBackend(server.url, remote=remote)
+        holder.reset(seed=0, episode_id="holder")
+        waiting = RemoteBackend(server.url, remote=remote)
+        waiting.limit_time(0.5)
+        try:
+            with pytest.raises(EnvUnavailable):
+                waiting.reset(seed=1, episode_id="waiting")
+        finally:
+            holder.close()
+            waiting.close()
+    assert waiting.capacity_retries >= 1 and len(heard) == waiting.capacity_retries

@@ -16,7 +16,7 @@ With a ``lease`` (several servers, ``rotation``), a session that cannot be opene
 moves the episode to another server once, and a refused or dropped connection takes
 its server out of rotation for a while.
 
-Kept sessions and what each server hosts are the process's
+Kept sessions, what each server hosts and the overload signal are the process's
 ``RemoteServers``, handed over by ``attach`` (``EnvFactory.open`` does it); a
 backend used on its own keeps a view of its own.
 """
@@ -31,7 +31,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ...util.endpoints import ServerURL
-from ...worker.adaptive import overloaded
 from ..base import ActionRejected, Backend, EnvUnavailable, StepResult
 from .hosting import ServerReport
 from .servers import RemoteServers
@@ -221,7 +220,7 @@ class RemoteBackend(Backend):
             except CapacityReached as exc:
                 self._drop()
                 self.remote.sessions.crowded(self.server)
-                overloaded()  # --openenv-concurrency auto: fewer episodes in flight
+                self.remote.overload.fire()  # --openenv-concurrency auto: fewer in flight
                 self.capacity_retries += 1
                 pause = rng.uniform(delay / 2, delay)
                 now = time.monotonic()

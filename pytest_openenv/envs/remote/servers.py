@@ -8,7 +8,9 @@ Every episode of a process that runs on deployed servers shares this view:
   ``session_states``: what each open session said it hosts (``sessions.py``);
 * ``known``: each server's metadata and schema, read once (``hosting.py``);
 * ``unseeded``: the servers the controller found to ignore the reset seed
-  (``seeding.py``), which xdist hands from the controller to each worker.
+  (``seeding.py``), which xdist hands from the controller to each worker;
+* ``overload``: where a ``CAPACITY_REACHED`` refusal is told, for
+  ``--openenv-concurrency auto`` (``util/overload.py``).
 
 The worker side makes one per process (``EpisodeService``) and hands it to every
 ``EnvFactory`` it builds, which attaches it to each ``RemoteBackend`` it opens; the
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from ...util.overload import OverloadSignal
 from .hosting import KnownServers
 from .rotation import Lease, ServerRotation
 from .seeding import UnseededServers
@@ -29,8 +32,11 @@ from .sessions import IdleSessions, SessionStates
 class RemoteServers:
     """One process's view of its deployed servers (see the module docstring)."""
 
-    def __init__(self, *, rotation: ServerRotation | None = None) -> None:
+    def __init__(
+        self, *, rotation: ServerRotation | None = None, overload: OverloadSignal | None = None
+    ) -> None:
         self.rotation = rotation if rotation is not None else ServerRotation()
+        self.overload = overload if overload is not None else OverloadSignal()
         self.sessions = IdleSessions()
         self.session_states = SessionStates()
         self.known = KnownServers()
