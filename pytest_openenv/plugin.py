@@ -111,8 +111,9 @@ def pytest_configure(config: pytest.Config) -> None:
         except EnvConfigError as exc:
             raise pytest.UsageError(f"--openenv-env={settings.run.env!r}: {exc}") from None
         if settings.servers.urls and not is_worker(config):
-            check_hosting(config, settings, family)  # a server hosting another env: usage error
-            check_seeding(config, settings, family)  # a server that drops the seed: one warning
+            remote = config.stash[SERVICE_KEY].remote  # what the episodes of -n 0 will use
+            check_hosting(config, settings, family, remote)  # hosting another env: usage error
+            check_seeding(config, settings, family, remote)  # drops the seed: one warning
     # the run's policy: named, else the env family's best teacher (expert where it plays)
     run_policy = settings.run.policy or (family.default_policy() if settings.run.env else None)
     policy = config.stash[SERVICE_KEY].policy(run_policy or "scripted")  # fail fast on a bad one
@@ -144,9 +145,8 @@ def pytest_configure(config: pytest.Config) -> None:
         leave_out_idle_plugins(config)
         config.args[:] = []
     if is_worker(config):
-        from .envs.remote.seeding import UNSEEDED_SERVERS
-
-        UNSEEDED_SERVERS.update(config.workerinput.get("openenv_unseeded", ()))  # type: ignore[attr-defined]
+        unseeded = config.workerinput.get("openenv_unseeded", ())  # type: ignore[attr-defined]
+        config.stash[SERVICE_KEY].remote.learn_unseeded(unseeded)
         done = config.workerinput.get("openenv_resume_done", ())  # type: ignore[attr-defined]
         config.stash[RESUME_KEY] = frozenset(done)
         return
@@ -188,9 +188,8 @@ def pytest_configure_node(node: Any) -> None:
     settings = node.config.stash.get(SETTINGS_KEY, None)
     if settings is not None:
         node.workerinput["openenv_tool_arguments"] = settings.output.tool_arguments
-    from .envs.remote.seeding import UNSEEDED_SERVERS
-
-    node.workerinput["openenv_unseeded"] = sorted(UNSEEDED_SERVERS)
+    service = node.config.stash.get(SERVICE_KEY, None)
+    node.workerinput["openenv_unseeded"] = service.remote.unseeded.listed() if service else []
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -418,13 +417,12 @@ def pytest_report_teststatus(
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    from .envs.remote.sessions import IDLE_SESSIONS
     from .util import heap
 
     if session.config.stash.get(HAS_EPISODES_KEY, False):
         heap.freeze(session.config)  # the items live until the session ends
         # kept between episodes, a worker's sessions could starve another on a small server
-        IDLE_SESSIONS.enabled = not is_worker(session.config)
+        session.config.stash[SERVICE_KEY].remote.keep_sessions(not is_worker(session.config))
 
 
 @pytest.hookimpl(trylast=True)
@@ -434,7 +432,4 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         runahead.close()
     service = session.config.stash.get(SERVICE_KEY, None)
     if service is not None:
-        service.close()
-        from .envs.remote.sessions import IDLE_SESSIONS
-
-        IDLE_SESSIONS.close_all()
+        service.close()  # its policies, and the sessions it kept

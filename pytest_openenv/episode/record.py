@@ -39,6 +39,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..config.convert import TOOL_ARGUMENT_FORMS
+from ..util.memo import BoundedMemo
 
 SCALARS = (str, int, float, bool, type(None))
 #: how ``messages`` carry tool-call arguments (``--openenv-tool-arguments``); first = default
@@ -189,17 +190,18 @@ def trace_result(result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-#: tool lists are shared by every episode of a family: normalise each list object once
-_STABLE_TOOLS: dict[int, tuple[list[Any], list[dict[str, Any]]]] = {}
+#: the process's cache of row forms of tool lists, by list identity (the list is kept, so
+#: its id is not reused): every episode of a family shares one list (``openai_tools``), so
+#: each is normalised once; families per process are few
+STABLE_TOOL_LISTS: BoundedMemo[int, tuple[list[Any], list[dict[str, Any]]]] = BoundedMemo(64)
 
 
 def stable_tools(tools: list[Any]) -> list[dict[str, Any]]:
-    hit = _STABLE_TOOLS.get(id(tools))
+    hit = STABLE_TOOL_LISTS.get(id(tools))
     if hit is not None and hit[0] is tools:
         return hit[1]
     stable = [tool(t) for t in tools]
-    if len(_STABLE_TOOLS) < 64:  # families per process are few; never grow without bound
-        _STABLE_TOOLS[id(tools)] = (tools, stable)
+    STABLE_TOOL_LISTS.keep(id(tools), (tools, stable))
     return stable
 
 

@@ -16,11 +16,13 @@ import pytest
 from ..config.settings import Settings
 from ..envs.base import EnvFamily
 from ..envs.registry import build_family
+from ..envs.remote.servers import RemoteServers
 from ..episode.loop import EnvFactory, Limits, run_episode
 from ..episode.result import Episode, dumps_record
 from ..episode.spec import EpisodeSpec
 from ..policies.base import Policy, Usage
 from ..policies.registry import build_policy
+from ..util.overload import OverloadSignal
 
 SPEC_KEY = pytest.StashKey[EpisodeSpec]()
 EPISODE_KEY = pytest.StashKey[Episode]()
@@ -28,10 +30,18 @@ ERROR_KEY = pytest.StashKey[str]()
 
 
 class EpisodeService:
-    """Per-process cache of env families and policies, and the episode executor."""
+    """Per-process cache of env families and policies, and the episode executor.
+
+    It owns what every episode of the process shares: ``overload`` (endpoints pushing
+    back, which ``--openenv-concurrency auto`` listens to) and ``remote`` (what the
+    process knows of its ``--openenv-server`` URLs), handed to the policies and env
+    factories it builds.
+    """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self.overload = OverloadSignal()
+        self.remote = RemoteServers(overload=self.overload)
         self._families: dict[tuple[str, str], EnvFamily] = {}
         self._factories: dict[tuple[str, str], EnvFactory] = {}
         self._policies: dict[str, Policy] = {}
@@ -49,7 +59,7 @@ class EpisodeService:
     def policy(self, name: str) -> Policy:
         with self._lock:
             if name not in self._policies:
-                self._policies[name] = build_policy(name, self.settings)
+                self._policies[name] = build_policy(name, self.settings, self.overload)
             return self._policies[name]
 
     def policy_for(self, spec: EpisodeSpec) -> Policy:
@@ -64,7 +74,9 @@ class EpisodeService:
         key = (spec.env, spec.config)
         factory = self._factories.get(key)
         if factory is None:
-            factory = EnvFactory(self.family(spec.env, spec.config), self.servers())
+            factory = EnvFactory(
+                self.family(spec.env, spec.config), self.servers(), remote=self.remote
+            )
             self._factories[key] = factory
         return factory
 
@@ -82,11 +94,13 @@ class EpisodeService:
             policy,
             limits=self.limits(),
             system_prompt=self.settings.run.system_prompt,
+            remote=self.remote,
         )
 
     def close(self) -> None:
         for policy in self._policies.values():
             policy.close()
+        self.remote.close()  # kept sessions go back to their servers
 
 
 def placeholder_episode(spec: EpisodeSpec, reason: str) -> Episode:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 from typing import Any, ClassVar
 
+from ...util.memo import BoundedMemo
 from ..base import (
     DEFAULT_MAX_TURNS,
     ActionRejected,
@@ -19,10 +20,9 @@ from ..base import (
 )
 from . import openenv_style
 from .engine import OPPONENTS, OpenSpielEngine, load_game
-from .expert import ExpertError, choose_action, move_seed, rebuild_state
-from .expert import unsupported_reason as expert_unsupported
+from .expert import ExpertError, ExpertSearch, move_seed, rebuild_state
 from .remote import ALTERNATING_GAMES
-from .render import DRAWN_GAMES, render_board, tensor_view
+from .render import DRAWINGS_KEPT, DRAWN_GAMES, Drawings, render_board, tensor_view
 
 #: a family default past this would let one stuck LLM episode run (and bill) for long
 MOST_DEFAULT_TURNS = 50
@@ -66,10 +66,13 @@ class OpenSpielFamily(EnvFamily):
             )
         self._game = self._load()
         self._players = self._game.num_players()  # asked on every move: once is enough
-        if self.opponent == "expert" and expert_unsupported(self._game):
+        #: the expert teacher's and opponent's search, with its memo of best moves
+        self.expert = ExpertSearch(self._game)
+        #: boards drawn before: each position is drawn once, for every episode of the family
+        self.drawings: Drawings = BoundedMemo(DRAWINGS_KEPT)
+        if self.opponent == "expert" and self.expert.problem():
             raise EnvConfigError(
-                f"openspiel opponent 'expert' cannot play {self.variant}: "
-                f"{expert_unsupported(self._game)}"
+                f"openspiel opponent 'expert' cannot play {self.variant}: {self.expert.problem()}"
             )
 
     def _load(self) -> Any:
@@ -145,6 +148,7 @@ class OpenSpielFamily(EnvFamily):
             agent_player=self.agent_player,
             opponent=self.opponent,
             name_actions=self.variant not in DRAWN_GAMES,
+            expert=self.expert,
         )
 
     def remote_backend(self, server_url: str) -> Backend:
@@ -171,7 +175,7 @@ class OpenSpielFamily(EnvFamily):
         )
 
     def expert_problem(self) -> str | None:
-        problem = expert_unsupported(self._game)
+        problem = self.expert.problem()
         if problem:
             return problem
         if self.servers and self.variant not in ALTERNATING_GAMES:
@@ -205,9 +209,7 @@ class OpenSpielFamily(EnvFamily):
                 "differ); the expert needs the embedded engine for this game"
             )
         try:
-            action = choose_action(
-                self._game, state, seed=move_seed("expert", seed, repeat, len(history))
-            )
+            action = self.expert.choose(state, seed=move_seed("expert", seed, repeat, len(history)))
         except ExpertError as exc:
             raise EnvUnavailable(f"the expert cannot move: {exc}") from exc
         return ProposedCall("play_move", {"action_id": action})
@@ -216,7 +218,7 @@ class OpenSpielFamily(EnvFamily):
         obs = result.observation
         lines = []
         info_state = obs.get("info_state") or []
-        board = render_board(self.variant, info_state, self.agent_player)
+        board = render_board(self.variant, info_state, self.agent_player, self.drawings)
         if board is None:
             text = result.metadata.get("text")
             board = str(text).rstrip() if text else None

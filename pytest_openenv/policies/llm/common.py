@@ -29,7 +29,7 @@ import pytest
 
 from ...config.options import DEFAULT_REQUEST_TIMEOUT
 from ...config.settings import Settings
-from ...worker.adaptive import overloaded
+from ...util.overload import OverloadSignal
 from ..base import ContextExhausted, Policy, PolicyUnavailable, Reply, Turn
 
 #: Environment variables whose values must never reach a file, a log or a message.
@@ -186,8 +186,12 @@ class RemoteModelPolicy(Policy):
     #: importable name of the SDK
     sdk: ClassVar[str]
 
-    def __init__(self, config: LLMConfig, api_key: str | None) -> None:
+    def __init__(
+        self, config: LLMConfig, api_key: str | None, *, overload: OverloadSignal | None = None
+    ) -> None:
         self.config = config
+        #: told of 429/503 answers and timeouts (``--openenv-concurrency auto`` listens)
+        self.overload = overload if overload is not None else OverloadSignal()
         self.model = config.model
         self._api_key = api_key
         self._client: Any = None
@@ -265,7 +269,7 @@ class RemoteModelPolicy(Policy):
         except Exception as exc:
             self._raise_if_context_full(exc)
             if isinstance(exc, self._module().APITimeoutError):
-                overloaded()  # --openenv-concurrency auto: fewer requests in flight
+                self.overload.fire()  # --openenv-concurrency auto: fewer in flight
             failure = self._classify(exc, timeout)
             if failure is None:
                 raise
@@ -382,8 +386,13 @@ class RemoteModelPolicy(Policy):
         return {"policy": self.name, "model": self.model, **self.config.sampling()}
 
 
-def build_llm_policy(provider: str, settings: Settings) -> RemoteModelPolicy:
-    """``--openenv-policy=openai|anthropic``: check model, SDK and key before any episode."""
+def build_llm_policy(
+    provider: str, settings: Settings, overload: OverloadSignal | None = None
+) -> RemoteModelPolicy:
+    """``--openenv-policy=openai|anthropic``: check model, SDK and key before any episode.
+
+    ``overload`` hears the endpoint's pushback (429/503, timeouts).
+    """
     if provider == "openai":
         from .openai_chat import OpenAIPolicy as cls
     else:
@@ -410,4 +419,4 @@ def build_llm_policy(provider: str, settings: Settings) -> RemoteModelPolicy:
             "environment (keys are never read from options or files), or replay a cache "
             "with --openenv-cache DIR --openenv-replay"
         )
-    return cls(LLMConfig.from_settings(settings, str(model)), key)
+    return cls(LLMConfig.from_settings(settings, str(model)), key, overload=overload)
