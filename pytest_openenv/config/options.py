@@ -18,6 +18,8 @@ from . import ini
 from .convert import (
     AUTO_CEILING,
     AUTO_START,
+    DEFAULT_FAILURE_REPORTS,
+    DEFAULT_PROGRESS_SECONDS,
     KIND,
     MAX_CONCURRENCY,
     MAX_ITEMS,
@@ -25,6 +27,7 @@ from .convert import (
     boolean,
     concurrency,
     confidence,
+    failure_reports,
     fraction,
     gate_metric,
     http_url,
@@ -40,6 +43,7 @@ from .convert import (
     one_of,
     positive_int,
     positive_seconds,
+    progress_seconds,
     server_urls,
     text,
 )
@@ -338,6 +342,27 @@ OPTIONS: list[Option] = [
         TOOL_ARGUMENT_FORMS[0],
         "FORM",
         into="output.tool_arguments",
+    ),
+    # -- what a person sees during and after a run (controller/progress.py, report/page/) --
+    Option(
+        "progress",
+        "the live status line of the run (done/total, pass rate with its interval, reward, "
+        "episodes/s, ETA, tokens, gate): in place on a terminal; otherwise a plain line every "
+        f"SEC seconds (default {DEFAULT_PROGRESS_SECONDS:g}); off: none (-qq also silences it)",
+        progress_seconds,
+        DEFAULT_PROGRESS_SECONDS,
+        "SEC|off",
+        into="output.progress",
+    ),
+    Option(
+        "failure-reports",
+        "episode failures and errors shown with their full report at the end of a run "
+        f"(default {DEFAULT_FAILURE_REPORTS}); the others get one line each, linked to their "
+        "transcript in report.html; all: every one in full, as pytest does",
+        failure_reports,
+        DEFAULT_FAILURE_REPORTS,
+        "N|all",
+        into="output.failure_reports",
     ),
     Option(
         "license",

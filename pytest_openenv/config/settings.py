@@ -135,6 +135,10 @@ class OutputSettings:
     """``--openenv-resume``: skip episodes already in results.jsonl."""
     tool_arguments: str = default_of("tool-arguments")
     """``--openenv-tool-arguments``: ``string`` (OpenAI wire form) or ``object``."""
+    progress: float | None = default_of("progress")
+    """``--openenv-progress``: seconds between plain status lines off a terminal; None: off."""
+    failure_reports: int | None = default_of("failure-reports")
+    """``--openenv-failure-reports``: episode failures shown in full at the end; None: all."""
 
 
 @dataclass(frozen=True)
