@@ -551,7 +551,7 @@ class Controller:
 
     def show_progress(self) -> None:
         live = self.live
-        if live is not None and self.active and live.due():
+        if live is not None and self.tally.total and live.due():
             gate = live.gate(lambda: gate_so_far(self.gate, self.tally, self.passk))
             live.show(status_text(self.tally, self.expected, gate))
 

@@ -101,7 +101,7 @@ def status_text(
 
 def gate_so_far(gate: GateConfig, tally: Tally, passk: PassKTally) -> str | None:
     """``passing``/``failing`` by the gate's rules on the episodes so far; None: no gate."""
-    if not gate.active:
+    if not gate.active or not tally.ran:
         return None
     from ..report.gates import RunFigures, evaluate
     from ..report.passk import PassAtK
@@ -216,7 +216,7 @@ class LiveStatus:
     def gate(self, verdict: Callable[[], str | None]) -> str | None:
         """The gate's verdict so far, re-evaluated at most every ``GATE_SECONDS``."""
         now = self.clock()
-        if now - self._gate_at >= GATE_SECONDS:
+        if self._gate is None or now - self._gate_at >= GATE_SECONDS:
             self._gate_at = now
             self._gate = verdict()
         return self._gate

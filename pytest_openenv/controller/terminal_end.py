@@ -17,6 +17,7 @@ changed: every one is back (or under ``gated``) before pytest counts them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -27,6 +28,7 @@ GATED = "gated"
 #: where pytest files failed and errored reports
 OUTCOME_KEYS = ("error", "failed")
 LINE_CHARS = 160
+_ERROR_PREFIX = re.compile(r"^E\s+")
 
 
 def is_episode_verdict(report: Any) -> bool:
@@ -37,7 +39,8 @@ def one_line(report: Any) -> str:
     """The story of a failed episode in one line: its figures and why it did not pass."""
     brief = getattr(report, "openenv_brief", None)
     text = str(getattr(report, "longrepr", "") or "")
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    # an assertion's story comes as pytest's "E   ..." lines
+    lines = [_ERROR_PREFIX.sub("", line).strip() for line in text.splitlines() if line.strip()]
     reason = next((line for line in lines if line.startswith(("reason:", "episode error:"))), "")
     if brief is not None:
         summary = f"reward={brief['reward']:g} turns={brief['turns']} {brief['outcome']}"
