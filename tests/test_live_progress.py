@@ -51,7 +51,7 @@ RUN = (
 )
 STATUS = re.compile(
     r"openenv (\d+)/40 \| (\d+) passed, (\d+) failed, (\d+) errored \| pass [\d.]+% "
-    r"\[[\d.]+-[\d.]+\] \| reward [-\d.e]+ \| [\d.]+ ep/s"
+    r"\[[\d.]+-[\d.]+\] (?:\| gate \w+ )?\| reward [-\d.e]+ \| [\d.]+ ep/s"
 )
 PROGRESS_ROW = re.compile(r"^(test_slow\.py )?([.F]+)\s+\[\s*\d+%\]$")
 
@@ -135,7 +135,7 @@ def test_plain_line_at_an_interval_in_logs(slow_suite: Path, run_pytest) -> None
     result = run_pytest(*RUN, "--openenv-progress=0.1", "--openenv-min-pass-rate=0.5")
     lines = [line for line in result.outlines if STATUS.search(line)]
     assert len(lines) >= 2, result.stdout.str()[-3000:]
-    assert all(line.endswith("| gate passing") for line in lines), lines
+    assert all("] | gate passing | reward" in line for line in lines), lines
     assert "\x1b[" not in "".join(lines)  # no cursor movement in a log
     quiet = run_pytest(*RUN, "-q", "--openenv-progress=0.1")
     assert any(STATUS.search(line) for line in quiet.outlines)  # -q keeps it
@@ -167,7 +167,7 @@ def test_status_text_figures() -> None:
     text = status_text(tally, 20, "failing", now=110.0)
     assert text == (
         "openenv 10/20 | 8 passed, 1 failed, 1 errored | pass 80.0% [49.0-94.3] | "
-        "reward 0.7 | 1.0 ep/s | ETA 10s | tokens 12k in / 678 out | gate failing"
+        "gate failing | reward 0.7 | 1.0 ep/s | ETA 10s | tokens 12k in / 678 out"
     )
 
 

@@ -81,6 +81,8 @@ def status_text(
         low, high = wilson_interval(tally.passed, tally.ran)
         rate = tally.passed / tally.ran
         parts.append(f"pass {100 * rate:.1f}% [{100 * low:.1f}-{100 * high:.1f}]")
+    if gate:
+        parts.append(f"gate {gate}")
     mean = tally.reward.mean
     if mean is not None:
         parts.append(f"reward {mean:.3g}")
@@ -94,8 +96,6 @@ def status_text(
         parts.append(
             f"tokens {_count(tally.prompt_tokens)} in / {_count(tally.completion_tokens)} out"
         )
-    if gate:
-        parts.append(f"gate {gate}")
     return " | ".join(parts)
 
 
