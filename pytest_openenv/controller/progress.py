@@ -205,7 +205,9 @@ class LiveStatus:
         if file is None:
             return None
         pinned = None
-        if _is_terminal(file):
+        # with -s a test's own prints reach the terminal past pytest's writer: they would
+        # land on the pinned row, so the line goes out plain, between pytest's lines
+        if _is_terminal(file) and config.getoption("capture", "fd") != "no":
             pinned = PinnedLine(file)
             writer._file = pinned  # type: ignore[union-attr]
         return cls(reporter, pinned=pinned, interval=seconds)
