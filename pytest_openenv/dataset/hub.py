@@ -1,6 +1,6 @@
 """Upload an output folder to the Hugging Face Hub as a dataset repo (controller side).
 
-One upload = create the dataset repo if needed, then ONE commit holding the five
+One upload = create the dataset repo if needed, then ONE commit holding the
 files of the folder, through ``huggingface_hub`` (which picks regular, LFS or Xet
 transfer per file). The token comes from ``HF_TOKEN`` or the huggingface_hub
 login, is handed to the client only, and is scrubbed from every error we show.
