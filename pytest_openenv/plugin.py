@@ -399,6 +399,11 @@ def pytest_runtest_makereport(
 
         # one choke point for what JUnit XML, the terminal and the controller receive
         scrub_report(report, secrets)
+    if getattr(report, "openenv_record", None) is not None:
+        from .worker import html_extras
+
+        if html_extras.wanted(item.config):
+            html_extras.attach_transcript(report)  # pytest-html: the transcript per item
     return report
 
 

@@ -18,6 +18,8 @@ from . import ini
 from .convert import (
     AUTO_CEILING,
     AUTO_START,
+    DEFAULT_FAILURE_REPORTS,
+    DEFAULT_PROGRESS_SECONDS,
     KIND,
     MAX_CONCURRENCY,
     MAX_ITEMS,
@@ -26,6 +28,7 @@ from .convert import (
     boolean,
     concurrency,
     confidence,
+    failure_reports,
     fraction,
     gate_metric,
     http_url,
@@ -42,6 +45,7 @@ from .convert import (
     one_of,
     positive_int,
     positive_seconds,
+    progress_seconds,
     server_urls,
     text,
 )
@@ -341,6 +345,27 @@ OPTIONS: list[Option] = [
         None,  # unset: string, or what the chat template check chooses
         "FORM",
         into="output.tool_arguments",
+    ),
+    # -- what a person sees during and after a run (controller/progress.py, report/page/) --
+    Option(
+        "progress",
+        "the live status line of the run (done/total, pass rate with its interval, reward, "
+        "episodes/s, ETA, tokens, gate): in place on a terminal; otherwise a plain line every "
+        f"SEC seconds (default {DEFAULT_PROGRESS_SECONDS:g}); off: none (-qq also silences it)",
+        progress_seconds,
+        DEFAULT_PROGRESS_SECONDS,
+        "SEC|off",
+        into="output.progress",
+    ),
+    Option(
+        "failure-reports",
+        "episode failures and errors shown with their full report at the end of a run "
+        f"(default {DEFAULT_FAILURE_REPORTS}); the others get one line each, linked to their "
+        "transcript in report.html; all: every one in full, as pytest does",
+        failure_reports,
+        DEFAULT_FAILURE_REPORTS,
+        "N|all",
+        into="output.failure_reports",
     ),
     Option(
         "chat-template",

@@ -142,6 +142,10 @@ class OutputSettings:
     """Whether ``--openenv-tool-arguments`` was given (then the template check only checks it)."""
     chat_template: str | None = default_of("chat-template")
     """``--openenv-chat-template``: the model (id or path) whose chat template rows must fit."""
+    progress: float | None = default_of("progress")
+    """``--openenv-progress``: seconds between plain status lines off a terminal; None: off."""
+    failure_reports: int | None = default_of("failure-reports")
+    """``--openenv-failure-reports``: episode failures shown in full at the end; None: all."""
 
 
 @dataclass(frozen=True)

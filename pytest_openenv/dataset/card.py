@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config.convert import TOOL_ARGUMENT_FORMS
-from .writer import FAILURES, RESULTS
+from .writer import CHART, FAILURES, REPORT, RESULTS
 
 #: First body line of a generated card; ``python -m pytest_openenv push`` rebuilds
 #: cards that still carry it (remove it to keep a hand-edited card as it is).
@@ -477,6 +477,8 @@ def files_section(rows: dict[str, int]) -> list[str]:
         + f" | {rows.get(FAILURES, 0)} | "
         "failed or errored episodes, with a `failure` field |",
         "| `summary.json` | | | the figures above |",
+        f"| `{REPORT}` | | | the run report: summary, charts, every episode, transcripts "
+        "(one self-contained page; opens offline) |",
         "| `metadata.json` | | | run configuration |",
     ]
     return [*lines, ""]
@@ -489,8 +491,10 @@ def build_card(
     rows: dict[str, int] | None = None,
     repo_id: str | None = None,
     license: str | None = None,
+    chart: str | None = None,
 ) -> str:
-    """The card's full text. ``rows``: lines per JSONL file; ``license``: Hub license id."""
+    """The card's full text. ``rows``: lines per JSONL file; ``license``: Hub license id;
+    ``chart``: the folder's chart file to show (linked relatively, so the Hub shows it)."""
     figures = summary.get("figures") or {}
     settings = metadata.get("settings") or {}
     rows = rows if rows is not None else {RESULTS: figures.get("passed", 0)}
@@ -515,12 +519,25 @@ def build_card(
         "",
         *figures_table(figures, settings),
         "",
+        *chart_section(chart),
         *files_section(rows),
         *loading_section(repo_id, rows, snippet_model(metadata)),
         *schema_section(tool_argument_form(metadata)),
         *run_section(metadata),
     ]
     return "\n".join(lines)
+
+
+def chart_section(chart: str | None) -> list[str]:
+    if not chart:
+        return []
+    return [
+        f"![Running pass rate over the episodes, with its 95% Wilson interval]({chart})",
+        "",
+        f"`{REPORT}` in this folder is the full run report (charts, every episode, "
+        "transcripts); download it and open it in a browser.",
+        "",
+    ]
 
 
 def count_rows(path: Path) -> int:
@@ -544,4 +561,5 @@ def render_card(
 ) -> str:
     """The card for an output folder, with row counts read from its JSONL files."""
     rows = {name: count_rows(folder / name) for name in (RESULTS, FAILURES)}
-    return build_card(summary, metadata, rows=rows, repo_id=repo_id, license=license)
+    chart = CHART if (folder / CHART).is_file() else None
+    return build_card(summary, metadata, rows=rows, repo_id=repo_id, license=license, chart=chart)

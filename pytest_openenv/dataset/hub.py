@@ -1,6 +1,6 @@
 """Upload an output folder to the Hugging Face Hub as a dataset repo (controller side).
 
-One upload = create the dataset repo if needed, then ONE commit holding the five
+One upload = create the dataset repo if needed, then ONE commit holding the
 files of the folder, through ``huggingface_hub`` (which picks regular, LFS or Xet
 transfer per file). The token comes from ``HF_TOKEN`` or the huggingface_hub
 login, is handed to the client only, and is scrubbed from every error we show.
@@ -32,10 +32,11 @@ import pytest
 
 from ..util.envseconds import seconds_from_env
 from .card import GENERATED_MARKER, render_card
-from .writer import CARD, FAILURES, METADATA, RESULTS, SUMMARY, atomic_write
+from .writer import CARD, CHART, FAILURES, METADATA, REPORT, RESULTS, SUMMARY, atomic_write
 
-#: What a push uploads, in this order; all but failures.jsonl must exist.
-FILES = (RESULTS, FAILURES, METADATA, SUMMARY, CARD)
+#: What a push uploads, in this order; all but failures.jsonl, the chart the card shows and
+#: the run report must exist.
+FILES = (RESULTS, FAILURES, METADATA, SUMMARY, CARD, CHART, REPORT)
 REQUIRED = (RESULTS, METADATA, SUMMARY, CARD)
 
 # namespace/name, each [A-Za-z0-9._-], no leading/trailing separator, no "--" or ".."

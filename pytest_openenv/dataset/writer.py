@@ -28,11 +28,15 @@ FAILURES = "failures.jsonl"
 METADATA = "metadata.json"
 SUMMARY = "summary.json"
 CARD = "README.md"
+#: the run report (report/page/) and the card's chart, rewritten at every session end
+REPORT = "report.html"
+CHART = "pass-rate.svg"
 #: what an earlier run leaves that a new run (without --openenv-resume) moves aside
 EARLIER_RUN = (RESULTS, FAILURES, METADATA, SUMMARY)
 
 _TEMP = re.compile(
-    r"\.(?:results\.jsonl|failures\.jsonl|metadata\.json|summary\.json|README\.md)\.tmp-\d+"
+    r"\.(?:results\.jsonl|failures\.jsonl|metadata\.json|summary\.json|README\.md"
+    r"|report\.html|pass-rate\.svg)\.tmp-\d+"
 )
 
 
@@ -41,7 +45,7 @@ def temp_path(path: Path) -> Path:
 
 
 def is_temp_name(name: str) -> bool:
-    """A temp file of ours (``temp_path`` of one of the folder's five files)."""
+    """A temp file of ours (``temp_path`` of one of the folder's files)."""
     return bool(_TEMP.fullmatch(name))
 
 
