@@ -29,11 +29,19 @@ _EXPORTS = {
     "run_episode": "pytest_openenv.episode.loop",
     "EnvFactory": "pytest_openenv.episode.loop",
     "Limits": "pytest_openenv.episode.loop",
+    "to_episode_record": "pytest_openenv.episode.openenv_record",
+    "from_episode_record": "pytest_openenv.episode.openenv_record",
+    "episode_record_fields": "pytest_openenv.episode.openenv_record",
 }
 
 if TYPE_CHECKING:
     from .envs.base import Backend, EnvFamily, ProposedCall, StepResult, ToolSpec
     from .episode.loop import EnvFactory, Limits, run_episode
+    from .episode.openenv_record import (
+        episode_record_fields,
+        from_episode_record,
+        to_episode_record,
+    )
     from .episode.result import Episode
     from .episode.spec import EpisodeSpec
     from .errors import ActionRejected, EnvConfigError, EnvUnavailable, OpenEnvError
@@ -68,5 +76,8 @@ __all__ = [
     "ToolSpec",
     "Turn",
     "Usage",
+    "episode_record_fields",
+    "from_episode_record",
     "run_episode",
+    "to_episode_record",
 ]

@@ -5,9 +5,10 @@ them, so ``except InfrastructureFault`` or ``except BadInput`` says which one a
 handler deals with:
 
 - **bad input** (``BadInput``): something the user gave is wrong (an option, the
-  env config, the ini file, the output folder, the server named). The run stops
-  with ``pytest.UsageError`` (exit 4) before any episode runs; the message names
-  the option and what would be right.
+  env config, the ini file, the output folder, the server named, the chat
+  template). The run stops with ``pytest.UsageError`` (exit 4) before any episode
+  runs, ``python -m pytest_openenv`` with exit 2; the message names the option and
+  what would be right.
 - **an error** (``InfrastructureFault``): something outside the agent broke (a
   server down or answering garbage, a dropped connection, a model endpoint that
   refuses the key, the episode's time limit). The item *errors* during setup and
@@ -35,7 +36,10 @@ Hierarchy::
      │    ├── CorruptLine             (ValueError) a results.jsonl line on resume, file:line
      │    ├── IniValueUnreadable      an ini value pytest refused and the file cannot show
      │    ├── FolderLocked            another live run holds the output folder
-     │    └── ServerMismatch          a server hosts another env than the run names
+     │    ├── ServerMismatch          a server hosts another env than the run names
+     │    ├── TemplateNotFound        (ValueError) no chat template where the user pointed
+     │    ├── TemplateFailure         the chat template does not compile or cannot render
+     │    └── ViewError               ``python -m pytest_openenv view``: bad folder, host, port
      ├── InfrastructureFault          -> the item ERRORS (setup), row in failures.jsonl
      │    ├── EpisodeError            what run_episode raises for any fault below
      │    │    └── EpisodeTimeout     over --openenv-timeout
@@ -108,6 +112,22 @@ class FolderLocked(BadInput):
 
 class ServerMismatch(BadInput):
     """A server hosts something other than the env the run names."""
+
+
+class TemplateNotFound(BadInput, ValueError):
+    """No chat template where the user pointed; the message says where we looked."""
+
+
+class TemplateFailure(BadInput):
+    """The template does not compile, or raised while rendering a conversation.
+
+    Found before the run it is a usage error; rendering a row after it, a problem the
+    check reports for that row.
+    """
+
+
+class ViewError(BadInput):
+    """A problem with the arguments or the folder: printed as one line, exit code 2."""
 
 
 # -- infrastructure faults: the item errors -----------------------------------------------

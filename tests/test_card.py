@@ -158,7 +158,7 @@ def check_card(text: str, *, prompt: str | None, config: dict[str, Any], env: st
     assert len(heading_texts(tokens, "h1")) == 1
     shapes = table_shapes(tokens)
     assert shapes[0] == [2] * FIGURE_ROWS  # figures: no user value split or ended a row
-    assert shapes[1] == [4] * 4  # files
+    assert shapes[1] == [4] * 5  # files (report.html among them)
     assert all(cells == 3 for cells in shapes[2])  # schema
     fences = [t.content for t in tokens if t.type == "fence"]
     expected_config = json.dumps(config, indent=2, ensure_ascii=False, sort_keys=True)

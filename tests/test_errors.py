@@ -29,6 +29,9 @@ OUTCOME = {
         "IniValueUnreadable",
         "FolderLocked",
         "ServerMismatch",
+        "TemplateNotFound",
+        "TemplateFailure",
+        "ViewError",
     ],
     errors.InfrastructureFault: [
         "EpisodeError",
@@ -61,6 +64,9 @@ OLD_HOMES = {
     "pytest_openenv.dataset.hub": ["PushError", "NotAnOutputFolder"],
     "pytest_openenv.dataset.jsonl": ["CorruptLine"],
     "pytest_openenv.dataset.lock": ["FolderLocked"],
+    "pytest_openenv.dataset.chat_template.source": ["TemplateNotFound"],
+    "pytest_openenv.dataset.chat_template.render": ["TemplateFailure"],
+    "pytest_openenv.report.view": ["ViewError"],
 }
 
 
@@ -111,6 +117,7 @@ def test_every_exception_has_the_common_base_and_its_outcome() -> None:
         ("JSONTooDeep", ValueError),
         ("CorruptLine", ValueError),
         ("ServerUnreachable", ConnectionError),
+        ("TemplateNotFound", ValueError),
     ],
 )
 def test_builtin_bases_callers_catch_are_kept(name: str, builtin: type) -> None:

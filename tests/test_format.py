@@ -9,9 +9,10 @@ from pytest_openenv.util.format import cell, interval, number, percent, table
 
 
 @pytest.mark.parametrize(
-    ("value", "shown"), [(None, "n/a"), (0.0, "0.0%"), (4 / 7, "57.1%"), (1.0, "100.0%")]
+    ("value", "shown"),
+    [(None, "n/a"), (0.0, "0.0%"), (4 / 7, "57.1%"), (1, "100.0%"), ("0.5", "n/a"), ([], "n/a")],
 )
-def test_percent(value: float | None, shown: str) -> None:
+def test_percent(value: object, shown: str) -> None:
     assert percent(value) == shown
 
 

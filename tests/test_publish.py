@@ -14,7 +14,15 @@ from servers.hub_standin import HubStandIn, closed_port
 
 from pytest_openenv.dataset.hub import retry_command
 
-UPLOADED = ("results.jsonl", "failures.jsonl", "metadata.json", "summary.json", "README.md")
+UPLOADED = (
+    "results.jsonl",
+    "failures.jsonl",
+    "metadata.json",
+    "summary.json",
+    "README.md",
+    "pass-rate.svg",  # the chart the card shows, linked relatively
+    "report.html",
+)
 EPISODES = ("--openenv-env=openspiel:tic_tac_toe", "--openenv-n=3", "--openenv-output=out")
 ALL_PASS = (
     "--openenv-min-reward=-1"  # every tic-tac-toe episode passes: exit 0 unless the push fails

@@ -1,6 +1,6 @@
 """Upload an output folder to the Hugging Face Hub as a dataset repo (controller side).
 
-One upload = create the dataset repo if needed, then ONE commit holding the five
+One upload = create the dataset repo if needed, then ONE commit holding the
 files of the folder, through ``huggingface_hub`` (which picks regular, LFS or Xet
 transfer per file). The token comes from ``HF_TOKEN`` or the huggingface_hub
 login, is handed to the client only, and is scrubbed from every error we show.
@@ -34,12 +34,14 @@ from ..config.convert import license_problem, repo_id_problem
 from ..errors import NotAnOutputFolder, PushError
 from ..util.atomic import write_atomically
 from ..util.envseconds import seconds_from_env
+from ..util.format import percent
 from ..util.secrets import KnownSecrets
 from .card import GENERATED_MARKER, render_card
-from .writer import CARD, FAILURES, METADATA, RESULTS, SUMMARY
+from .writer import CARD, CHART, FAILURES, METADATA, REPORT, RESULTS, SUMMARY
 
-#: What a push uploads, in this order; all but failures.jsonl must exist.
-FILES = (RESULTS, FAILURES, METADATA, SUMMARY, CARD)
+#: What a push uploads, in this order; all but failures.jsonl, the chart the card shows and
+#: the run report must exist.
+FILES = (RESULTS, FAILURES, METADATA, SUMMARY, CARD, CHART, REPORT)
 REQUIRED = (RESULTS, METADATA, SUMMARY, CARD)
 
 NO_TOKEN = (
@@ -124,7 +126,7 @@ def default_commit_message(folder: Path) -> str:
         text += f" ({policies})"
     rate = figures.get("pass_rate")
     if rate is not None:
-        text += f", pass rate {100 * rate:.1f}%"
+        text += f", pass rate {percent(rate)}"
     return text
 
 

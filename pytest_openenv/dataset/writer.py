@@ -28,15 +28,18 @@ FAILURES = "failures.jsonl"
 METADATA = "metadata.json"
 SUMMARY = "summary.json"
 CARD = "README.md"
+#: the run report (report/page/) and the card's chart, rewritten at every session end
+REPORT = "report.html"
+CHART = "pass-rate.svg"
 #: what an earlier run leaves that a new run (without --openenv-resume) moves aside
 EARLIER_RUN = (RESULTS, FAILURES, METADATA, SUMMARY)
 
 #: the files a run replaces whole (``util/atomic.py``), so whose temp files are ours
-REPLACED = frozenset((RESULTS, FAILURES, METADATA, SUMMARY, CARD))
+REPLACED = frozenset((RESULTS, FAILURES, METADATA, SUMMARY, CARD, REPORT, CHART))
 
 
 def is_temp_name(name: str) -> bool:
-    """A temp file of ours: one of the folder's five files being replaced."""
+    """A temp file of ours: one of the folder's files being replaced."""
     return temp_target(name) in REPLACED
 
 

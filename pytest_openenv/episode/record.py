@@ -29,10 +29,12 @@ The rules, applied to every row:
   means the same as no ``properties``).
 - ``tool_trace`` entries are ``{tool_name, arguments: object | null,
   arguments_text: str, result: {data: str, done: bool, reward: float, error: str |
-  null}}``: ``arguments`` is the parsed object of an accepted call (as ``openenv
-  collect`` writes it; empty objects inside dropped), null for a refused one (its
-  text may not be JSON, its values not the schema's types), and ``arguments_text``
-  is what the policy sent.
+  null, metadata: {reward: float}}}``: ``arguments`` is the parsed object of an
+  accepted call (as ``openenv collect`` writes it; empty objects inside dropped),
+  null for a refused one (its text may not be JSON, its values not the schema's
+  types), and ``arguments_text`` is what the policy sent. ``result.metadata`` is
+  where OpenEnv's harness puts a step's reward (``ToolResult.metadata["reward"]``,
+  which its reward resolution reads), so OpenEnv's tooling finds it there too.
 - ``task`` values are strings or null (a family's extra task fields included).
 - ``metrics``, ``verify_metrics``, ``artifacts``, ``extra`` are flat: scalars as
   they are, nested lists/objects as JSON text.
@@ -45,13 +47,16 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..config.convert import TOOL_ARGUMENT_FORMS
+from ..util.memo import BoundedMemo
 
 if TYPE_CHECKING:
     from .result import Episode
     from .spec import EpisodeSpec
 
-#: Bump when the row layout changes in a way readers must know about.
-SCHEMA_VERSION = 1
+#: Bump when the row layout changes in a way readers must know about. 2: ``tool_trace``
+#: results carry OpenEnv's ``metadata`` (``{reward}``); a file mixing 1 and 2 would give
+#: that struct two shapes, so a resume keeps to the version a folder was written with.
+SCHEMA_VERSION = 2
 
 #: Every field of a row: name, type, meaning (the card's schema table, in its order).
 FIELDS: tuple[tuple[str, str, str], ...] = (
@@ -397,26 +402,34 @@ def trace_entry(entry: dict[str, Any]) -> dict[str, Any]:
         "tool_name": as_text(entry.get("tool_name")),
         "arguments": trace_arguments(arguments),
         "arguments_text": as_text(text),
-        "result": {
-            "data": as_text(result.get("data")),
-            "done": bool(result.get("done", False)),
-            "reward": float(result.get("reward") or 0.0),
-            "error": optional_text(result.get("error")),
-        },
+        "result": trace_result(result),
     }
 
 
-#: tool lists are shared by every episode of a family: normalise each list object once
-_STABLE_TOOLS: dict[int, tuple[list[Any], list[dict[str, Any]]]] = {}
+def trace_result(result: dict[str, Any]) -> dict[str, Any]:
+    """A step's result: ours (``reward``) and OpenEnv's (``metadata.reward``) side by side."""
+    reward = float(result.get("reward") or 0.0)
+    return {
+        "data": as_text(result.get("data")),
+        "done": bool(result.get("done", False)),
+        "reward": reward,
+        "error": optional_text(result.get("error")),
+        "metadata": {"reward": reward},
+    }
+
+
+#: the process's cache of row forms of tool lists, by list identity (the list is kept, so
+#: its id is not reused): every episode of a family shares one list (``openai_tools``), so
+#: each is normalised once; families per process are few
+STABLE_TOOL_LISTS: BoundedMemo[int, tuple[list[Any], list[dict[str, Any]]]] = BoundedMemo(64)
 
 
 def stable_tools(tools: list[Any]) -> list[dict[str, Any]]:
-    hit = _STABLE_TOOLS.get(id(tools))
+    hit = STABLE_TOOL_LISTS.get(id(tools))
     if hit is not None and hit[0] is tools:
         return hit[1]
     stable = [tool(t) for t in tools]
-    if len(_STABLE_TOOLS) < 64:  # families per process are few; never grow without bound
-        _STABLE_TOOLS[id(tools)] = (tools, stable)
+    STABLE_TOOL_LISTS.keep(id(tools), (tools, stable))
     return stable
 
 

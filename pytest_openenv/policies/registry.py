@@ -18,12 +18,14 @@ from .scripted import RandomPolicy, ScriptedPolicy
 if TYPE_CHECKING:
     from ..config.settings import Settings
     from ..envs.base import EnvFamily
+    from ..util.overload import OverloadSignal
 
 BUILTIN = {"scripted": ScriptedPolicy, "random": RandomPolicy, "expert": ExpertPolicy}
 LLM = ("openai", "anthropic")
 
 
-def build_policy(name: str, settings: Settings) -> Policy:
+def build_policy(name: str, settings: Settings, overload: OverloadSignal | None = None) -> Policy:
+    """The policy ``name``; a model-backed one tells ``overload`` of its endpoint's pushback."""
     if settings.llm.replay and not settings.llm.cache:
         raise pytest.UsageError(
             "--openenv-replay needs --openenv-cache DIR (the recorded responses to replay)"
@@ -33,7 +35,7 @@ def build_policy(name: str, settings: Settings) -> Policy:
     if name in LLM:
         from .llm.common import build_llm_policy
 
-        policy: Policy = build_llm_policy(name, settings)
+        policy: Policy = build_llm_policy(name, settings, overload)
     elif ":" in name:
         from .callable import load_policy
 

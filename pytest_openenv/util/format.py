@@ -13,9 +13,9 @@ from collections.abc import Iterable, Sequence
 NOT_AVAILABLE = "n/a"
 
 
-def percent(x: float | None) -> str:
-    """``0.571`` -> ``57.1%``; None -> ``n/a``."""
-    return NOT_AVAILABLE if x is None else f"{100 * x:.1f}%"
+def percent(x: object) -> str:
+    """``0.571`` -> ``57.1%``; None, or anything but a number (read from JSON) -> ``n/a``."""
+    return f"{100 * x:.1f}%" if isinstance(x, (int, float)) else NOT_AVAILABLE
 
 
 def number(x: float | None) -> str:

@@ -16,12 +16,14 @@ import pytest
 from ..config.settings import Settings
 from ..envs.base import EnvFamily
 from ..envs.registry import build_family
+from ..envs.remote.servers import RemoteServers
 from ..episode.loop import EnvFactory, Limits, run_episode
 from ..episode.record import brief, dumps_record, placeholder_row, with_failure
 from ..episode.result import Episode
 from ..episode.spec import EpisodeSpec
 from ..policies.base import Policy
 from ..policies.registry import build_policy
+from ..util.overload import OverloadSignal
 
 SPEC_KEY = pytest.StashKey[EpisodeSpec]()
 EPISODE_KEY = pytest.StashKey[Episode]()
@@ -29,10 +31,18 @@ ERROR_KEY = pytest.StashKey[str]()
 
 
 class EpisodeService:
-    """Per-process cache of env families and policies, and the episode executor."""
+    """Per-process cache of env families and policies, and the episode executor.
+
+    It owns what every episode of the process shares: ``overload`` (endpoints pushing
+    back, which ``--openenv-concurrency auto`` listens to) and ``remote`` (what the
+    process knows of its ``--openenv-server`` URLs), handed to the policies and env
+    factories it builds.
+    """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self.overload = OverloadSignal()
+        self.remote = RemoteServers(overload=self.overload)
         self._families: dict[tuple[str, str], EnvFamily] = {}
         self._factories: dict[tuple[str, str], EnvFactory] = {}
         self._policies: dict[str, Policy] = {}
@@ -42,13 +52,15 @@ class EpisodeService:
         key = (env, config)
         with self._lock:
             if key not in self._families:
-                self._families[key] = build_family(env, json.loads(config), self.servers())
+                self._families[key] = build_family(
+                    env, json.loads(config), self.servers(), self.settings.run.prompt_style
+                )
             return self._families[key]
 
     def policy(self, name: str) -> Policy:
         with self._lock:
             if name not in self._policies:
-                self._policies[name] = build_policy(name, self.settings)
+                self._policies[name] = build_policy(name, self.settings, self.overload)
             return self._policies[name]
 
     def policy_for(self, spec: EpisodeSpec) -> Policy:
@@ -63,7 +75,9 @@ class EpisodeService:
         key = (spec.env, spec.config)
         factory = self._factories.get(key)
         if factory is None:
-            factory = EnvFactory(self.family(spec.env, spec.config), self.servers())
+            factory = EnvFactory(
+                self.family(spec.env, spec.config), self.servers(), remote=self.remote
+            )
             self._factories[key] = factory
         return factory
 
@@ -81,11 +95,13 @@ class EpisodeService:
             policy,
             limits=self.limits(),
             system_prompt=self.settings.run.system_prompt,
+            remote=self.remote,
         )
 
     def close(self) -> None:
         for policy in self._policies.values():
             policy.close()
+        self.remote.close()  # kept sessions go back to their servers
 
 
 def show_message_only_failures_cheaply(item: pytest.Item) -> None:

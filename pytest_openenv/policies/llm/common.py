@@ -29,8 +29,8 @@ import pytest
 from ...config.options import DEFAULT_REQUEST_TIMEOUT
 from ...config.settings import Settings
 from ...errors import ContextExhausted, PolicyUnavailable
+from ...util.overload import OverloadSignal
 from ...util.secrets import KnownSecrets
-from ...worker.adaptive import overloaded
 from ..base import Policy, Reply, Turn
 
 #: Placeholder key for self-hosted OpenAI-compatible servers that ignore it (vLLM's convention).
@@ -150,8 +150,12 @@ class RemoteModelPolicy(Policy):
     #: importable name of the SDK
     sdk: ClassVar[str]
 
-    def __init__(self, config: LLMConfig, api_key: str | None) -> None:
+    def __init__(
+        self, config: LLMConfig, api_key: str | None, *, overload: OverloadSignal | None = None
+    ) -> None:
         self.config = config
+        #: told of 429/503 answers and timeouts (``--openenv-concurrency auto`` listens)
+        self.overload = overload if overload is not None else OverloadSignal()
         self.model = config.model
         self._api_key = api_key
         #: what this policy's error messages must not show, in every encoded form: the key
@@ -234,7 +238,7 @@ class RemoteModelPolicy(Policy):
         except Exception as exc:
             self._raise_if_context_full(exc)
             if isinstance(exc, self._module().APITimeoutError):
-                overloaded()  # --openenv-concurrency auto: fewer requests in flight
+                self.overload.fire()  # --openenv-concurrency auto: fewer in flight
             failure = self._classify(exc, timeout)
             if failure is None:
                 raise
@@ -349,8 +353,13 @@ class RemoteModelPolicy(Policy):
         return {"policy": self.name, "model": self.model, **self.config.sampling()}
 
 
-def build_llm_policy(provider: str, settings: Settings) -> RemoteModelPolicy:
-    """``--openenv-policy=openai|anthropic``: check model, SDK and key before any episode."""
+def build_llm_policy(
+    provider: str, settings: Settings, overload: OverloadSignal | None = None
+) -> RemoteModelPolicy:
+    """``--openenv-policy=openai|anthropic``: check model, SDK and key before any episode.
+
+    ``overload`` hears the endpoint's pushback (429/503, timeouts).
+    """
     if provider == "openai":
         from .openai_chat import OpenAIPolicy as cls
     else:
@@ -377,4 +386,4 @@ def build_llm_policy(provider: str, settings: Settings) -> RemoteModelPolicy:
             "environment (keys are never read from options or files), or replay a cache "
             "with --openenv-cache DIR --openenv-replay"
         )
-    return cls(LLMConfig.from_settings(settings, str(model)), key)
+    return cls(LLMConfig.from_settings(settings, str(model)), key, overload=overload)
