@@ -1,6 +1,6 @@
 """``KnownSecrets``, the one scrubber: known values in every wire form, never key shapes.
 
-The end-to-end leak scans (``reliability/test_secrets.py``, ``test_secret_echo.py``,
+The end-to-end leak scans (``reliability/test_secrets.py``, ``reliability/test_secret_echo.py``,
 ``test_llm_secrets.py``) run whole sessions; these pin the rules they rely on.
 """
 
