@@ -88,17 +88,9 @@ def view(args: argparse.Namespace) -> int:
 
 
 def push(args: argparse.Namespace) -> int:
-    from .dataset.hub import (
-        NotAnOutputFolder,
-        PushError,
-        find_token,
-        hub_timeout,
-        license_problem,
-        push_folder,
-        refresh_card,
-        repo_id_problem,
-        retry_command,
-    )
+    from .config.convert import license_problem, repo_id_problem
+    from .dataset.hub import find_token, hub_timeout, push_folder, refresh_card, retry_command
+    from .errors import NotAnOutputFolder, PushError
 
     problem = repo_id_problem(args.repo_id)
     if problem:

@@ -395,10 +395,8 @@ def pytest_runtest_makereport(
     attach_to_report(item, report, tool_arguments or "string")
     secrets = item.config.stash.get(SECRETS_KEY, None)
     if secrets is not None and secrets.active:
-        from .util.secrets import scrub_report
-
         # one choke point for what JUnit XML, the terminal and the controller receive
-        scrub_report(report, secrets)
+        secrets.scrub_report(report)
     if getattr(report, "openenv_record", None) is not None:
         from .worker import html_extras
 

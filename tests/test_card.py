@@ -242,3 +242,17 @@ def test_card_states_the_run_figures() -> None:
         "tool-calling",
         "synthetic",
     ]
+
+
+def test_front_matter_is_huggingface_hubs_and_reads_back_even_with_a_nel() -> None:
+    from huggingface_hub import DatasetCardData
+
+    from pytest_openenv.dataset.card import front_matter, front_matter_text
+
+    data = front_matter(envs=["openspiel:tic_tac_toe"], rows={"results.jsonl": 2}, license="mit")
+    assert isinstance(data, DatasetCardData)
+    assert front_matter_text(data) == data.to_yaml()  # the library's text, as it writes it
+    # PyYAML (6.0) writes U+0085 raw in a quoted string, where YAML reads a line break
+    odd = front_matter(envs=["openenv:a\x85b"], rows={"results.jsonl": 2}, license=None)
+    text = front_matter_text(odd)
+    assert DatasetCard(f"---\n{text}\n---\n").data.pretty_name == "openenv:a\x85b agent episodes"

@@ -146,7 +146,8 @@ gate_metric = one_of(*GATE_METRICS)
 
 def server_urls(flag: str, raw: Any) -> tuple[str, ...]:
     """Repeatable server URLs (CLI list or ini list); credentials stay only in memory."""
-    from ..util.endpoints import ServerURL, ServerURLError
+    from ..errors import ServerURLError
+    from ..util.endpoints import ServerURL
 
     values = [raw] if isinstance(raw, str) else list(raw)
     urls = []
@@ -219,7 +220,8 @@ def non_negative_number(flag: str, raw: Any) -> float:
 
 
 def http_url(flag: str, raw: Any) -> str:
-    from ..util.endpoints import ServerURL, ServerURLError, redact
+    from ..errors import ServerURLError
+    from ..util.endpoints import ServerURL, redact
 
     text = str(raw).strip()
     try:  # the host and port must parse too: "http://[::1" would fail in the SDK later

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from ..errors import IniValueUnreadable
 from . import ini
 from .convert import (
     AUTO_CEILING,
@@ -437,7 +438,7 @@ def _ini_value(config: pytest.Config, opt: Option) -> Any:
         # accept it or say, naming the option, what would be right
         try:
             return ini.raw_value(config, opt.dest, refused)
-        except ini.Unreadable as exc:
+        except IniValueUnreadable as exc:
             raise pytest.UsageError(
                 f"--openenv-{opt.flag} (ini key {opt.dest}) is invalid: {exc}"
             ) from None

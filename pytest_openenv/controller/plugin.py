@@ -34,6 +34,7 @@ from ..report.slim import ReportSlimmer
 from ..report.step_summary import append_step_summary, summary_markdown
 from ..report.summary import summary_lines
 from ..report.tally import Tally
+from ..util.format import percent
 from ..util.secrets import KnownSecrets
 from .progress import LiveStatus, gate_so_far, status_text
 from .terminal_end import EndOfRun
@@ -405,9 +406,8 @@ class Controller:
         }
 
     def decorate_crash_report(self, report: pytest.TestReport, episode_id: str, why: str) -> None:
-        from ..episode.result import dumps_record
+        from ..episode.record import brief, dumps_record, placeholder_row
         from ..episode.spec import EpisodeSpec
-        from ..worker.service import placeholder_episode
 
         index_text, _, repeat_text = episode_id.removeprefix("ep-").partition("-r")
         index, repeat = int(index_text), int(repeat_text or 0)
@@ -431,20 +431,10 @@ class Controller:
         )
         episode_id = spec.episode_id
         reason = f"{why} (the process running this episode died: os._exit, a signal or OOM)"
-        record = placeholder_episode(spec, reason).record(test=report.nodeid, passed=False)
-        record["failure"] = {"outcome": "error", "message": reason}
+        record = placeholder_row(spec, reason, test=report.nodeid)
         report.openenv_episode_id = episode_id  # type: ignore[attr-defined]
         report.openenv_record = dumps_record(record)  # type: ignore[attr-defined]
-        report.openenv_brief = {  # type: ignore[attr-defined]
-            "reward": 0.0,
-            "turns": 0,
-            "outcome": "error",
-            "prompt_tokens": 0,
-            "completion_tokens": 0,
-            "env": spec.env,
-            "policy": spec.policy,
-            "model": None,
-        }
+        report.openenv_brief = brief(record)  # type: ignore[attr-defined]
 
     # -- session end -----------------------------------------------------------
     def figures(self) -> dict[str, Any]:
@@ -647,7 +637,7 @@ class Controller:
             lines.append(
                 f"repeats: {passk.k} per seed over {passk.problems} seed(s): "
                 + "    ".join(
-                    f"{name.replace('k', str(passk.k))} {_pct(passk.metric(name))}"
+                    f"{name.replace('k', str(passk.k))} {percent(passk.metric(name))}"
                     for name in PASSK_NAMES
                 )
                 + (
@@ -686,10 +676,6 @@ class Controller:
 PASSK_NAMES = ("pass@1", "pass@k", "pass^k")
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
 def folder_in_use(folder: Path, holder: str) -> str:
     return (
         f"--openenv-output={str(folder)!r} is in use by another run ({holder}): two runs "
@@ -701,10 +687,3 @@ def folder_in_use(folder: Path, holder: str) -> str:
 def episode_id_from_nodeid(nodeid: str) -> str | None:
     match = EPISODE_ID_IN_NODEID.search(nodeid)
     return match.group(1) if match else None
-
-
-def relative_output(path: Path, rootdir: Path) -> str:
-    try:
-        return str(path.relative_to(rootdir))
-    except ValueError:
-        return str(path)

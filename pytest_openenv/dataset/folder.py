@@ -7,7 +7,7 @@ The plugin writes only these names (DESIGN §4) and nothing else:
   ``pass-rate.svg`` (the card's chart);
 - an earlier run's files moved aside: ``results.20250101T120000.jsonl``
   (``-1``, ``-2`` ... on a clash), likewise ``failures``, ``metadata``, ``summary``;
-- ``.openenv.lock`` while a run holds the folder, and ``.<name>.tmp-<pid>`` while
+- ``.openenv.lock`` while a run holds the folder, and ``.<name>.tmp-<pid>-<random>`` while
   one of those files is being replaced.
 
 A folder is ours when it holds nothing else and its ``metadata.json``, if any,

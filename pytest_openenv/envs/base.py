@@ -26,28 +26,14 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+# defined with every other exception; importable here, where implementers look for them
+from ..errors import ActionRejected as ActionRejected
+from ..errors import EnvConfigError as EnvConfigError
+from ..errors import EnvUnavailable as EnvUnavailable
 from ..util.memo import BoundedMemo
 
 #: ``--openenv-max-turns`` when neither the user nor the family says otherwise
 DEFAULT_MAX_TURNS = 10
-
-
-class EnvConfigError(ValueError):
-    """Bad env spec or env config; surfaced to the user as a pytest usage error."""
-
-
-class ActionRejected(Exception):
-    """The env refused an action (illegal move, validation error).
-
-    The message goes back to the policy as a tool error; the episode goes on.
-    """
-
-
-class EnvUnavailable(Exception):
-    """An infrastructure fault: server down, connection dropped, engine crash.
-
-    The episode becomes a setup *error*, not a failure of the agent.
-    """
 
 
 @dataclass(frozen=True)

@@ -15,32 +15,26 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..envs.base import ActionRejected, Backend, EnvFamily, EnvUnavailable, ProposedCall, StepResult
-from ..envs.remote.hosting import ServerMismatch, check_backend
+from ..envs.base import Backend, EnvFamily, ProposedCall, StepResult
+from ..envs.remote.hosting import check_backend
 from ..envs.remote.servers import RemoteServers
-from ..policies.base import (
+from ..errors import (
+    ActionRejected,
     ContextExhausted,
-    Policy,
+    EnvUnavailable,
+    EpisodeError,
+    EpisodeTimeout,
     PolicyUnavailable,
-    Reply,
-    ToolCall,
-    Turn,
-    Usage,
+    ServerMismatch,
 )
+from ..policies.base import Policy, Reply, ToolCall, Turn, Usage
 from ..util.endpoints import redact
 from ..util.memo import BoundedMemo
+from .record import metrics_section, task_section
 from .result import Episode
 from .spec import EpisodeSpec
 
 NO_TOOL_CALL_REMINDER = "You did not call a tool. Reply with exactly one tool call: {names}."
-
-
-class EpisodeError(Exception):
-    """An episode could not be run to its end for reasons outside the agent."""
-
-
-class EpisodeTimeout(EpisodeError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -383,21 +377,16 @@ class _Loop:
             tool_trace=self.tool_trace,
             tools=self.tools,
             usage=self.usage,
-            metrics={
-                "turns": self.turns,
-                "tool_calls": self.tool_calls,
-                "tool_errors": self.tool_errors,
-                "no_tool_call_turns": self.silent_turns,
-                "prompt_tokens": self.usage.prompt_tokens,
-                "completion_tokens": self.usage.completion_tokens,
-                "wall_time_s": round(self.clock() - self.started, 6),
-            },
-            task={
-                "family": family.name,
-                "variant": family.variant,
-                "config": family.config_json,
-                **self.task_info,
-            },
+            metrics=metrics_section(
+                turns=self.turns,
+                tool_calls=self.tool_calls,
+                tool_errors=self.tool_errors,
+                no_tool_call_turns=self.silent_turns,
+                prompt_tokens=self.usage.prompt_tokens,
+                completion_tokens=self.usage.completion_tokens,
+                wall_time_s=round(self.clock() - self.started, 6),
+            ),
+            task=task_section(family.name, family.variant, family.config_json, self.task_info),
             policy=self.policy.name,
             model=self.policy.model,
             repeat=spec.repeat,

@@ -45,9 +45,10 @@ def build_policy(name: str, settings: Settings, overload: OverloadSignal | None 
             f"--openenv-policy={name!r} is unknown; choose one of: "
             f"{', '.join([*BUILTIN, *LLM])}, or pkg.module:callable"
         )
+    from ..util.secrets import KnownSecrets
     from .cache import wrap_with_cache
 
-    return wrap_with_cache(policy, settings.llm, name)
+    return wrap_with_cache(policy, settings.llm, name, KnownSecrets.from_settings(settings))
 
 
 def check_fits(policy: Policy, family: EnvFamily, where: str) -> None:

@@ -28,16 +28,13 @@ from typing import Any
 
 from ..dataset.folder import metadata_is_ours, read_metadata
 from ..dataset.writer import METADATA, SUMMARY
+from ..errors import ViewError
 from ..util.secrets import KnownSecrets
 from .page.html import render
 from .page.rows import FolderRows, read_json, scan_folder
 
 DEFAULT_PORT = 8765
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
-
-
-class ViewError(Exception):
-    """A problem with the arguments or the folder: printed as one line, exit code 2."""
 
 
 def output_folder_problem(folder: Path) -> str | None:

@@ -18,9 +18,10 @@ from ..envs.base import EnvFamily
 from ..envs.registry import build_family
 from ..envs.remote.servers import RemoteServers
 from ..episode.loop import EnvFactory, Limits, run_episode
-from ..episode.result import Episode, dumps_record
+from ..episode.record import brief, dumps_record, placeholder_row, with_failure
+from ..episode.result import Episode
 from ..episode.spec import EpisodeSpec
-from ..policies.base import Policy, Usage
+from ..policies.base import Policy
 from ..policies.registry import build_policy
 from ..util.overload import OverloadSignal
 
@@ -103,46 +104,6 @@ class EpisodeService:
         self.remote.close()  # kept sessions go back to their servers
 
 
-def placeholder_episode(spec: EpisodeSpec, reason: str) -> Episode:
-    """A record-shaped stand-in for an episode that errored before it finished."""
-    return Episode(
-        episode_id=spec.episode_id,
-        seed=spec.seed,
-        env=spec.env,
-        reward=0.0,
-        passed=False,
-        done=False,
-        turns=0,
-        outcome="error",
-        min_reward=0.0,
-        messages=[],
-        tool_trace=[],
-        tools=[],
-        usage=Usage(),
-        metrics={
-            "turns": 0,
-            "tool_calls": 0,
-            "tool_errors": 0,
-            "no_tool_call_turns": 0,
-            "prompt_tokens": 0,
-            "completion_tokens": 0,
-            "wall_time_s": 0.0,
-        },
-        task={
-            "family": spec.env.partition(":")[0],
-            "variant": spec.env.partition(":")[2],
-            "config": spec.config,
-            "prompt": "",
-            "answer": None,
-        },
-        policy=spec.policy,
-        model=None,
-        repeat=spec.repeat,
-        index=spec.index,
-        reason=reason,
-    )
-
-
 def show_message_only_failures_cheaply(item: pytest.Item) -> None:
     """Skip pytest's traceback walk for failures that show only their message.
 
@@ -189,32 +150,23 @@ def attach_to_report(
     record: dict[str, Any] | None = None
     if report.when == "setup" and report.failed:
         reason = item.stash.get(ERROR_KEY, None) or failure_message(report)
-        base = episode or placeholder_episode(spec, reason)
-        record = base.record(test=item.nodeid, passed=False, tool_arguments=tool_arguments)
-        record["failure"] = {"outcome": "error", "message": reason}
+        if episode is None:
+            record = placeholder_row(spec, reason, test=item.nodeid, tool_arguments=tool_arguments)
+        else:
+            record = episode.record(test=item.nodeid, passed=False, tool_arguments=tool_arguments)
+            with_failure(record, "error", reason)
     elif report.when == "call" and episode is not None:
         record = episode.record(
             test=item.nodeid, passed=report.passed, tool_arguments=tool_arguments
         )
         if not report.passed:
-            record["failure"] = {"outcome": "failed", "message": failure_message(report)}
+            with_failure(record, "failed", failure_message(report))
     elif report.when == "call" and report.failed:
         # the test failed without ever building the episode (e.g. it raised before use)
-        reason = failure_message(report)
-        record = placeholder_episode(spec, reason).record(test=item.nodeid, passed=False)
-        record["failure"] = {"outcome": "error", "message": reason}
+        record = placeholder_row(spec, failure_message(report), test=item.nodeid)
     if record is not None:
         report.openenv_record = dumps_record(record)  # type: ignore[attr-defined]
-        report.openenv_brief = {  # type: ignore[attr-defined]
-            "reward": record["reward"],
-            "turns": record["metrics"]["turns"],
-            "outcome": record["verify_metrics"]["outcome"],
-            "prompt_tokens": record["metrics"]["prompt_tokens"],
-            "completion_tokens": record["metrics"]["completion_tokens"],
-            "env": record["env"],
-            "policy": record["policy"],
-            "model": record["model"],
-        }
+        report.openenv_brief = brief(record)  # type: ignore[attr-defined]
         # junitxml writes the teardown report's user_properties, copied from the item
         # when that report is made; a few scalars only, never the record itself.
         item.user_properties.extend(

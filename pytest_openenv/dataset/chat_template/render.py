@@ -15,11 +15,8 @@ import json
 from datetime import datetime
 from typing import Any
 
+from ...errors import TemplateFailure
 from .source import ChatTemplate
-
-
-class TemplateFailure(Exception):
-    """The template does not compile, or raised while rendering a conversation."""
 
 
 def tojson(

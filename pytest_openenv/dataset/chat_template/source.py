@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...errors import TemplateNotFound
+
 TEMPLATE_FILE = "chat_template.jinja"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 TEMPLATE_JSON = "chat_template.json"
@@ -29,10 +31,6 @@ SPECIAL_TOKENS = (
     "cls_token",
     "mask_token",
 )
-
-
-class TemplateNotFound(ValueError):
-    """No chat template where the user pointed; the message says where we looked."""
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from ...errors import ExpertError
 from ...util.memo import BoundedMemo
 
 #: alpha-beta's best-case node count (``A ** ceil(L / 2)``) at or below which the search is exact
@@ -37,10 +38,6 @@ UCT_C = 2.0
 MCTS_MEMORY_MB = 64
 #: positions whose exact best move is kept; beyond it a search result is used, not stored
 EXACT_MEMO_LIMIT = 500_000
-
-
-class ExpertError(Exception):
-    """The expert cannot play this game (the reason is in the message)."""
 
 
 @dataclass(frozen=True)

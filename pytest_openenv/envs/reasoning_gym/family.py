@@ -26,13 +26,13 @@ import threading
 from collections import OrderedDict
 from typing import Any, ClassVar
 
+from ...errors import GenerationTimeout
 from ...util.envseconds import seconds_from_env
 from ..base import (
     ActionRejected,
     Backend,
     EnvConfigError,
     EnvFamily,
-    EnvUnavailable,
     ProposedCall,
     StepResult,
     ToolSpec,
@@ -48,10 +48,6 @@ INSTALL_HINT = "pip install 'pytest-openenv[reasoning-gym]'"
 #: environment variable: seconds generating one question may take
 GENERATION_TIMEOUT_ENV = "PYTEST_OPENENV_GENERATION_TIMEOUT"
 DEFAULT_GENERATION_TIMEOUT = 60.0
-
-
-class GenerationTimeout(EnvUnavailable):
-    """The dataset did not produce its question in time."""
 
 
 def generation_timeout() -> float:

@@ -30,6 +30,7 @@ import random
 import time
 from typing import TYPE_CHECKING, Any
 
+from ...errors import CannotConnect, CapacityReached
 from ...util.endpoints import ServerURL
 from ..base import ActionRejected, Backend, EnvUnavailable, StepResult
 from .hosting import ServerReport
@@ -53,17 +54,6 @@ MAX_BACKOFF = 2.0
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 #: how long closing may wait for a silent server's goodbye before dropping the socket
 CLOSE_TIMEOUT = 2.0
-
-
-class CannotConnect(EnvUnavailable):
-    """No session could be opened (refused, handshake failed or timed out): nothing was sent."""
-
-
-class CapacityReached(EnvUnavailable):
-    """The server refused a new session because all of its sessions are taken.
-
-    Retried while a session is being opened; anywhere else it is a plain fault.
-    """
 
 
 def describe_error(data: dict[str, Any]) -> str:

@@ -22,17 +22,12 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ...errors import ServerMismatch
 from ...util.endpoints import ServerUnreachable, ServerURL
 from ..base import EnvFamily, StepResult
 
 #: seconds one GET of /metadata, /schema or /state may take
 FACTS_TIMEOUT = 10.0
-#: fields every OpenEnv observation has (the base ``Observation`` model)
-BASE_OBSERVATION_FIELDS = frozenset({"done", "reward", "metadata"})
-
-
-class ServerMismatch(Exception):
-    """A server hosts something other than the env the run names."""
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,8 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
+from ...errors import NoServerInRotation
 from ...util.endpoints import ServerURL, health_problem, redact
-from ..base import EnvUnavailable
 
 #: seconds a server sits out after its first failure in a row
 COOL_DOWN = 30.0
@@ -45,10 +45,6 @@ COOL_DOWN = 30.0
 MAX_COOL_DOWN = 300.0
 #: seconds the health check of a benched server may take
 PROBE_TIMEOUT = 5.0
-
-
-class NoServerInRotation(EnvUnavailable):
-    """Every server this episode could use is out of rotation."""
 
 
 @dataclass

@@ -2,16 +2,16 @@
 
 ``write_report(folder)`` reads the folder as a finished run left it (``results.jsonl``,
 ``failures.jsonl``, ``summary.json``, ``metadata.json``) and writes ``report.html``
-(``html.py``) and ``pass-rate.svg`` (the chart the dataset card shows), each through a
-temp file and ``os.replace``, with every known secret scrubbed like every other file.
+(``html.py``) and ``pass-rate.svg`` (the chart the dataset card shows), each replaced at
+once (``util/atomic.py``), with every known secret scrubbed like every other file.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from ...dataset.writer import CHART, METADATA, REPORT, SUMMARY, atomic_write, temp_path
+from ...dataset.writer import CHART, METADATA, REPORT, SUMMARY
+from ...util.atomic import replacing, write_atomically
 from ...util.secrets import KnownSecrets
 from .. import charts
 from .html import DEFAULT_CAP, render
@@ -28,18 +28,9 @@ def write_report(
     found = scan_folder(folder)
     summary = read_json(folder / SUMMARY)
     metadata = read_json(folder / METADATA)
-    target = folder / REPORT
-    tmp = temp_path(target)
-    try:
-        with tmp.open("w", encoding="utf-8") as out:
-            for chunk in render(found, summary, metadata, served=False, cap=cap):
-                out.write(secrets.scrub(chunk) if secrets.active else chunk)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with replacing(folder / REPORT) as out:
+        for chunk in render(found, summary, metadata, served=False, cap=cap):
+            out.write((secrets.scrub(chunk) if secrets.active else chunk).encode("utf-8"))
     chart = charts.running_pass_rate([row.outcome == "passed" for row in found.rows])
-    atomic_write(folder / CHART, secrets.scrub(chart).encode("utf-8"))
+    write_atomically(folder / CHART, secrets.scrub(chart).encode("utf-8"))
     return found

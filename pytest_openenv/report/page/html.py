@@ -26,6 +26,7 @@ from html import escape
 from importlib import resources
 from typing import Any
 
+from ...util.format import percent
 from .. import charts
 from ..passk import pass_at_k
 from .rows import COLUMNS, FolderRows
@@ -53,10 +54,6 @@ def inert(text: str) -> str:
     """JSON text safe inside a ``<script type="application/json">`` (lossless: those
     characters only ever appear inside JSON strings)."""
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-def _pct(value: Any) -> str:
-    return "n/a" if not isinstance(value, (int, float)) else f"{100 * value:.1f}%"
 
 
 def _num(value: Any, digits: int = 3) -> str:
@@ -128,8 +125,8 @@ def summary_markup(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
         _card("skipped", str(f.get("skipped", 0)), figure="skipped"),
         _card(
             "pass rate",
-            _pct(f.get("pass_rate")),
-            f"95% Wilson CI {_pct(low)} - {_pct(high)}, n={f.get('ran', 0)}",
+            percent(f.get("pass_rate")),
+            f"95% Wilson CI {percent(low)} - {percent(high)}, n={f.get('ran', 0)}",
             figure="pass_rate",
         ),
         _card("mean reward", reward, "± standard error", figure="mean_reward"),
@@ -160,8 +157,8 @@ def summary_markup(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
             (
                 "repeats",
                 f"{k} per seed over {passk.get('problems', 0)} seed(s): pass@1 "
-                f"{_pct(passk.get('pass@1'))}, pass@{k} {_pct(passk.get('pass@k'))}, "
-                f"pass^{k} {_pct(passk.get('pass^k'))}",
+                f"{percent(passk.get('pass@1'))}, pass@{k} {percent(passk.get('pass@k'))}, "
+                f"pass^{k} {percent(passk.get('pass^k'))}",
             )
         )
     rows = "".join(
@@ -213,8 +210,8 @@ def baseline_markup(c: dict[str, Any], path: str) -> str:
         '<h2>Against the baseline</h2><table class="facts" id="baseline">'
         f"<tr><th></th><th>baseline</th><th>this run</th></tr>"
         f"<tr><th>{escape(str(c.get('metric', 'pass@1')))}</th>"
-        f"<td>{_pct(c.get('baseline'))} (n={escape(str(c.get('baseline_n')))})</td>"
-        f"<td>{_pct(c.get('current'))} (n={escape(str(c.get('current_n')))})</td></tr>"
+        f"<td>{percent(c.get('baseline'))} (n={escape(str(c.get('baseline_n')))})</td>"
+        f"<td>{percent(c.get('current'))} (n={escape(str(c.get('current_n')))})</td></tr>"
         f"<tr><th>change</th><td colspan=2>{escape(change_text)}</td></tr>"
         f'<tr><th>verdict</th><td colspan=2 class="{"verdict-fail" if drop else "verdict-pass"}"'
         f">{escape(verdict)}</td></tr>"
