@@ -283,3 +283,78 @@ def test_a_resume_into_a_folder_of_the_first_row_schema_is_refused(run_pytest, p
             "schema_version=2*"
         ]
     )
+
+
+# -- OpenEnv's wording, pinned ------------------------------------------------------------
+# The comparisons above run OpenEnv's harness itself, which needs its repository (its env
+# packages are not on PyPI). These pin the same text as it was when those comparisons
+# passed against OpenEnv at commit 385de5eb, so a change to our openenv style fails on a
+# machine without the repository too (CI): re-run the comparisons before updating them.
+OPENENV_TTT_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "play_move",
+        "description": (
+            "Play a move by its integer action_id. The action_id must come from the "
+            "`legal_actions` list shown in the latest observation."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "action_id": {
+                    "type": "integer",
+                    "description": "Action id drawn from legal_actions.",
+                }
+            },
+            "required": ["action_id"],
+        },
+    },
+}
+OPENENV_TTT_FIRST_PROMPT = (
+    "You are playing tic_tac_toe.\n"
+    "Call the play_move tool with an action_id drawn from legal_actions.\n"
+    "Legal actions: [0, 1, 2, 3, 4, 5, 6, 7, 8]\n\n"
+    "Board:\n0 | 1 | 2\n---------\n3 | 4 | 5\n---------\n6 | 7 | 8"
+)
+OPENENV_ANSWER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "answer",
+        "description": "Submit the final answer for the current question.",
+        "parameters": {
+            "type": "object",
+            "properties": {"answer": {"type": "string", "description": "The answer to submit."}},
+            "required": ["answer"],
+        },
+    },
+}
+
+
+def test_openenv_style_tic_tac_toe_text_is_pinned(tictactoe: ThreadServer) -> None:
+    row = run_ours("openspiel:tic_tac_toe", tictactoe.url, 1)
+    assert row["tools"] == [OPENENV_TTT_TOOL]
+    assert [m["role"] for m in row["messages"][:3]] == ["user", "assistant", "tool"]
+    assert row["messages"][0]["content"] == OPENENV_TTT_FIRST_PROMPT
+    result = row["messages"][2]["content"]
+    data = json.loads(result)
+    assert result == json.dumps(data, sort_keys=True)  # sorted keys, default separators
+    assert sorted(data) == [
+        "action_id",
+        "board",
+        "current_player_id",
+        "done",
+        "legal_actions",
+        "reward",
+    ]
+    assert data["action_id"] == 0 and data["board"].startswith("X | 1 | ")
+
+
+def test_openenv_style_reasoning_gym_text_is_pinned(reasoning: ThreadServer) -> None:
+    row = run_ours("reasoning_gym:chain_sum", reasoning.url, 1)
+    assert row["tools"] == [OPENENV_ANSWER_TOOL]
+    assert [m["role"] for m in row["messages"]] == ["user", "assistant", "tool"]
+    prompt = row["messages"][0]["content"]
+    assert prompt.startswith("State the final answer to the following arithmetic problem: ")
+    result = json.loads(row["messages"][2]["content"])
+    assert sorted(result) == ["answer", "correct_answer", "done", "reward", "score"]
+    assert result["answer"] == result["correct_answer"] and result["reward"] == 1.0
