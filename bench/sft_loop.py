@@ -1,6 +1,6 @@
 """The whole loop on one CPU: collect with the teacher, fine-tune, gate the student.
 
-    python bench/sft_loop.py [--train-episodes 48] [--eval-episodes 16] [--work DIR]
+    python bench/sft_loop.py [--train-episodes 48] [--eval-episodes 10] [--work DIR]
 
 Runs example_suites/sft_warmup/'s steps as separate processes, each measured on its own
 (wall time, CPU time, peak resident memory of the process and its children):
@@ -175,10 +175,10 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=None, help="folder for every stage's files")
     parser.add_argument("--env", default="openspiel:tic_tac_toe")
     parser.add_argument("--train-episodes", type=int, default=48)
-    parser.add_argument("--eval-episodes", type=int, default=16)
+    parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--eval-seed", type=int, default=100_000, help="first held-out seed")
     parser.add_argument("--max-turns", type=int, default=6)
-    parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--max-tokens", type=int, default=40)
     parser.add_argument("--workers", type=int, default=2, help="xdist workers per eval run")
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--batch-size", type=int, default=2)

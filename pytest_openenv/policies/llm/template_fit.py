@@ -45,11 +45,11 @@ class TemplateFit:
     def problems(self) -> list[str]:
         found = []
         if not self.shows_tools:
-            found.append("it does not render the tools, so the model never sees their schemas")
+            found.append("does not render the tools, so the model never sees their schemas")
         if self.arguments_form is None:
             found.append(
-                "it drops or garbles the assistant's earlier tool calls (neither JSON text nor "
-                "an object survives in tool_calls[].function.arguments)"
+                "drops or garbles the assistant's earlier tool calls (neither JSON text nor an "
+                "object survives in tool_calls[].function.arguments)"
             )
         return found
 

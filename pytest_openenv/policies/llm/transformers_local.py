@@ -312,7 +312,7 @@ def build_transformers_policy(settings: Settings) -> TransformersPolicy:
         if problems:
             warnings.warn(
                 pytest.PytestWarning(
-                    f"--openenv-model={llm.model}: its chat template {'; '.join(problems)}. "
+                    f"--openenv-model={llm.model}: its chat template {' and '.join(problems)}. "
                     "The episodes still run, but the model plays blind; give the checkpoint a "
                     "tool-calling template (docs/policies-and-llm-endpoints.md#a-local-model-"
                     "in-process-transformers)"
