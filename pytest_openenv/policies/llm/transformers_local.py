@@ -135,40 +135,30 @@ class TransformersPolicy(Policy):
     # -- one turn ------------------------------------------------------------
     def act(self, turn: Turn) -> Reply:
         torch, tokenizer, model = self._ensure_loaded()
-        fit = self.fit
-        messages = in_form(turn.messages, fit.arguments_form if fit else None)
-        try:
-            prompt = tokenizer.apply_chat_template(
-                messages, tools=turn.tools or None, add_generation_prompt=True, tokenize=False
-            )
-        except Exception as exc:  # the template raised (raise_exception) on this transcript
-            raise PolicyUnavailable(
-                f"the chat template of {self.model} cannot render this conversation "
-                f"({type(exc).__name__}: {str(exc)[:300]})"
-            ) from None
-        ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt")
-        prompt_tokens = int(ids["input_ids"].shape[1])
-        window = context_window(model)
-        if window is not None and prompt_tokens >= window:
-            raise ContextExhausted(
-                f"the prompt is {prompt_tokens} tokens, the context window of {self.model} is "
-                f"{window}"
-            )
-        max_new = self.sampling.max_tokens
-        if window is not None:
-            max_new = min(max_new, window - prompt_tokens)
+        prompt = self._prompt(tokenizer, turn)
+        # one turn at a time through tokenizer and model: a fast tokenizer shared between
+        # threads can fail ("Already borrowed"), and on CPU generations would only contend
         with self._lock:
+            ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt")
+            prompt_tokens = int(ids["input_ids"].shape[1])
+            window = context_window(model)
+            if window is not None and prompt_tokens >= window:
+                raise ContextExhausted(
+                    f"the prompt is {prompt_tokens} tokens, the context window of {self.model} "
+                    f"is {window}"
+                )
+            max_new = self.sampling.max_tokens
+            if window is not None:
+                max_new = min(max_new, window - prompt_tokens)
             budget = self._budget(turn)
             started = time.monotonic()
-            generated = self._generate(torch, tokenizer, model, ids, turn, max_new, budget)
+            tokens = self._generate(torch, tokenizer, model, ids, turn, max_new, budget).tolist()
             elapsed = time.monotonic() - started
-        stops = stop_ids(tokenizer, model)
-        tokens = generated.tolist()
-        ended = next((i for i, token in enumerate(tokens) if token in stops), None)
-        if ended is None and len(tokens) < max_new and elapsed >= budget:
-            raise PolicyUnavailable(self._out_of_time(budget, turn))
-        kept = tokens if ended is None else tokens[:ended]
-        text = tokenizer.decode(kept, skip_special_tokens=False)
+            stops = stop_ids(tokenizer, model)
+            ended = next((i for i, token in enumerate(tokens) if token in stops), None)
+            if ended is None and len(tokens) < max_new and elapsed >= budget:
+                raise PolicyUnavailable(self._out_of_time(budget, turn))
+            text = tokenizer.decode(tokens if ended is None else tokens[:ended])
         parsed = parse_tool_calls(text)
         calls = tuple(
             ToolCall(id=f"call_{turn.turn:03d}_{i}", name=call.name, arguments=call.arguments)
@@ -179,6 +169,22 @@ class TransformersPolicy(Policy):
             tool_calls=calls,
             usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=len(tokens)),
         )
+
+    def _prompt(self, tokenizer: Any, turn: Turn) -> str:
+        """The transcript and tools through the chat template, ready for the reply."""
+        fit = self.fit
+        messages = in_form(turn.messages, fit.arguments_form if fit else None)
+        try:
+            return str(
+                tokenizer.apply_chat_template(
+                    messages, tools=turn.tools or None, add_generation_prompt=True, tokenize=False
+                )
+            )
+        except Exception as exc:  # the template raised (raise_exception) on this transcript
+            raise PolicyUnavailable(
+                f"the chat template of {self.model} cannot render this conversation "
+                f"({type(exc).__name__}: {str(exc)[:300]})"
+            ) from None
 
     def _generate(
         self,
