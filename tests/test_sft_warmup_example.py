@@ -32,6 +32,13 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "example_suites" / "sft_warmu
 ENV = "--openenv-env=openspiel:tic_tac_toe"
 
 
+@pytest.fixture(autouse=True)
+def one_thread_per_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Child pytest runs take one core each: beside xdist workers, torch's default of one
+    thread per core makes the threads spin against each other."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+
+
 def example_module(name: str):
     sys.path.insert(0, str(EXAMPLE))
     try:

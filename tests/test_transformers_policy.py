@@ -48,6 +48,14 @@ from pytest_openenv.policies.llm.transformers_local import (  # noqa: E402
 
 ENV = "--openenv-env=openspiel:tic_tac_toe"
 
+
+@pytest.fixture(autouse=True)
+def one_thread_per_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Child pytest runs take one core each: beside xdist workers, torch's default of one
+    thread per core makes the threads spin against each other."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+
+
 #: one conversation per format; the taught model answers each in that format
 FORMATS = {
     "hermes": '<tool_call>\n{"name": "play_move", "arguments": {"action_id": 4}}\n</tool_call>',

@@ -142,6 +142,25 @@ def taught_checkpoint(
         masks.append([0] * len(prompt_ids) + [1] * len(reply_ids))
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     model.train()
+    # a model this small gains nothing from a second thread, and under xdist (or beside
+    # other jobs) two threads per process spin against each other: ten times slower here
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        _memorise(model, optimizer, sequences, masks, steps)
+    finally:
+        torch.set_num_threads(threads)
+    model.eval()
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _memorise(
+    model: Any, optimizer: Any, sequences: list[list[int]], masks: list[list[int]], steps: int
+) -> None:
+    import torch
+
     for _ in range(steps):
         worst = 0.0
         for ids, mask in zip(sequences, masks, strict=True):
@@ -154,7 +173,3 @@ def taught_checkpoint(
             worst = max(worst, loss.item())
         if worst < 0.005:  # every reply is memorised: greedy decoding reproduces it
             break
-    model.eval()
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
