@@ -273,7 +273,7 @@ def main() -> int:
             print(f"\n{stage.name} failed:\n{stage.tail}")
             return 1
     print(f"\nwork folder: {work}")
-    print(next(s for s in stages if s.name == "train").tail.splitlines()[-2:])
+    print("train:", *next(s for s in stages if s.name == "train").tail.splitlines()[-2:])
     student_stage = stages[-1]
     gate = next(
         (line.strip() for line in student_stage.tail.splitlines() if line.startswith("gate:")),

@@ -66,13 +66,14 @@ def collected_rows(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
                 ENV,
                 "--openenv-n=2",
                 f"--openenv-tool-arguments={form}",
-                f"--openenv-output={out}",
+                f"--openenv-output={out / 'rows'}",
             ],
             cwd=out,
             check=True,
             capture_output=True,
         )
-        rows += [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+        results = out / "rows" / "results.jsonl"
+        rows += [json.loads(line) for line in results.read_text().splitlines()]
     return rows
 
 
@@ -135,6 +136,7 @@ def test_the_real_smollm2_gguf_plays_as_a_policy(run_pytest, tmp_path: Path) -> 
         "--openenv-max-tokens=8",
         "--openenv-max-turns=1",
         f"--openenv-output={tmp_path / 'out'}",
+        timeout=900,  # about 30 s of CPU: the GGUF's tokenizer is converted on each load
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*episodes: 0 passed, 2 failed, 0 errored*"])
