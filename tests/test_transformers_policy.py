@@ -26,6 +26,11 @@ if MISSING:
         f"needs the [transformers] extra ({', '.join(MISSING)} missing)", allow_module_level=True
     )
 
+# imported before any test takes pytester's snapshot of sys.modules: a first import inside a
+# pytester test is undone at its teardown, and numpy cannot be imported twice in a process
+import tokenizers  # noqa: E402, F401
+import torch  # noqa: E402, F401
+import transformers  # noqa: E402, F401
 from tiny_models import (  # noqa: E402
     HERMES_TEMPLATE,
     PLAIN_TEMPLATE,
