@@ -26,7 +26,7 @@ from typing import Any
 
 from benchenv import PYTEST_QUIET, user_env
 
-from pytest_openenv.envs.openspiel import openspiel_expert
+from pytest_openenv.envs.openspiel import expert as openspiel_expert
 from pytest_openenv.envs.registry import build_family
 
 ENV = user_env()
@@ -119,7 +119,7 @@ def main() -> None:
     for env, episodes in (("openspiel:tic_tac_toe", 200), ("openspiel:connect_four", 100)):
         rewards, moves, spent = expert_games(env, episodes)
         per_move = 1000 * spent / sum(moves)
-        plan = openspiel_expert.plan_for(build_family(env, {})._game).kind
+        plan = build_family(env, {}).expert.plan.kind
         print(
             f"  {env:24s} {plan:10s} {episodes} games, {sum(moves)} moves: "
             f"{per_move:.3f} ms/move = {per_move / item_ms:.2f} x pytest's per-item cost "

@@ -1,6 +1,10 @@
 """Plugin overhead per episode item vs pytest's own per-item cost, measured in one run.
 
-    python bench/overhead.py [--n 2000] [--repeat 3]
+    python bench/overhead.py [--n 2000] [--repeat 3] [--tty] [--episode-arg=ARG ...]
+
+``--tty`` runs every pytest on a pseudo-terminal (where the live status line is drawn in
+place); ``--episode-arg`` adds a flag to B, e.g. ``--episode-arg=--openenv-progress=off``
+to compare the status line on and off.
 
 Runs, in fresh empty folders and with identical pytest flags:
   A. N trivial parametrized tests (pytest's own per-item cost);
@@ -15,6 +19,7 @@ Then measures the import cost of the plugin module when no option is given
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import statistics
 import subprocess
@@ -29,7 +34,9 @@ FLAGS = ["-q", "-p", "no:cacheprovider", "--tb=no", "-o", "console_output_style=
 ENV = user_env()
 
 
-def timed(args: list[str], cwd: Path) -> float:
+def timed(args: list[str], cwd: Path, tty: bool = False) -> float:
+    if tty:
+        return timed_on_a_terminal(args, cwd)
     start = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "pytest", *FLAGS, *args],
@@ -40,6 +47,37 @@ def timed(args: list[str], cwd: Path) -> float:
         check=False,
     )
     return time.perf_counter() - start
+
+
+def timed_on_a_terminal(args: list[str], cwd: Path) -> float:
+    """The same run with stdout on a pseudo-terminal (read and dropped as it comes)."""
+    import os
+    import pty
+    import threading
+
+    master, slave = pty.openpty()
+
+    def drain() -> None:
+        with contextlib.suppress(OSError):
+            while os.read(master, 65536):
+                pass
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "pytest", *FLAGS, *args],
+        cwd=cwd,
+        env={**ENV, "TERM": "xterm", "COLUMNS": "120"},
+        stdout=slave,
+        stderr=slave,
+        check=False,
+    )
+    elapsed = time.perf_counter() - start
+    os.close(slave)
+    reader.join(timeout=5)
+    os.close(master)
+    return elapsed
 
 
 def trivial_suite(folder: Path, n: int) -> None:
@@ -74,17 +112,22 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--tty", action="store_true", help="run pytest on a pseudo-terminal")
+    parser.add_argument("--episode-arg", action="append", default=[], help="a flag for B")
     args = parser.parse_args()
     trivial, episodes = [], []
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
             trivial_suite(Path(a), args.n)
-            trivial.append(timed(["test_trivial.py"], Path(a)))
-            episodes.append(
-                timed(["--openenv-env=openspiel:tic_tac_toe", f"--openenv-n={args.n}"], Path(b))
-            )
+            trivial.append(timed(["test_trivial.py"], Path(a), args.tty))
+            run = ["--openenv-env=openspiel:tic_tac_toe", f"--openenv-n={args.n}"]
+            episodes.append(timed([*run, *args.episode_arg], Path(b), args.tty))
     t, e = min(trivial), min(episodes)
-    print(f"N={args.n} items, best of {args.repeat}, flags: {' '.join(FLAGS)}")
+    print(
+        f"N={args.n} items, best of {args.repeat}, flags: {' '.join(FLAGS)}"
+        + (" (on a pseudo-terminal)" if args.tty else "")
+        + (f", episode flags: {' '.join(args.episode_arg)}" if args.episode_arg else "")
+    )
     print(f"  trivial parametrized tests : {t:7.2f} s  ({1000 * t / args.n:.3f} ms/item)")
     print(f"  openenv episode items      : {e:7.2f} s  ({1000 * e / args.n:.3f} ms/item)")
     print(f"  ratio episodes/trivial     : {e / t:7.2f}   (target <= 1.5)")

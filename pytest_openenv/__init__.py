@@ -22,28 +22,29 @@ _EXPORTS = {
     "StepResult": "pytest_openenv.envs.base",
     "ToolSpec": "pytest_openenv.envs.base",
     "ProposedCall": "pytest_openenv.envs.base",
-    "ActionRejected": "pytest_openenv.envs.base",
-    "EnvUnavailable": "pytest_openenv.envs.base",
-    "EnvConfigError": "pytest_openenv.envs.base",
+    "OpenEnvError": "pytest_openenv.errors",
+    "ActionRejected": "pytest_openenv.errors",
+    "EnvUnavailable": "pytest_openenv.errors",
+    "EnvConfigError": "pytest_openenv.errors",
     "run_episode": "pytest_openenv.episode.loop",
     "EnvFactory": "pytest_openenv.episode.loop",
     "Limits": "pytest_openenv.episode.loop",
+    "to_episode_record": "pytest_openenv.episode.openenv_record",
+    "from_episode_record": "pytest_openenv.episode.openenv_record",
+    "episode_record_fields": "pytest_openenv.episode.openenv_record",
 }
 
 if TYPE_CHECKING:
-    from .envs.base import (
-        ActionRejected,
-        Backend,
-        EnvConfigError,
-        EnvFamily,
-        EnvUnavailable,
-        ProposedCall,
-        StepResult,
-        ToolSpec,
-    )
+    from .envs.base import Backend, EnvFamily, ProposedCall, StepResult, ToolSpec
     from .episode.loop import EnvFactory, Limits, run_episode
+    from .episode.openenv_record import (
+        episode_record_fields,
+        from_episode_record,
+        to_episode_record,
+    )
     from .episode.result import Episode
     from .episode.spec import EpisodeSpec
+    from .errors import ActionRejected, EnvConfigError, EnvUnavailable, OpenEnvError
     from .policies.base import Policy, Reply, ToolCall, Turn, Usage
 
 
@@ -66,6 +67,7 @@ __all__ = [
     "Episode",
     "EpisodeSpec",
     "Limits",
+    "OpenEnvError",
     "Policy",
     "ProposedCall",
     "Reply",
@@ -74,5 +76,8 @@ __all__ = [
     "ToolSpec",
     "Turn",
     "Usage",
+    "episode_record_fields",
+    "from_episode_record",
     "run_episode",
+    "to_episode_record",
 ]

@@ -1,8 +1,11 @@
-"""``python -m pytest_openenv push DIR REPO``: upload an output folder to the Hub.
+"""``python -m pytest_openenv push DIR REPO``: upload an output folder to the Hub;
+``python -m pytest_openenv view DIR``: serve its run report on 127.0.0.1.
 
-The retry for a run whose upload failed, and the way to publish earlier runs.
+``push`` is the retry for a run whose upload failed, and the way to publish earlier runs.
 Exit codes: 0 pushed, 1 the upload failed (local files untouched), 2 bad
 arguments, a folder that is not an output folder, or no token, 130 Ctrl-C.
+``view`` exits 0 when stopped with Ctrl-C, 2 for a folder that is not an output folder,
+a host that is not loopback (without ``--allow-remote``) or a port in use.
 Every Hub request gives up after ``PYTEST_OPENENV_HUB_TIMEOUT`` seconds without
 progress (default 60); a failed or interrupted push prints the command to retry.
 """
@@ -47,21 +50,47 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ID",
         help="Hub license id for the card's front-matter, e.g. mit or cc-by-4.0",
     )
+    view = commands.add_parser(
+        "view",
+        help="serve an output folder's run report on 127.0.0.1, every transcript on demand",
+        description=(
+            "Serve the run report of DIR (the page report.html shows) with every episode's "
+            "transcript read on demand from results.jsonl and failures.jsonl, for folders "
+            "too large to embed them all. Binds a loopback address only, unless "
+            "--allow-remote is given."
+        ),
+    )
+    view.add_argument("folder", metavar="DIR", type=Path, help="output folder of a run")
+    view.add_argument(
+        "--port", type=int, default=None, metavar="P", help="port (default 8765; 0: any free)"
+    )
+    view.add_argument("--host", default="127.0.0.1", metavar="H", help="default 127.0.0.1")
+    view.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a --host that is not loopback (serves the transcripts to your network)",
+    )
     return parser
 
 
+def view(args: argparse.Namespace) -> int:
+    from .report.view import DEFAULT_PORT, ViewError, serve
+
+    port = DEFAULT_PORT if args.port is None else args.port
+    if not 0 <= port <= 65535:
+        print(f"error: --port {port} is invalid: expected 0..65535", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return serve(args.folder.resolve(), args.host, port, allow_remote=args.allow_remote)
+    except ViewError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
 def push(args: argparse.Namespace) -> int:
-    from .dataset.hub import (
-        NotAnOutputFolder,
-        PushError,
-        find_token,
-        hub_timeout,
-        license_problem,
-        push_folder,
-        refresh_card,
-        repo_id_problem,
-        retry_command,
-    )
+    from .config.convert import license_problem, repo_id_problem
+    from .dataset.hub import find_token, hub_timeout, push_folder, refresh_card, retry_command
+    from .errors import NotAnOutputFolder, PushError
 
     problem = repo_id_problem(args.repo_id)
     if problem:
@@ -115,6 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "push":
         return push(args)
+    if args.command == "view":
+        return view(args)
     return EXIT_USAGE  # pragma: no cover - argparse rejects unknown commands
 
 

@@ -63,6 +63,13 @@ def leave_out_idle_plugins(config: pytest.Config) -> None:
             config.pluginmanager.unregister(name=name)
 
 
+def worker_settings(settings: Settings, tool_arguments: str) -> Settings:
+    import dataclasses
+
+    output = dataclasses.replace(settings.output, tool_arguments=tool_arguments)
+    return dataclasses.replace(settings, output=output)
+
+
 def plays_episodes(config: pytest.Config) -> bool:
     """This process runs items: an xdist worker, or a run without xdist (not its controller)."""
     return is_worker(config) or config.getoption("dist", "no") == "no"
@@ -84,6 +91,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
     heap.arrange_thaw(config)
     settings = Settings.from_config(config)
+    if is_worker(config) and config.workerinput.get("openenv_tool_arguments"):  # type: ignore[attr-defined]
+        # the controller's --openenv-chat-template check chose the form rows are built in
+        settings = worker_settings(settings, config.workerinput["openenv_tool_arguments"])  # type: ignore[attr-defined]
     config.stash[SETTINGS_KEY] = settings
     from .util.secrets import KnownSecrets
 
@@ -101,8 +111,9 @@ def pytest_configure(config: pytest.Config) -> None:
         except EnvConfigError as exc:
             raise pytest.UsageError(f"--openenv-env={settings.run.env!r}: {exc}") from None
         if settings.servers.urls and not is_worker(config):
-            check_hosting(config, settings, family)  # a server hosting another env: usage error
-            check_seeding(config, settings, family)  # a server that drops the seed: one warning
+            remote = config.stash[SERVICE_KEY].remote  # what the episodes of -n 0 will use
+            check_hosting(config, settings, family, remote)  # hosting another env: usage error
+            check_seeding(config, settings, family, remote)  # drops the seed: one warning
     # the run's policy: named, else the env family's best teacher (expert where it plays)
     run_policy = settings.run.policy or (family.default_policy() if settings.run.env else None)
     policy = config.stash[SERVICE_KEY].policy(run_policy or "scripted")  # fail fast on a bad one
@@ -116,6 +127,14 @@ def pytest_configure(config: pytest.Config) -> None:
         )
         check_fits(policy, family, where)
         check_honoured(str(run_policy), family, where)
+    template_check = None
+    if settings.output.chat_template and not is_worker(config):
+        from .controller.template import prepare
+
+        # before any episode: workers build rows in the form this chooses
+        settings, template_check = prepare(settings, family if settings.run.env else None)
+        config.stash[SETTINGS_KEY] = settings
+        config.stash[SERVICE_KEY].settings = settings
     if plays_episodes(config):
         policy.load(strict=not is_worker(config))
     if settings.run.env:
@@ -126,9 +145,8 @@ def pytest_configure(config: pytest.Config) -> None:
         leave_out_idle_plugins(config)
         config.args[:] = []
     if is_worker(config):
-        from .envs.remote.seeding import UNSEEDED_SERVERS
-
-        UNSEEDED_SERVERS.update(config.workerinput.get("openenv_unseeded", ()))  # type: ignore[attr-defined]
+        unseeded = config.workerinput.get("openenv_unseeded", ())  # type: ignore[attr-defined]
+        config.stash[SERVICE_KEY].remote.learn_unseeded(unseeded)
         done = config.workerinput.get("openenv_resume_done", ())  # type: ignore[attr-defined]
         config.stash[RESUME_KEY] = frozenset(done)
         return
@@ -155,7 +173,7 @@ def pytest_configure(config: pytest.Config) -> None:
             ),
             stacklevel=2,
         )
-    controller = Controller(config, settings, config.stash[SERVICE_KEY])
+    controller = Controller(config, settings, config.stash[SERVICE_KEY], template=template_check)
     config.stash[CONTROLLER_KEY] = controller
     config.pluginmanager.register(controller, "openenv-controller")
 
@@ -167,9 +185,11 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput["openenv_resume_done"] = sorted(done)
     # workers see --dist as "no"; run-ahead needs to know whether items can be taken back
     node.workerinput["openenv_dist"] = node.config.getoption("dist", None)
-    from .envs.remote.seeding import UNSEEDED_SERVERS
-
-    node.workerinput["openenv_unseeded"] = sorted(UNSEEDED_SERVERS)
+    settings = node.config.stash.get(SETTINGS_KEY, None)
+    if settings is not None:
+        node.workerinput["openenv_tool_arguments"] = settings.output.tool_arguments
+    service = node.config.stash.get(SERVICE_KEY, None)
+    node.workerinput["openenv_unseeded"] = service.remote.unseeded.listed() if service else []
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -375,10 +395,13 @@ def pytest_runtest_makereport(
     attach_to_report(item, report, tool_arguments or "string")
     secrets = item.config.stash.get(SECRETS_KEY, None)
     if secrets is not None and secrets.active:
-        from .util.secrets import scrub_report
-
         # one choke point for what JUnit XML, the terminal and the controller receive
-        scrub_report(report, secrets)
+        secrets.scrub_report(report)
+    if getattr(report, "openenv_record", None) is not None:
+        from .worker import html_extras
+
+        if html_extras.wanted(item.config):
+            html_extras.attach_transcript(report)  # pytest-html: the transcript per item
     return report
 
 
@@ -397,13 +420,12 @@ def pytest_report_teststatus(
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    from .envs.remote.sessions import IDLE_SESSIONS
     from .util import heap
 
     if session.config.stash.get(HAS_EPISODES_KEY, False):
         heap.freeze(session.config)  # the items live until the session ends
         # kept between episodes, a worker's sessions could starve another on a small server
-        IDLE_SESSIONS.enabled = not is_worker(session.config)
+        session.config.stash[SERVICE_KEY].remote.keep_sessions(not is_worker(session.config))
 
 
 @pytest.hookimpl(trylast=True)
@@ -413,7 +435,4 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         runahead.close()
     service = session.config.stash.get(SERVICE_KEY, None)
     if service is not None:
-        service.close()
-        from .envs.remote.sessions import IDLE_SESSIONS
-
-        IDLE_SESSIONS.close_all()
+        service.close()  # its policies, and the sessions it kept

@@ -23,7 +23,7 @@ from servers.openai_compat import OpenAICompatServer
 
 from pytest_openenv.config.convert import MAX_CONCURRENCY
 from pytest_openenv.config.options import OPTIONS
-from pytest_openenv.worker import adaptive
+from pytest_openenv.util.overload import OverloadSignal
 from pytest_openenv.worker.adaptive import AUTO_CEILING, AUTO_START, AdaptiveLimit
 from pytest_openenv.worker.runahead import EpisodePool, Job
 
@@ -73,14 +73,19 @@ def test_an_overload_halves_it_once_per_round() -> None:
     assert limit.limit == 1  # never below one
 
 
-def test_signals_reach_every_limit_of_the_process() -> None:
+def test_pushback_reaches_every_limit_listening_to_the_signal_and_no_other() -> None:
+    signal = OverloadSignal()
     limit = AdaptiveLimit(start=8, ceiling=64)
-    response = type("Response", (), {"status_code": 429})()
-    adaptive.observe_response(response)
+    signal.listen(limit.overloaded)
+    signal.observe_response(type("Response", (), {"status_code": 429})())
     assert limit.limit == 4
     fine = AdaptiveLimit(start=8, ceiling=64)
-    adaptive.observe_response(type("Response", (), {"status_code": 200})())
-    assert fine.limit == 8
+    signal.listen(fine.overloaded)
+    signal.observe_response(type("Response", (), {"status_code": 200})())
+    assert fine.limit == 8 and signal.fired == 1
+    deaf = AdaptiveLimit(start=8, ceiling=64)  # another process's limit, say
+    signal.observe_response(type("Response", (), {"status_code": 503})())
+    assert fine.limit == 4 and deaf.limit == 8
 
 
 def test_the_pool_runs_at_most_its_size_and_follows_a_resize() -> None:

@@ -158,7 +158,7 @@ def check_card(text: str, *, prompt: str | None, config: dict[str, Any], env: st
     assert len(heading_texts(tokens, "h1")) == 1
     shapes = table_shapes(tokens)
     assert shapes[0] == [2] * FIGURE_ROWS  # figures: no user value split or ended a row
-    assert shapes[1] == [4] * 4  # files
+    assert shapes[1] == [4] * 5  # files (report.html among them)
     assert all(cells == 3 for cells in shapes[2])  # schema
     fences = [t.content for t in tokens if t.type == "fence"]
     expected_config = json.dumps(config, indent=2, ensure_ascii=False, sort_keys=True)
@@ -242,3 +242,17 @@ def test_card_states_the_run_figures() -> None:
         "tool-calling",
         "synthetic",
     ]
+
+
+def test_front_matter_is_huggingface_hubs_and_reads_back_even_with_a_nel() -> None:
+    from huggingface_hub import DatasetCardData
+
+    from pytest_openenv.dataset.card import front_matter, front_matter_text
+
+    data = front_matter(envs=["openspiel:tic_tac_toe"], rows={"results.jsonl": 2}, license="mit")
+    assert isinstance(data, DatasetCardData)
+    assert front_matter_text(data) == data.to_yaml()  # the library's text, as it writes it
+    # PyYAML (6.0) writes U+0085 raw in a quoted string, where YAML reads a line break
+    odd = front_matter(envs=["openenv:a\x85b"], rows={"results.jsonl": 2}, license=None)
+    text = front_matter_text(odd)
+    assert DatasetCard(f"---\n{text}\n---\n").data.pretty_name == "openenv:a\x85b agent episodes"

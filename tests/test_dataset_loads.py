@@ -435,7 +435,13 @@ def test_stable_row_gives_each_field_its_one_type() -> None:
         "tool_name": "f",
         "arguments": {"x": 1},
         "arguments_text": '{"x": 1}',
-        "result": {"data": "3", "done": False, "reward": 1.0, "error": None},
+        "result": {
+            "data": "3",
+            "done": False,
+            "reward": 1.0,
+            "error": None,
+            "metadata": {"reward": 1.0},
+        },
     }
     assert row["reward"] == 1.0 and isinstance(row["reward"], float)
     assert row["task"] == {"prompt": "p", "answer": "42", "metadata": '{"difficulty": 2}'}

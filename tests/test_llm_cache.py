@@ -28,10 +28,11 @@ from pytest_openenv.policies.cache import (
     reply_from_json,
     reply_to_json,
 )
+from pytest_openenv.util.atomic import temp_target
 
 
 def entries(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*.json") if not p.name.startswith(".tmp-"))
+    return sorted(p for p in folder.rglob("*.json") if temp_target(p.name) is None)
 
 
 def episodes(pytester: pytest.Pytester) -> dict[str, tuple[float, list]]:
@@ -55,7 +56,7 @@ def test_record_then_replay_without_the_server(
     files = entries(cache)
     # one entry per model call: none torn, none duplicated, no temporary file left
     assert len(files) == requests
-    assert not list(cache.rglob(".tmp-*"))
+    assert not [p for p in cache.rglob(".*") if temp_target(p.name) is not None]
     entry = json.loads(files[0].read_text())
     assert entry["format"] == "pytest-openenv/response-cache/1"
     assert entry["model"] == MODEL and entry["provider"] == "openai"

@@ -14,7 +14,15 @@ from servers.hub_standin import HubStandIn, closed_port
 
 from pytest_openenv.dataset.hub import retry_command
 
-UPLOADED = ("results.jsonl", "failures.jsonl", "metadata.json", "summary.json", "README.md")
+UPLOADED = (
+    "results.jsonl",
+    "failures.jsonl",
+    "metadata.json",
+    "summary.json",
+    "README.md",
+    "pass-rate.svg",  # the chart the card shows, linked relatively
+    "report.html",
+)
 EPISODES = ("--openenv-env=openspiel:tic_tac_toe", "--openenv-n=3", "--openenv-output=out")
 ALL_PASS = (
     "--openenv-min-reward=-1"  # every tic-tac-toe episode passes: exit 0 unless the push fails
@@ -223,7 +231,9 @@ def test_cli_push_of_an_earlier_run_refreshes_a_generated_card_only(
     assert pushed.returncode == 0, pushed.stderr
     card = hub.commits("dave/older")[0].files["README.md"].decode()
     assert 'load_dataset("dave/older", split="train")' in card
-    assert 'license: "cc-by-4.0"' in card
+    from huggingface_hub import DatasetCard
+
+    assert DatasetCard(card).data.license == "cc-by-4.0"
     assert card == (folder / "README.md").read_text()  # the local copy matches the Hub
     # a card edited by hand (generator line removed) goes up as it is
     (folder / "README.md").write_text("---\nlicense: mit\n---\n# my own words\n")

@@ -12,7 +12,7 @@ from servers.openenv_servers import ThreadServer, serve_in_thread
 from pytest_openenv.envs.base import ActionRejected, EnvUnavailable
 from pytest_openenv.envs.openspiel.engine import OpenSpielEngine, load_game
 from pytest_openenv.envs.remote.backend import RemoteBackend
-from pytest_openenv.envs.remote.sessions import IDLE_SESSIONS
+from pytest_openenv.envs.remote.servers import RemoteServers
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +45,11 @@ def play(backend, seed: int) -> list[tuple[dict, float | None, bool]]:
     return seen
 
 
-def play_remote(url: str, seed: int) -> list[tuple[dict, float | None, bool]]:
-    """One whole episode in a session of its own (closed, or kept when keeping is on)."""
-    backend = RemoteBackend(url)
+def play_remote(
+    url: str, seed: int, remote: RemoteServers | None = None
+) -> list[tuple[dict, float | None, bool]]:
+    """One whole episode in a session of its own (closed, or kept when ``remote`` keeps them)."""
+    backend = RemoteBackend(url, remote=remote)
     try:
         return play(backend, seed)
     finally:
@@ -149,34 +151,36 @@ def test_nothing_listening_is_an_infrastructure_fault() -> None:
 
 # -- sessions kept between episodes (envs/sessions.py) ---------------------------------------
 @pytest.fixture
-def keep_sessions() -> Iterator[None]:
-    IDLE_SESSIONS.enabled = True
+def keeping() -> Iterator[RemoteServers]:
+    """A process's view of its servers that keeps sessions, as a run without xdist does."""
+    remote = RemoteServers()
+    remote.keep_sessions(True)
     try:
-        yield
+        yield remote
     finally:
-        IDLE_SESSIONS.close_all()
+        remote.close()
 
 
 def test_a_kept_session_is_reset_for_the_next_episode_and_replays_its_seed(
-    keep_sessions: None,
+    keeping: RemoteServers,
 ) -> None:
     with serve_in_thread("tictactoe") as server:
         for seed in (3, 5, 3):
-            seen = play_remote(server.url, seed)
+            seen = play_remote(server.url, seed, keeping)
             assert [o for o, _, _ in seen] == [o for o, _, _ in play_embedded(seed)]
         assert server.stats()["sessions_opened"] == 1
-        assert IDLE_SESSIONS.count() == 1
+        assert keeping.sessions.count() == 1
 
 
-def test_a_kept_session_that_went_stale_is_replaced(keep_sessions: None) -> None:
+def test_a_kept_session_that_went_stale_is_replaced(keeping: RemoteServers) -> None:
     with serve_in_thread("tictactoe") as server:
-        first = RemoteBackend(server.url)
+        first = RemoteBackend(server.url, remote=keeping)
         play(first, 0)
         first.close()
-        stale = IDLE_SESSIONS.take(first.server)
+        stale = keeping.sessions.take(first.server)
         stale.close()  # as if the server had dropped it while it was idle
-        IDLE_SESSIONS.give(first.server, stale)
-        second = RemoteBackend(server.url)
+        keeping.sessions.give(first.server, stale)
+        second = RemoteBackend(server.url, remote=keeping)
         try:
             assert play(second, 1)[-1][2], "the episode did not finish on a fresh session"
         finally:
@@ -184,11 +188,11 @@ def test_a_kept_session_that_went_stale_is_replaced(keep_sessions: None) -> None
         assert server.stats()["sessions_opened"] == 2
 
 
-def test_after_a_capacity_refusal_sessions_go_back_to_the_server(keep_sessions: None) -> None:
+def test_after_a_capacity_refusal_sessions_go_back_to_the_server(keeping: RemoteServers) -> None:
     with serve_in_thread("tictactoe", max_sessions=1) as server:
-        holder = RemoteBackend(server.url)
+        holder = RemoteBackend(server.url, remote=keeping)
         holder.reset(seed=0, episode_id="holder")
-        waiting = RemoteBackend(server.url)
+        waiting = RemoteBackend(server.url, remote=keeping)
         waiting.limit_time(20)
         # kept instead of closed, the holder's session would never free for the waiting one
         release = threading.Timer(0.4, holder.close)
@@ -199,17 +203,18 @@ def test_after_a_capacity_refusal_sessions_go_back_to_the_server(keep_sessions: 
         finally:
             release.join()
             waiting.close()
-        assert IDLE_SESSIONS.count() == 0
+        assert keeping.sessions.count() == 0
+        assert keeping.overload.fired >= 1  # the refusals told --openenv-concurrency auto
 
 
 def test_a_session_with_an_unread_answer_is_never_kept(
-    keep_sessions: None, monkeypatch: pytest.MonkeyPatch
+    keeping: RemoteServers, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     class Interrupted(BaseException):
         pass
 
     with serve_in_thread("tictactoe") as server:
-        backend = RemoteBackend(server.url)
+        backend = RemoteBackend(server.url, remote=keeping)
         backend.reset(seed=0, episode_id="ep")
         ws = backend._ws
 
@@ -220,4 +225,4 @@ def test_a_session_with_an_unread_answer_is_never_kept(
         with pytest.raises(Interrupted):
             backend.step({"action_id": 0, "game_name": "tic_tac_toe", "game_params": {}})
         backend.close()
-        assert IDLE_SESSIONS.count() == 0
+        assert keeping.sessions.count() == 0

@@ -159,25 +159,25 @@ def test_a_server_down_from_the_start_is_benched_after_its_first_failure(
 ) -> None:
     with serve_in_thread("tictactoe") as live:
         family = build_family(ENV, {}, (hang_up.url, live.url))
-        env = EnvFactory(family, (hang_up.url, live.url), rotation=ServerRotation())
+        env = EnvFactory(family, (hang_up.url, live.url))  # its own RemoteServers
         episodes = [run_episode(spec(i), env, ScriptedPolicy()) for i in range(10)]
     # knocked on once; that episode (it prefers the first server) moved to the live one
     assert hang_up.accepted == 1
     assert [e.server for e in episodes] == [live.url] * 10
     assert all(e.done for e in episodes)
-    assert list(env.rotation.out_of_rotation()) == [hang_up.url]
+    assert list(env.remote.rotation.out_of_rotation()) == [hang_up.url]
 
 
 def test_a_single_failing_server_errors_once_then_is_not_knocked_on(hang_up: HangUp) -> None:
     family = build_family(ENV, {}, (hang_up.url,))
-    env = EnvFactory(family, (hang_up.url,), rotation=ServerRotation())
+    env = EnvFactory(family, (hang_up.url,))
     with pytest.raises(EpisodeError, match="cannot open a session"):
         run_episode(spec(0), env, ScriptedPolicy())
     for index in range(1, 4):
         with pytest.raises(EpisodeError, match="no --openenv-server is in rotation"):
             run_episode(spec(index), env, ScriptedPolicy())
     assert hang_up.accepted == 1
-    assert env.rotation.in_flight(hang_up.url) == 0  # every lease was given back
+    assert env.remote.rotation.in_flight(hang_up.url) == 0  # every lease was given back
 
 
 # -- end to end ---------------------------------------------------------------------------------

@@ -132,13 +132,33 @@ def test_tools_convert_to_input_schemas() -> None:
 @given(objects)
 def test_arguments_parse_to_their_object_and_canonical_text_every_time(value: dict) -> None:
     from pytest_openenv.episode.loop import parse_arguments
+    from pytest_openenv.util.memo import BoundedMemo
 
     raw = json.dumps(value, ensure_ascii=False, indent=1)
+    seen: BoundedMemo = BoundedMemo(8)
     for _ in range(2):  # the second parse may come from the memo: same answer, own copy
-        parsed, canonical = parse_arguments(raw)
+        parsed, canonical = parse_arguments(raw, seen)
         assert parsed == value
         assert canonical == json.dumps(value, sort_keys=True, ensure_ascii=False)
         parsed["mutated"] = True  # a family changing what it got must not change the memo
+    assert parse_arguments(raw) == (value, canonical)  # no memo: parsed afresh, same answer
+
+
+def test_the_calls_a_policy_repeats_are_parsed_once_per_family() -> None:
+    from pytest_openenv.envs.openspiel import OpenSpielFamily
+    from pytest_openenv.episode.loop import EnvFactory, run_episode
+    from pytest_openenv.episode.spec import EpisodeSpec
+    from pytest_openenv.policies.scripted import ScriptedPolicy
+
+    family = OpenSpielFamily("tic_tac_toe", {})
+    for seed in range(3):
+        run_episode(
+            EpisodeSpec("openspiel:tic_tac_toe", seed, seed), EnvFactory(family), ScriptedPolicy()
+        )
+    # the scripted policy plays the first legal cell: a handful of texts, each kept once
+    assert 1 <= len(family.argument_texts) <= 9
+    assert family.argument_texts.get('{"action_id": 0}') == ({"action_id": 0}, '{"action_id": 0}')
+    assert len(OpenSpielFamily("tic_tac_toe", {}).argument_texts) == 0  # another family's own
 
 
 def test_arguments_that_are_not_json_text_are_refused_with_a_reason() -> None:

@@ -24,6 +24,8 @@ AUTO_START = 4
 AUTO_CEILING = 64
 #: how the written messages carry tool-call arguments (``--openenv-tool-arguments``)
 TOOL_ARGUMENT_FORMS = ("string", "object")
+#: whose wording the prompts follow (``--openenv-prompt-style``); first = default
+PROMPT_STYLES = ("native", "openenv")
 #: an episode id prefix: it sits in node ids (``test[P-ep-000000]``) and dataset rows
 ID_PREFIX = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._-]{0,63}")
 _LICENSE = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
@@ -144,7 +146,8 @@ gate_metric = one_of(*GATE_METRICS)
 
 def server_urls(flag: str, raw: Any) -> tuple[str, ...]:
     """Repeatable server URLs (CLI list or ini list); credentials stay only in memory."""
-    from ..util.endpoints import ServerURL, ServerURLError
+    from ..errors import ServerURLError
+    from ..util.endpoints import ServerURL
 
     values = [raw] if isinstance(raw, str) else list(raw)
     urls = []
@@ -176,6 +179,12 @@ def json_object(flag: str, raw: Any) -> dict[str, Any]:
 
 def text(flag: str, raw: Any) -> str:
     return str(raw)
+
+
+def model_or_path(flag: str, raw: Any) -> str | None:
+    """A model id or a local path, as given (blank: not set); checked where it is read."""
+    value = str(raw).strip()
+    return value or None
 
 
 def boolean(flag: str, raw: Any) -> bool:
@@ -211,7 +220,8 @@ def non_negative_number(flag: str, raw: Any) -> float:
 
 
 def http_url(flag: str, raw: Any) -> str:
-    from ..util.endpoints import ServerURL, ServerURLError, redact
+    from ..errors import ServerURLError
+    from ..util.endpoints import ServerURL, redact
 
     text = str(raw).strip()
     try:  # the host and port must parse too: "http://[::1" would fail in the SDK later
@@ -274,6 +284,44 @@ def hub_repo(flag: str, raw: Any) -> str:
 
 def hub_license(flag: str, raw: Any) -> str:
     return checked(flag, raw, license_problem)
+
+
+#: ``--openenv-progress``: seconds between plain status lines when stdout is not a terminal
+DEFAULT_PROGRESS_SECONDS = 30.0
+OFF = "off"
+
+
+def progress_seconds(flag: str, raw: Any) -> float | None:
+    """Seconds > 0 between plain status lines, or None for ``off`` (no status line at all)."""
+    text = str(raw).strip().lower()
+    if text in (OFF, "false", "no", "0"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise bad_value(flag, raw, "a number of seconds > 0, e.g. 30, or off") from None
+    if not 0 < value < float("inf"):
+        raise bad_value(flag, raw, "a number of seconds > 0, e.g. 30, or off")
+    return value
+
+
+#: ``--openenv-failure-reports``: episode failures shown in full at the end of a run
+DEFAULT_FAILURE_REPORTS = 3
+ALL = "all"
+
+
+def failure_reports(flag: str, raw: Any) -> int | None:
+    """How many episode failures get their full report; None (``all``): every one."""
+    text = str(raw).strip().lower()
+    if text == ALL:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise bad_value(flag, raw, "an integer >= 0, e.g. 3, or all") from None
+    if value < 0:
+        raise bad_value(flag, raw, "an integer >= 0, e.g. 3, or all")
+    return value
 
 
 #: the ini type each converter reads (``config/ini.py``); text and JSON stay strings

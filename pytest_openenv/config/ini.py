@@ -21,6 +21,8 @@ from typing import Any, Literal
 
 import pytest
 
+from ..errors import IniValueUnreadable
+
 #: what an option's value is: the ini type asked of pytest follows from it
 IniKind = Literal["string", "int", "float", "bool", "list", "int-or-auto", "table"]
 
@@ -44,10 +46,6 @@ def ini_type(kind: IniKind) -> Any:
     return "string"
 
 
-class Unreadable(Exception):
-    """pytest refused the value and the file does not say it either."""
-
-
 def raw_value(config: pytest.Config, key: str, refused: Exception) -> Any:
     """The value of ini ``key`` as written, after pytest refused it with ``refused``."""
     for override in config.getoption("override_ini", None) or ():
@@ -59,7 +57,7 @@ def raw_value(config: pytest.Config, key: str, refused: Exception) -> Any:
         found = _from_file(Path(path), key)
         if found is not None:
             return found
-    raise Unreadable(str(refused))
+    raise IniValueUnreadable(str(refused))
 
 
 def _overridden(config: pytest.Config, key: str) -> bool:

@@ -14,17 +14,22 @@ from typing import Any
 
 import pytest
 
+from ..errors import IniValueUnreadable
 from . import ini
 from .convert import (
     AUTO_CEILING,
     AUTO_START,
+    DEFAULT_FAILURE_REPORTS,
+    DEFAULT_PROGRESS_SECONDS,
     KIND,
     MAX_CONCURRENCY,
     MAX_ITEMS,
+    PROMPT_STYLES,
     TOOL_ARGUMENT_FORMS,
     boolean,
     concurrency,
     confidence,
+    failure_reports,
     fraction,
     gate_metric,
     http_url,
@@ -34,12 +39,14 @@ from .convert import (
     integer,
     item_count,
     json_object,
+    model_or_path,
     non_negative_int,
     non_negative_number,
     number,
     one_of,
     positive_int,
     positive_seconds,
+    progress_seconds,
     server_urls,
     text,
 )
@@ -337,14 +344,59 @@ OPTIONS: list[Option] = [
     Option(
         "tool-arguments",
         "how the written messages carry assistant tool_calls[].function.arguments: string "
-        "(default; a JSON string, OpenAI's wire format, what DeepSeek-style chat templates "
+        "(a JSON string, OpenAI's wire format, what DeepSeek-style chat templates "
         "concatenate as text) or object (the parsed JSON object, null for a refused call: "
         "for Qwen2.5 / Llama-3.1 style templates that apply `tojson` to the arguments and "
-        "would otherwise encode the string twice)",
+        "would otherwise encode the string twice); default string, or the form "
+        "--openenv-chat-template's template needs",
         one_of(*TOOL_ARGUMENT_FORMS),
-        TOOL_ARGUMENT_FORMS[0],
+        None,  # unset: string, or what the chat template check chooses
         "FORM",
         into="output.tool_arguments",
+    ),
+    # -- what a person sees during and after a run (controller/progress.py, report/page/) --
+    Option(
+        "progress",
+        "the live status line of the run (done/total, pass rate with its interval, reward, "
+        "episodes/s, ETA, tokens, gate): in place on a terminal; otherwise a plain line every "
+        f"SEC seconds (default {DEFAULT_PROGRESS_SECONDS:g}); off: none (-qq also silences it)",
+        progress_seconds,
+        DEFAULT_PROGRESS_SECONDS,
+        "SEC|off",
+        into="output.progress",
+    ),
+    Option(
+        "failure-reports",
+        "episode failures and errors shown with their full report at the end of a run "
+        f"(default {DEFAULT_FAILURE_REPORTS}); the others get one line each, linked to their "
+        "transcript in report.html; all: every one in full, as pytest does",
+        failure_reports,
+        DEFAULT_FAILURE_REPORTS,
+        "N|all",
+        into="output.failure_reports",
+    ),
+    Option(
+        "chat-template",
+        "check before the run (on a sample built from the env's tools) and after it (on the "
+        "first rows) that rows render through this model's chat template with every tool "
+        "call and tool result intact, and choose the --openenv-tool-arguments form it "
+        "needs: a local model or tokenizer folder, a chat_template.jinja or "
+        "tokenizer_config.json file, or a model id in the Hugging Face cache",
+        model_or_path,
+        None,
+        "MODEL",
+        into="output.chat_template",
+    ),
+    Option(
+        "prompt-style",
+        "whose wording the prompts, tools and tool results follow: native (default; this "
+        "plugin's, with the rules and a correct board) or openenv (what OpenEnv's own "
+        "harness, `openenv collect`, writes for openspiel and reasoning_gym, so SFT data "
+        "and GRPO rollouts through that harness share one format)",
+        one_of(*PROMPT_STYLES),
+        PROMPT_STYLES[0],
+        "STYLE",
+        into="run.prompt_style",
     ),
     Option(
         "license",
@@ -393,7 +445,7 @@ def _ini_value(config: pytest.Config, opt: Option) -> Any:
         # accept it or say, naming the option, what would be right
         try:
             return ini.raw_value(config, opt.dest, refused)
-        except ini.Unreadable as exc:
+        except IniValueUnreadable as exc:
             raise pytest.UsageError(
                 f"--openenv-{opt.flag} (ini key {opt.dest}) is invalid: {exc}"
             ) from None

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from .convert import check_item_count
+from .convert import TOOL_ARGUMENT_FORMS, check_item_count
 from .options import OPTIONS, default_of, read_values
 
 
@@ -49,6 +49,8 @@ class RunSettings:
     """``--openenv-timeout``: wall-clock seconds per episode; over it the item errors."""
     concurrency: int | str = default_of("concurrency")
     """``--openenv-concurrency``: episodes in flight per pytest process, or ``auto``."""
+    prompt_style: str = default_of("prompt-style")
+    """``--openenv-prompt-style``: ``native`` or ``openenv`` (OpenEnv's harness wording)."""
 
     @property
     def config(self) -> dict[str, Any]:
@@ -134,8 +136,17 @@ class OutputSettings:
     """``--openenv-output``, absolute (relative ones are taken from the invocation folder)."""
     resume: bool = default_of("resume")
     """``--openenv-resume``: skip episodes already in results.jsonl."""
-    tool_arguments: str = default_of("tool-arguments")
-    """``--openenv-tool-arguments``: ``string`` (OpenAI wire form) or ``object``."""
+    tool_arguments: str = TOOL_ARGUMENT_FORMS[0]
+    """``--openenv-tool-arguments``: ``string`` (OpenAI wire form) or ``object``; when not
+    given, ``string`` or the form the ``chat_template`` check chose (``controller/template``)."""
+    tool_arguments_given: bool = False
+    """Whether ``--openenv-tool-arguments`` was given (then the template check only checks it)."""
+    chat_template: str | None = default_of("chat-template")
+    """``--openenv-chat-template``: the model (id or path) whose chat template rows must fit."""
+    progress: float | None = default_of("progress")
+    """``--openenv-progress``: seconds between plain status lines off a terminal; None: off."""
+    failure_reports: int | None = default_of("failure-reports")
+    """``--openenv-failure-reports``: episode failures shown in full at the end; None: all."""
 
 
 @dataclass(frozen=True)
@@ -189,6 +200,10 @@ class Settings:
                 group, _, name = opt.into.partition(".")
                 groups[group][name] = values[opt.flag]
         groups["servers"]["urls"] = tuple(groups["servers"].get("urls") or ())
+        output = groups["output"]
+        output["tool_arguments_given"] = output.get("tool_arguments") is not None
+        if output.get("tool_arguments") is None:
+            output["tool_arguments"] = TOOL_ARGUMENT_FORMS[0]
         return cls(**{name: GROUPS[name](**fields) for name, fields in groups.items()})
 
     def public(self) -> dict[str, Any]:
@@ -206,6 +221,8 @@ class Settings:
             "resume": self.output.resume,
             "min_reward": run.min_reward,
             "tool_arguments": self.output.tool_arguments,
+            "chat_template": self.output.chat_template,
+            "prompt_style": run.prompt_style,
             "servers": self.servers.public(),
             "llm": self.llm.public(run),
         }

@@ -27,17 +27,21 @@ from ..dataset.hub import HubPublisher
 from ..dataset.identity import resume_problem, run_identity
 from ..dataset.jsonl import CorruptLine, scan
 from ..dataset.lock import FolderLocked, RunLock
-from ..dataset.writer import CARD, METADATA, SUMMARY, DatasetWriter
+from ..dataset.writer import CARD, METADATA, REPORT, RESULTS, SUMMARY, DatasetWriter
 from ..report.gates import GateConfig, RunFigures, Verdict, evaluate
 from ..report.passk import PassKTally
 from ..report.slim import ReportSlimmer
 from ..report.step_summary import append_step_summary, summary_markdown
 from ..report.summary import summary_lines
 from ..report.tally import Tally
+from ..util.format import percent
 from ..util.secrets import KnownSecrets
+from .progress import LiveStatus, gate_so_far, status_text
+from .terminal_end import EndOfRun
 
 if TYPE_CHECKING:
     from ..worker.service import EpisodeService
+    from .template import TemplateCheck
 
 EPISODE_ID_IN_NODEID = re.compile(r"\[(?:.*-)?(ep-\d{6}(?:-r\d+)?)(?:-.*)?\]$")
 
@@ -81,8 +85,17 @@ def earlier_passes(settings: Settings) -> dict[str, dict[str, Any]]:
 
 
 class Controller:
-    def __init__(self, config: pytest.Config, settings: Settings, service: EpisodeService) -> None:
+    def __init__(
+        self,
+        config: pytest.Config,
+        settings: Settings,
+        service: EpisodeService,
+        *,
+        template: TemplateCheck | None = None,
+    ) -> None:
         self.config = config
+        #: --openenv-chat-template: what the check found before the run; rows checked at the end
+        self.template = template
         self.settings = settings
         #: the families and policies of this process (a crashed episode's row names its policy)
         self.service = service
@@ -121,10 +134,22 @@ class Controller:
         #: --openenv-resume: the earlier run's passing episodes count once, as passed, when
         #: their item is skipped, so gate and card cover the whole dataset, not the re-runs
         self.earlier = earlier_passes(settings) if settings.output.resume else {}
+        # what a person sees (issue 22): the live line, report.html, a short end of run
+        self.live: LiveStatus | None = None
+        self.report_written = False
+        config.pluginmanager.register(
+            EndOfRun(
+                full_reports=settings.output.failure_reports,
+                link=self.report_link,
+                excused=self.excused_by_gate,
+            ),
+            "openenv-end-of-run",
+        )
 
     # -- hooks (registered as a plugin on the controller only) -----------------
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
+        self.live = LiveStatus.for_run(self.config, self.settings.output.progress)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         # -n 0: this process collected the items itself
@@ -162,6 +187,7 @@ class Controller:
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.on_report(report)
+        self.show_progress()
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -169,6 +195,8 @@ class Controller:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.live is not None:
+            self.live.close()  # before pytest writes its summary
         try:
             self.apply_gate(session)
             self.align_junit()
@@ -182,6 +210,8 @@ class Controller:
             session.exitstatus = pytest.ExitCode.INTERRUPTED
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.live is not None:
+            self.live.close()
         self.release_output()  # a session that ended before its sessionfinish
 
     # -- the output folder -----------------------------------------------------
@@ -376,9 +406,8 @@ class Controller:
         }
 
     def decorate_crash_report(self, report: pytest.TestReport, episode_id: str, why: str) -> None:
-        from ..episode.result import dumps_record
+        from ..episode.record import brief, dumps_record, placeholder_row
         from ..episode.spec import EpisodeSpec
-        from ..worker.service import placeholder_episode
 
         index_text, _, repeat_text = episode_id.removeprefix("ep-").partition("-r")
         index, repeat = int(index_text), int(repeat_text or 0)
@@ -402,20 +431,10 @@ class Controller:
         )
         episode_id = spec.episode_id
         reason = f"{why} (the process running this episode died: os._exit, a signal or OOM)"
-        record = placeholder_episode(spec, reason).record(test=report.nodeid, passed=False)
-        record["failure"] = {"outcome": "error", "message": reason}
+        record = placeholder_row(spec, reason, test=report.nodeid)
         report.openenv_episode_id = episode_id  # type: ignore[attr-defined]
         report.openenv_record = dumps_record(record)  # type: ignore[attr-defined]
-        report.openenv_brief = {  # type: ignore[attr-defined]
-            "reward": 0.0,
-            "turns": 0,
-            "outcome": "error",
-            "prompt_tokens": 0,
-            "completion_tokens": 0,
-            "env": spec.env,
-            "policy": spec.policy,
-            "model": None,
-        }
+        report.openenv_brief = brief(record)  # type: ignore[attr-defined]
 
     # -- session end -----------------------------------------------------------
     def figures(self) -> dict[str, Any]:
@@ -488,6 +507,7 @@ class Controller:
             "platform": sys.platform,
             "license": self.settings.publish.license,
             "evaluation": {"repeats": self.passk.k, **self.gate.to_json()},
+            "chat_template": self.template.to_json() if self.template else None,
         }
 
     def finish(self, exitstatus: int) -> None:
@@ -504,10 +524,14 @@ class Controller:
                     "during the run; the rows written so far were restored to "
                     + ", ".join(str(path) for path in self.writer.restored)
                 )
+            if self.template is not None:
+                self.template.check_rows(self.writer.folder / RESULTS)
+                self.notes.extend(self.template.terminal_lines())
             summary = self.summary(exitstatus)
             metadata = self.metadata()
             self.writer.write_json(METADATA, metadata)
             self.writer.write_json(SUMMARY, summary)
+            self.write_report()
             if self.card_is_ours():
                 card = render_card(
                     self.writer.folder,
@@ -528,6 +552,41 @@ class Controller:
             self.figures(), self.passk.result(), self.verdict, str(self.settings.output.folder)
         )
         self.step_summary_error = append_step_summary(self.secrets.scrub(markdown))
+
+    def show_progress(self) -> None:
+        live = self.live
+        if live is not None and self.tally.total and live.due():
+            gate = live.gate(lambda: gate_so_far(self.gate, self.tally, self.passk))
+            live.show(status_text(self.tally, self.expected, gate))
+
+    def write_report(self) -> None:
+        """report.html and the card's chart; a failure is a warning, never a failed run."""
+        from ..report.page import write_report
+
+        try:
+            write_report(self.writer.folder, secrets=self.secrets)
+        except Exception as exc:  # the data files are written; the report is a view of them
+            self.notes.append(f"WARNING: {self.writer.folder / REPORT} was not written: {exc}")
+        else:
+            self.report_written = True
+
+    def report_link(self, episode_id: str, nodeid: str) -> str | None:
+        """``file://.../report.html#ep-000123``: the episode's transcript, if there is a report."""
+        if not self.report_written:
+            return None
+        from urllib.parse import quote
+
+        from ..report.page.rows import anchor
+
+        function = nodeid.rpartition("[")[0] or nodeid
+        fragment = anchor(episode_id, function, len(self.seen_tests) > 1)
+        return (self.writer.folder / REPORT).as_uri() + "#" + quote(fragment, safe="@:/-._~")
+
+    def excused_by_gate(self) -> set[str] | None:
+        """Episodes a passing gate accepted (pytest counts them as ``gated``), else None."""
+        if self.verdict is None or not self.verdict.passed:
+            return None
+        return self.failed_episodes
 
     def card_is_ours(self) -> bool:
         card = self.writer.folder / CARD
@@ -578,7 +637,7 @@ class Controller:
             lines.append(
                 f"repeats: {passk.k} per seed over {passk.problems} seed(s): "
                 + "    ".join(
-                    f"{name.replace('k', str(passk.k))} {_pct(passk.metric(name))}"
+                    f"{name.replace('k', str(passk.k))} {percent(passk.metric(name))}"
                     for name in PASSK_NAMES
                 )
                 + (
@@ -617,10 +676,6 @@ class Controller:
 PASSK_NAMES = ("pass@1", "pass@k", "pass^k")
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
 def folder_in_use(folder: Path, holder: str) -> str:
     return (
         f"--openenv-output={str(folder)!r} is in use by another run ({holder}): two runs "
@@ -632,10 +687,3 @@ def folder_in_use(folder: Path, holder: str) -> str:
 def episode_id_from_nodeid(nodeid: str) -> str | None:
     match = EPISODE_ID_IN_NODEID.search(nodeid)
     return match.group(1) if match else None
-
-
-def relative_output(path: Path, rootdir: Path) -> str:
-    try:
-        return str(path.relative_to(rootdir))
-    except ValueError:
-        return str(path)

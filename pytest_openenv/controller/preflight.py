@@ -14,6 +14,7 @@ import pytest
 
 from ..config.settings import Settings
 from ..envs.base import Backend, EnvFamily
+from ..envs.remote.servers import RemoteServers
 from ..util.endpoints import ServerURL, check_health
 
 #: seconds one ``GET /health`` may take (an HF Space waking from sleep is slow to answer)
@@ -38,16 +39,19 @@ def check_servers(settings: Settings) -> None:
         )
 
 
-def check_hosting(config: pytest.Config, settings: Settings, family: EnvFamily) -> None:
+def check_hosting(
+    config: pytest.Config, settings: Settings, family: EnvFamily, remote: RemoteServers
+) -> None:
     """Ask every ``--openenv-server`` what it hosts (``GET /metadata``, ``/schema``, ``/state``).
 
     A server hosting another env than ``--openenv-env`` is one usage error naming
     both; servers that cannot say get one warning (their records say
-    ``extra.server_reports: null``). Each episode checks again (``envs/hosting``).
+    ``extra.server_reports: null``). Each episode checks again (``envs/hosting``);
+    ``remote`` keeps what was read for the episodes of this process.
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from ..envs.remote.hosting import KNOWN_SERVERS, ServerMismatch, check_report, read_report
+    from ..envs.remote.hosting import ServerMismatch, check_report, read_report
 
     servers = [ServerURL.parse(url) for url in settings.servers.urls]
     timeout = HEALTH_TIMEOUT
@@ -57,7 +61,7 @@ def check_hosting(config: pytest.Config, settings: Settings, family: EnvFamily) 
         reports = list(pool.map(lambda s: read_report(s, timeout=timeout, state=True), servers))
     problems, silent = [], []
     for server, report in zip(servers, reports, strict=True):
-        KNOWN_SERVERS.remember(server, report)
+        remote.known.remember(server, report)
         try:
             if check_report(family, report) is None:
                 silent.append(report.server)
@@ -89,17 +93,22 @@ SEED_PROBE_STEPS = 4
 SEED_PROBE_TIMEOUT = 30.0
 
 
-def probe_seeding(family: EnvFamily, server: str, seed: int, *, keep: bool) -> bool | None:
+def probe_seeding(
+    family: EnvFamily, server: str, seed: int, *, keep: bool, remote: RemoteServers
+) -> bool | None:
     """Does ``server`` give the same episode for the same seed? None: could not tell.
 
     One session, reset ``SEED_PROBE_RESETS`` times with ``seed`` and stepped with the
     family's scripted (or first legal) move. ``keep``: hand the session to the next
-    episode of this process instead of closing it, so the probe costs no session.
+    episode of this process (``remote``'s kept sessions) instead of closing it, so the
+    probe costs no session.
     """
     from ..envs.base import ActionRejected, EnvConfigError, EnvUnavailable
-    from ..envs.remote.sessions import IDLE_SESSIONS
 
     backend = family.remote_backend(server)
+    attach = getattr(backend, "attach", None)
+    if attach is not None:
+        attach(remote)
     backend.limit_time(SEED_PROBE_TIMEOUT)
     traces: set[str] = set()
     try:
@@ -110,11 +119,8 @@ def probe_seeding(family: EnvFamily, server: str, seed: int, *, keep: bool) -> b
     except (ActionRejected, EnvConfigError, EnvUnavailable):
         return None
     finally:
-        was, IDLE_SESSIONS.enabled = IDLE_SESSIONS.enabled, keep
-        try:
+        with remote.sessions.enabled_while(keep):
             backend.close()
-        finally:
-            IDLE_SESSIONS.enabled = was
     return True
 
 
@@ -142,19 +148,22 @@ def _trace(family: EnvFamily, backend: Backend, seed: int) -> str:
     )
 
 
-def check_seeding(config: pytest.Config, settings: Settings, family: EnvFamily) -> None:
-    """Probe every ``--openenv-server``; warn once per server that ignores the seed."""
-    from ..envs.remote.seeding import UNSEEDED_SERVERS
+def check_seeding(
+    config: pytest.Config, settings: Settings, family: EnvFamily, remote: RemoteServers
+) -> None:
+    """Probe every ``--openenv-server``; warn once per server that ignores the seed, and
+    mark it in ``remote`` (xdist hands that to each worker)."""
     from ..util.endpoints import redact
 
     # with workers (-n, or --tx gateways) the controller runs no episode: a kept probe
     # session would sit idle on the server for the whole run
     workers = config.getoption("numprocesses", None) or config.getoption("tx", None)
     for server in settings.servers.urls:
-        if probe_seeding(family, server, settings.run.seed, keep=not workers) is not False:
+        probed = probe_seeding(family, server, settings.run.seed, keep=not workers, remote=remote)
+        if probed is not False:
             continue
         public = redact(server)
-        UNSEEDED_SERVERS.add(public)
+        remote.learn_unseeded([public])
         config.issue_config_time_warning(
             pytest.PytestWarning(
                 f"--openenv-server {public} ignores the reset seed: {SEED_PROBE_RESETS} resets "

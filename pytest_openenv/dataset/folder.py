@@ -3,11 +3,12 @@
 The plugin writes only these names (DESIGN §4) and nothing else:
 
 - ``results.jsonl``, ``failures.jsonl``, ``metadata.json``, ``summary.json``,
-  ``README.md`` (the dataset card);
+  ``README.md`` (the dataset card), ``report.html`` (the run report) and
+  ``pass-rate.svg`` (the card's chart);
 - an earlier run's files moved aside: ``results.20250101T120000.jsonl``
   (``-1``, ``-2`` ... on a clash), likewise ``failures``, ``metadata``, ``summary``;
-- ``.openenv.lock`` while a run holds the folder, and ``.<name>.tmp-<pid>`` while
-  one of the five files is being replaced.
+- ``.openenv.lock`` while a run holds the folder, and ``.<name>.tmp-<pid>-<random>`` while
+  one of those files is being replaced.
 
 A folder is ours when it holds nothing else and its ``metadata.json``, if any,
 carries ``"written_by": "pytest-openenv"`` (``"tool"`` in folders of earlier
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .card import GENERATED_MARKER
-from .writer import CARD, FAILURES, METADATA, RESULTS, SUMMARY, is_temp_name
+from .writer import CARD, CHART, FAILURES, METADATA, REPORT, RESULTS, SUMMARY, is_temp_name
 
 WRITTEN_BY = "pytest-openenv"
 #: bump when the folder layout changes in a way an older reader must refuse
@@ -34,7 +35,7 @@ FOLDER_FORMAT = 1
 LOCK = ".openenv.lock"
 MARKER = {"written_by": WRITTEN_BY, "folder_format": FOLDER_FORMAT}
 
-OWNED_NAMES = frozenset((RESULTS, FAILURES, METADATA, SUMMARY, CARD, LOCK))
+OWNED_NAMES = frozenset((RESULTS, FAILURES, METADATA, SUMMARY, CARD, REPORT, CHART, LOCK))
 _BACKUP = re.compile(
     r"(?:(?:results|failures)\.\d{8}T\d{6}(?:-\d+)?\.jsonl"
     r"|(?:metadata|summary)\.\d{8}T\d{6}(?:-\d+)?\.json)"

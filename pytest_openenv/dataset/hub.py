@@ -1,6 +1,6 @@
 """Upload an output folder to the Hugging Face Hub as a dataset repo (controller side).
 
-One upload = create the dataset repo if needed, then ONE commit holding the five
+One upload = create the dataset repo if needed, then ONE commit holding the
 files of the folder, through ``huggingface_hub`` (which picks regular, LFS or Xet
 transfer per file). The token comes from ``HF_TOKEN`` or the huggingface_hub
 login, is handed to the client only, and is scrubbed from every error we show.
@@ -30,17 +30,19 @@ from typing import Any
 
 import pytest
 
+from ..config.convert import license_problem, repo_id_problem
+from ..errors import NotAnOutputFolder, PushError
+from ..util.atomic import write_atomically
 from ..util.envseconds import seconds_from_env
+from ..util.format import percent
+from ..util.secrets import KnownSecrets
 from .card import GENERATED_MARKER, render_card
-from .writer import CARD, FAILURES, METADATA, RESULTS, SUMMARY, atomic_write
+from .writer import CARD, CHART, FAILURES, METADATA, REPORT, RESULTS, SUMMARY
 
-#: What a push uploads, in this order; all but failures.jsonl must exist.
-FILES = (RESULTS, FAILURES, METADATA, SUMMARY, CARD)
+#: What a push uploads, in this order; all but failures.jsonl, the chart the card shows and
+#: the run report must exist.
+FILES = (RESULTS, FAILURES, METADATA, SUMMARY, CARD, CHART, REPORT)
 REQUIRED = (RESULTS, METADATA, SUMMARY, CARD)
-
-# namespace/name, each [A-Za-z0-9._-], no leading/trailing separator, no "--" or ".."
-_REPO_ID = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?/[A-Za-z0-9._-]+$")
-_LICENSE = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
 
 NO_TOKEN = (
     "needs a Hugging Face token with write access: set HF_TOKEN in the environment or "
@@ -51,29 +53,6 @@ NO_TOKEN = (
 #: environment variable: seconds a Hub request may go without progress
 HUB_TIMEOUT_ENV = "PYTEST_OPENENV_HUB_TIMEOUT"
 DEFAULT_HUB_TIMEOUT = 60.0
-
-
-class PushError(Exception):
-    """The upload did not happen; the message never contains the token."""
-
-
-class NotAnOutputFolder(PushError):
-    """The folder lacks the files the plugin writes."""
-
-
-def repo_id_problem(value: str) -> str | None:
-    """Why ``value`` is not a dataset repo id ``owner/name``, or None if it is one."""
-    if not _REPO_ID.match(value) or len(value) > 96:
-        return "expected owner/name (letters, digits, '-', '_', '.'), e.g. alice/ttt-episodes"
-    if "--" in value or ".." in value or value.endswith(".git"):
-        return "a repo id cannot contain '--' or '..' nor end with '.git'"
-    return None
-
-
-def license_problem(value: str) -> str | None:
-    if _LICENSE.match(value):
-        return None
-    return "expected a Hub license id in lower case, e.g. mit, apache-2.0, cc-by-4.0 or other"
 
 
 def hub_timeout() -> float:
@@ -105,10 +84,6 @@ def find_token() -> str | None:
         return get_token()
     except Exception:  # a broken OIDC/keyring setup reads as "no token"
         return None
-
-
-def scrub(text: str, token: str | None) -> str:
-    return text.replace(token, "***") if token else text
 
 
 def dataset_url(endpoint: str, repo_id: str) -> str:
@@ -151,7 +126,7 @@ def default_commit_message(folder: Path) -> str:
         text += f" ({policies})"
     rate = figures.get("pass_rate")
     if rate is not None:
-        text += f", pass rate {100 * rate:.1f}%"
+        text += f", pass rate {percent(rate)}"
     return text
 
 
@@ -188,7 +163,7 @@ def refresh_card(folder: Path, repo_id: str, license: str | None = None) -> bool
     fresh = render_card(folder, summary, metadata, repo_id=repo_id, license=license)
     if fresh != text:
         try:
-            atomic_write(card, fresh.encode("utf-8"))
+            write_atomically(card, fresh.encode("utf-8"))
         except OSError:
             return False  # a read-only copy of a run: upload the card it has
     return True
@@ -259,7 +234,8 @@ def push_folder(
                 f"the Hub did not answer within {seconds:g}s ({said}); set {HUB_TIMEOUT_ENV} "
                 "to wait longer"
             )
-        raise PushError(scrub(said, token)) from None
+        # the token may come from the huggingface_hub login rather than the environment
+        raise PushError(KnownSecrets.collect(extra=[token]).scrub(said)) from None
     return PushResult(
         repo_id=repo_id,
         url=dataset_url(api.endpoint, repo_id),

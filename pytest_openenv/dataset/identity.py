@@ -6,9 +6,10 @@ same episode when the same settings made it: the env and its config (game
 parameters, opponent, reasoning_gym dataset config) pick the task, the base seed
 fixes episode i's seed, the id prefix and repeats shape the id, and the policy,
 model, system prompt, sampling, turn limit and pass threshold decide what was
-played and which file the row went to, and ``--openenv-tool-arguments`` fixes the
+played and which file the row went to, ``--openenv-tool-arguments`` fixes the
 type of ``messages``' tool-call arguments (a JSON string or an object: a file with
-both has two types in one field). These fields are recorded in ``metadata.json``
+both has two types in one field), ``--openenv-prompt-style`` the prompts' wording, and
+the row ``schema_version`` the layout of every row. These fields are recorded in ``metadata.json``
 (``identity``) and a resume with any of them different is refused, naming the
 field: otherwise rows of two different runs end up in one dataset. ``--openenv-n``
 is not part of it (a resume may extend a run), nor are output, concurrency,
@@ -21,8 +22,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..config.convert import TOOL_ARGUMENT_FORMS
+from ..config.convert import PROMPT_STYLES, TOOL_ARGUMENT_FORMS
 from ..config.settings import Settings
+from ..episode.result import SCHEMA_VERSION
 
 #: identity field -> the option that sets it
 IDENTITY_OPTIONS = {
@@ -39,9 +41,16 @@ IDENTITY_OPTIONS = {
     "max_turns": "--openenv-max-turns",
     "min_reward": "--openenv-min-reward",
     "tool_arguments": "--openenv-tool-arguments",
+    "prompt_style": "--openenv-prompt-style",
+    # not an option: the row layout this version writes (``episode/result.py``)
+    "schema_version": "",
 }
 #: what a folder written before a field existed holds: the behaviour of that time
-FIELD_BEFORE_IT_EXISTED = {"tool_arguments": TOOL_ARGUMENT_FORMS[0]}
+FIELD_BEFORE_IT_EXISTED = {
+    "tool_arguments": TOOL_ARGUMENT_FORMS[0],
+    "prompt_style": PROMPT_STYLES[0],
+    "schema_version": 1,
+}
 
 
 def _plain(value: Any) -> Any:
@@ -66,6 +75,8 @@ def run_identity(settings: Settings, policy: str | None) -> dict[str, Any]:
             "max_turns": settings.run.max_turns,
             "min_reward": settings.run.min_reward,
             "tool_arguments": settings.output.tool_arguments,
+            "prompt_style": settings.run.prompt_style,
+            "schema_version": SCHEMA_VERSION,
         }
     )
 
@@ -108,6 +119,14 @@ def resume_problem(
         return None
     field, before, now = mismatch
     option = IDENTITY_OPTIONS[field]
+    if not option:
+        return (
+            f"--openenv-resume: {folder / 'metadata.json'} was written with row {field}="
+            f"{json.dumps(before)}, this version of pytest-openenv writes {field}="
+            f"{json.dumps(now)}: one file with both layouts would not load as one dataset. "
+            "Use another --openenv-output, or drop --openenv-resume (the earlier files are "
+            "then moved aside, not deleted)"
+        )
     return (
         f"--openenv-resume: {folder / 'metadata.json'} was written by a run with "
         f"{field}={json.dumps(before)}, this run has {field}={json.dumps(now)} ({option}). "

@@ -8,12 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
-class CorruptLine(ValueError):
-    def __init__(self, path: Path, line: int, problem: str) -> None:
-        super().__init__(f"{path}:{line}: {problem}")
-        self.path = path
-        self.line = line
+from ..errors import CorruptLine
 
 
 @dataclass(frozen=True, slots=True)  # one per row at finalize: 20k rows stay small

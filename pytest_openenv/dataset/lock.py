@@ -23,9 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
-class FolderLocked(Exception):
-    """Another live run holds the folder; the message names it."""
+from ..errors import FolderLocked
 
 
 @dataclass(frozen=True)

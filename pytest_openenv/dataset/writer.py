@@ -2,8 +2,8 @@
 
 Rows are appended as reports arrive, one ``os.write`` per whole line on an
 ``O_APPEND`` descriptor, so a killed run leaves only whole lines. At session end
-each file is rewritten sorted by episode id through a temp file and
-``os.replace``, so readers never see a half-written file.
+each file is rewritten sorted by episode id and replaced at once
+(``util/atomic.py``), so readers never see a half-written file.
 
 Every text written goes through ``KnownSecrets.scrub`` (``secrets.py``): whatever
 an env server or a model echoed back of a key or password is hidden here, the
@@ -15,11 +15,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import time
 from pathlib import Path
 from typing import Any
 
+from ..util.atomic import discard, replacing, temp_target, write_atomically
 from ..util.secrets import KnownSecrets
 from .jsonl import Row, scan
 
@@ -28,39 +28,19 @@ FAILURES = "failures.jsonl"
 METADATA = "metadata.json"
 SUMMARY = "summary.json"
 CARD = "README.md"
+#: the run report (report/page/) and the card's chart, rewritten at every session end
+REPORT = "report.html"
+CHART = "pass-rate.svg"
 #: what an earlier run leaves that a new run (without --openenv-resume) moves aside
 EARLIER_RUN = (RESULTS, FAILURES, METADATA, SUMMARY)
 
-_TEMP = re.compile(
-    r"\.(?:results\.jsonl|failures\.jsonl|metadata\.json|summary\.json|README\.md)\.tmp-\d+"
-)
-
-
-def temp_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+#: the files a run replaces whole (``util/atomic.py``), so whose temp files are ours
+REPLACED = frozenset((RESULTS, FAILURES, METADATA, SUMMARY, CARD, REPORT, CHART))
 
 
 def is_temp_name(name: str) -> bool:
-    """A temp file of ours (``temp_path`` of one of the folder's five files)."""
-    return bool(_TEMP.fullmatch(name))
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    tmp = temp_path(path)
-    try:
-        with tmp.open("wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        _discard(tmp)  # a full disk must not leave half a temp file behind
-        raise
-
-
-def _discard(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        path.unlink()
+    """A temp file of ours: one of the folder's files being replaced."""
+    return temp_target(name) in REPLACED
 
 
 def remove_stale_temps(folder: Path) -> None:
@@ -71,7 +51,7 @@ def remove_stale_temps(folder: Path) -> None:
     with contextlib.suppress(OSError):
         for stale in folder.glob(".*.tmp-*"):
             if is_temp_name(stale.name):
-                _discard(stale)
+                discard(stale)
 
 
 def same_file(fd: int, path: Path) -> bool:
@@ -84,13 +64,11 @@ def same_file(fd: int, path: Path) -> bool:
 
 def copy_out(fd: int, path: Path) -> None:
     """Write everything an open descriptor holds to ``path`` (which need not be its name)."""
-    with path.open("wb") as target:
+    with replacing(path) as target:
         offset = 0
         while chunk := os.pread(fd, 1 << 20, offset):
             target.write(chunk)
             offset += len(chunk)
-        target.flush()
-        os.fsync(target.fileno())
 
 
 def sibling_folder(folder: Path, label: str) -> Path:
@@ -262,7 +240,7 @@ class DatasetWriter:
 
     def write_text(self, name: str, text: str) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.folder / name, self.secrets.scrub(text).encode("utf-8"))
+        write_atomically(self.folder / name, self.secrets.scrub(text).encode("utf-8"))
 
 
 def _last_per_key(rows: list[Row]) -> list[Row]:
@@ -284,16 +262,9 @@ def _rewrite_sorted(path: Path, rows: list[Row], *, unchanged: bool = False) -> 
         return
     if unchanged:
         return
-    tmp = temp_path(path)
-    try:
-        with path.open("rb") as source, tmp.open("wb") as target:
-            for row in rows:
-                source.seek(row.offset)
-                line = source.read(row.length)
-                target.write(line if line.endswith(b"\n") else line + b"\n")
-            target.flush()
-            os.fsync(target.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        _discard(tmp)  # the unsorted original stays whole and readable
-        raise
+    # on any failure the unsorted original stays whole and readable
+    with path.open("rb") as source, replacing(path) as target:
+        for row in rows:
+            source.seek(row.offset)
+            line = source.read(row.length)
+            target.write(line if line.endswith(b"\n") else line + b"\n")

@@ -1,13 +1,22 @@
-"""The two interfaces an environment is made of: a family adapter and a backend.
+"""The interfaces an environment is made of: a family adapter and a backend.
 
 A *backend* is the transport: it holds one live env (an in-process engine, or a
 WebSocket session with a deployed OpenEnv server) and speaks OpenEnv's
 observation shape (``observation`` dict, ``reward``, ``done``).
 
-A *family adapter* knows what the env means: the prompt, the tools, how a tool
-call becomes an action, how an observation is shown to the model, the scripted
-move and the default verdict. The same adapter drives either backend, so an
-embedded episode and a remote one produce records that look alike.
+A *family adapter* knows what the env means. ``EnvFamily`` is six small
+interfaces, one per concern; a family implements the first three and may leave
+the rest to their defaults:
+
+- ``Prompts``: the system prompt, the task, each action's result (``describe_*``);
+- ``ToolCalls``: the tools and the action a call becomes (``tools``, ``to_action``);
+- ``Backends``: a fresh backend per episode (``embedded_backend``, ``remote_backend``);
+- ``Verdict``: turns allowed and the default verdict (a threshold on reward);
+- ``Teachers``: the scripted, random and expert policies' moves (none);
+- ``Hosting``: whether a deployed server hosts this env (any server that fits).
+
+The same adapter drives either backend, so an embedded episode and a remote one
+produce records that look alike.
 """
 
 from __future__ import annotations
@@ -17,26 +26,14 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+# defined with every other exception; importable here, where implementers look for them
+from ..errors import ActionRejected as ActionRejected
+from ..errors import EnvConfigError as EnvConfigError
+from ..errors import EnvUnavailable as EnvUnavailable
+from ..util.memo import BoundedMemo
+
 #: ``--openenv-max-turns`` when neither the user nor the family says otherwise
 DEFAULT_MAX_TURNS = 10
-
-
-class EnvConfigError(ValueError):
-    """Bad env spec or env config; surfaced to the user as a pytest usage error."""
-
-
-class ActionRejected(Exception):
-    """The env refused an action (illegal move, validation error).
-
-    The message goes back to the policy as a tool error; the episode goes on.
-    """
-
-
-class EnvUnavailable(Exception):
-    """An infrastructure fault: server down, connection dropped, engine crash.
-
-    The episode becomes a setup *error*, not a failure of the agent.
-    """
 
 
 @dataclass(frozen=True)
@@ -116,31 +113,70 @@ class Backend(ABC):
         """
 
 
-class EnvFamily(ABC):
-    """A family adapter, built once per (variant, config) and shared by episodes.
+# -- the family adapter, one small interface per concern ------------------------------------
+# A family implements the five abstract methods of the first three; the last three have
+# defaults that fit an env with no built-in teacher, a reward threshold as its verdict and
+# no way to tell what a server hosts. ``EnvFamily`` at the bottom is all of them at once.
 
-    Constructing it validates the variant and config (raise ``EnvConfigError``
-    with a message naming what is wrong and what would be right); it must not
-    import heavy engines at construction unless validation needs them.
-    """
 
-    #: The family name used before the colon in ``family:variant``.
-    name: ClassVar[str]
-    #: An episode passes iff reward >= this, unless ``--openenv-min-reward`` says otherwise.
-    default_min_reward: ClassVar[float] = 0.0
+class Prompts(ABC):
+    """What the model reads: the system prompt, the task, the result of each action."""
+
     #: Shown as the system prompt when the user gives none.
     system_prompt: ClassVar[str] = (
         "You are an agent acting in an environment through tools. Call exactly one tool per turn."
     )
-    #: Whether ``expert_call`` can answer (``--openenv-policy=expert``) for some variants.
-    offers_expert: ClassVar[bool] = False
 
-    def __init__(self, variant: str, config: dict[str, Any]) -> None:
-        self.variant = variant
-        self.config = dict(config)
-        #: canonical JSON of the config, stored in every record's ``task``
-        self.config_json = json.dumps(self.config, sort_keys=True, ensure_ascii=False)
-        self.servers: tuple[str, ...] = ()
+    @abstractmethod
+    def describe_task(self, first: StepResult) -> str:
+        """The first user message: the task and the opening observation."""
+
+    @abstractmethod
+    def describe_result(self, call: ProposedCall, result: StepResult) -> str:
+        """The tool message after an accepted action."""
+
+    def task_info(self, first: StepResult, prompt: str) -> dict[str, Any]:
+        """The record's ``task`` (fixed keys across families): the prompt and a reference answer."""
+        return {"prompt": prompt, "answer": None}
+
+    #: ``--openenv-prompt-style`` values the family can write; ``native`` is its own wording,
+    #: ``openenv`` what OpenEnv's harness (``openenv collect``) writes for the same env.
+    prompt_styles: ClassVar[tuple[str, ...]] = ("native",)
+    #: whose wording prompts, tools and tool results follow (``use_prompt_style``)
+    prompt_style: str = "native"
+
+    def use_prompt_style(self, style: str) -> None:
+        """Write prompts in ``style`` (one of ``prompt_styles``); called once after construction.
+
+        Raise ``EnvConfigError`` for a style the family cannot write.
+        """
+        if style not in self.prompt_styles:
+            raise EnvConfigError(
+                f"env family {getattr(self, 'name', type(self).__name__)!r} has no {style!r} "
+                f"prompt style (it writes: {', '.join(self.prompt_styles)}); OpenEnv's harness "
+                "wording exists for openspiel and reasoning_gym"
+            )
+        self.prompt_style = style
+        self.__dict__.pop("_openai_tools", None)  # the tools may read differently
+
+    def default_system_prompt(self) -> str:
+        """The system message when ``--openenv-system-prompt`` is not given ('' sends none)."""
+        return self.system_prompt
+
+
+#: argument texts a family keeps parsed (``ToolCalls.argument_texts``)
+ARGUMENT_TEXTS_KEPT = 4096
+
+
+class ToolCalls(ABC):
+    """What the model may call, and the backend action each call becomes."""
+
+    @abstractmethod
+    def tools(self) -> list[ToolSpec]: ...
+
+    @abstractmethod
+    def to_action(self, call: ProposedCall, current: StepResult) -> dict[str, Any]:
+        """Turn a tool call into a backend action; raise ``ActionRejected`` if invalid."""
 
     def openai_tools(self) -> list[dict[str, Any]]:
         """``tools()`` in OpenAI format, built once: every record of the family shares it."""
@@ -150,16 +186,42 @@ class EnvFamily(ABC):
         return cached
 
     @property
-    def spec(self) -> str:
-        return f"{self.name}:{self.variant}"
+    def argument_texts(self) -> BoundedMemo[str, tuple[dict[str, Any], str]]:
+        """The family's cache of argument texts its tools were called with and what each
+        parses to, kept by the episode loop across episodes (``loop.parse_arguments``)."""
+        memo = self.__dict__.get("_argument_texts")
+        if memo is None:
+            memo = self.__dict__.setdefault("_argument_texts", BoundedMemo(ARGUMENT_TEXTS_KEPT))
+        return memo
 
-    def bind_servers(self, servers: tuple[str, ...]) -> None:
-        """The ``--openenv-server`` URLs episodes will run on (empty: embedded).
 
-        Called once after construction. Raise ``EnvConfigError`` if the family
-        cannot run that way (e.g. a generic family with no server to read from).
-        """
-        self.servers = tuple(servers)
+class Backends(ABC):
+    """Where an episode's env lives: a fresh backend per episode, embedded or remote."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def embedded_backend(self) -> Backend:
+        """A fresh in-process backend for one episode."""
+
+    def remote_backend(self, server_url: str) -> Backend:
+        """A fresh backend for one episode on the deployed server ``server_url``, usually
+        ``envs.remote.backend.RemoteBackend(server_url)``."""
+        raise EnvConfigError(f"env family {self.name!r} cannot run on a remote server")
+
+    def reset_options(self, *, seed: int, episode_id: str) -> dict[str, Any]:
+        """Extra fields for the reset request (beyond seed and episode id)."""
+        return {}
+
+
+class Verdict:
+    """How many turns an episode gets and how its total reward is judged.
+
+    The default: ``DEFAULT_MAX_TURNS``, and a pass at reward >= ``default_min_reward``.
+    """
+
+    #: An episode passes iff reward >= this, unless ``--openenv-min-reward`` says otherwise.
+    default_min_reward: ClassVar[float] = 0.0
 
     def default_max_turns(self) -> int:
         """Policy turns an episode gets when ``--openenv-max-turns`` is not set."""
@@ -173,47 +235,23 @@ class EnvFamily(ABC):
         """Words for ``passes`` when it is not ``reward >= default_min_reward``."""
         return None
 
-    #: Action fields ``to_action`` always sends: a server whose schema lacks one hosts
-    #: another kind of env (checked in ``hosting.kind_mismatch``).
-    action_fields: ClassVar[tuple[str, ...]] = ()
+    def outcome(self, reward: float, done: bool) -> str:
+        """A one-word outcome for summaries and snapshots."""
+        if not done:
+            return "unfinished"
+        return "pass" if self.passes(reward) else "fail"
 
-    def hosted_by(self, report: Any) -> dict[str, Any] | None:
-        """What a server hosts, in this family's terms, from its ``hosting.ServerReport``.
 
-        None when the server cannot say. The answer is stored in every record
-        (``extra.server_reports``) and compared by ``hosting_mismatch``.
-        """
-        return None
+class Teachers:
+    """The moves the built-in policies play: ``scripted``, ``random`` and ``expert``.
 
-    def hosting_mismatch(self, hosted: dict[str, Any]) -> str | None:
-        """Why a server hosting ``hosted`` is not this env, naming both; None: it is."""
-        return None
+    The default: scripted plays the first legal call, when ``legal_calls`` lists them;
+    there is no expert.
+    """
 
-    @abstractmethod
-    def tools(self) -> list[ToolSpec]: ...
-
-    @abstractmethod
-    def embedded_backend(self) -> Backend:
-        """A fresh in-process backend for one episode."""
-
-    def remote_backend(self, server_url: str) -> Backend:
-        raise EnvConfigError(f"env family {self.name!r} cannot run on a remote server")
-
-    def reset_options(self, *, seed: int, episode_id: str) -> dict[str, Any]:
-        """Extra fields for the reset request (beyond seed and episode id)."""
-        return {}
-
-    @abstractmethod
-    def describe_task(self, first: StepResult) -> str:
-        """The first user message: the task and the opening observation."""
-
-    @abstractmethod
-    def describe_result(self, call: ProposedCall, result: StepResult) -> str:
-        """The tool message after an accepted action."""
-
-    @abstractmethod
-    def to_action(self, call: ProposedCall, current: StepResult) -> dict[str, Any]:
-        """Turn a tool call into a backend action; raise ``ActionRejected`` if invalid."""
+    name: ClassVar[str]
+    #: Whether ``expert_call`` can answer (``--openenv-policy=expert``) for some variants.
+    offers_expert: ClassVar[bool] = False
 
     def scripted_call(self, current: StepResult) -> ProposedCall | None:
         """The scripted policy's move (first legal action, or an oracle answer)."""
@@ -243,14 +281,6 @@ class EnvFamily(ABC):
             return None
         return f"env family {self.name!r} has no expert teacher"
 
-    def default_policy(self) -> str:
-        """The teacher an episode gets when no policy is named: the best built-in one.
-
-        ``expert`` where ``expert_call`` can play this variant, else ``scripted`` (the
-        first legal move, or a family's oracle answer).
-        """
-        return "expert" if self.expert_problem() is None else "scripted"
-
     def expert_call(
         self, current: StepResult, *, seed: int, repeat: int = 0
     ) -> ProposedCall | None:
@@ -261,12 +291,64 @@ class EnvFamily(ABC):
         """
         return None
 
-    def task_info(self, first: StepResult, prompt: str) -> dict[str, Any]:
-        """The record's ``task`` (fixed keys across families): the prompt and a reference answer."""
-        return {"prompt": prompt, "answer": None}
+    def default_policy(self) -> str:
+        """The teacher an episode gets when no policy is named: the best built-in one.
 
-    def outcome(self, reward: float, done: bool) -> str:
-        """A one-word outcome for summaries and snapshots."""
-        if not done:
-            return "unfinished"
-        return "pass" if self.passes(reward) else "fail"
+        ``expert`` where ``expert_call`` can play this variant, else ``scripted`` (the
+        first legal move, or a family's oracle answer).
+        """
+        return "expert" if self.expert_problem() is None else "scripted"
+
+
+class Hosting:
+    """Whether a deployed server hosts this env (asked before the run and in every episode;
+    ``envs/remote/hosting``). The default: any server that takes ``action_fields`` will do.
+    """
+
+    #: Action fields ``to_action`` always sends: a server whose schema lacks one hosts
+    #: another kind of env (checked in ``hosting.kind_mismatch``).
+    action_fields: ClassVar[tuple[str, ...]] = ()
+    #: the ``--openenv-server`` URLs episodes run on (``bind_servers``); empty: embedded
+    servers: tuple[str, ...] = ()
+
+    def bind_servers(self, servers: tuple[str, ...]) -> None:
+        """The ``--openenv-server`` URLs episodes will run on (empty: embedded).
+
+        Called once after construction. Raise ``EnvConfigError`` if the family
+        cannot run that way (e.g. a generic family with no server to read from).
+        """
+        self.servers = tuple(servers)
+
+    def hosted_by(self, report: Any) -> dict[str, Any] | None:
+        """What a server hosts, in this family's terms, from its ``hosting.ServerReport``.
+
+        None when the server cannot say. The answer is stored in every record
+        (``extra.server_reports``) and compared by ``hosting_mismatch``.
+        """
+        return None
+
+    def hosting_mismatch(self, hosted: dict[str, Any]) -> str | None:
+        """Why a server hosting ``hosted`` is not this env, naming both; None: it is."""
+        return None
+
+
+class EnvFamily(Prompts, ToolCalls, Backends, Verdict, Teachers, Hosting):
+    """A family adapter, built once per (variant, config) and shared by episodes.
+
+    Constructing it validates the variant and config (raise ``EnvConfigError``
+    with a message naming what is wrong and what would be right); it must not
+    import heavy engines at construction unless validation needs them.
+    """
+
+    #: The family name used before the colon in ``family:variant``.
+    name: ClassVar[str]
+
+    def __init__(self, variant: str, config: dict[str, Any]) -> None:
+        self.variant = variant
+        self.config = dict(config)
+        #: canonical JSON of the config, stored in every record's ``task``
+        self.config_json = json.dumps(self.config, sort_keys=True, ensure_ascii=False)
+
+    @property
+    def spec(self) -> str:
+        return f"{self.name}:{self.variant}"

@@ -44,8 +44,14 @@ def family_class(name: str) -> type[EnvFamily]:
     return cls
 
 
-def build_family(spec: str, config: dict[str, Any], servers: tuple[str, ...] = ()) -> EnvFamily:
+def build_family(
+    spec: str,
+    config: dict[str, Any],
+    servers: tuple[str, ...] = (),
+    prompt_style: str = "native",
+) -> EnvFamily:
     name, variant = split_spec(spec)
     family = family_class(name)(variant, config)
     family.bind_servers(tuple(servers))
+    family.use_prompt_style(prompt_style)
     return family

@@ -15,32 +15,26 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..envs.base import ActionRejected, Backend, EnvFamily, EnvUnavailable, ProposedCall, StepResult
-from ..envs.remote.hosting import ServerMismatch, check_backend
-from ..envs.remote.rotation import SERVER_ROTATION, ServerRotation
-from ..envs.remote.seeding import seeded
-from ..policies.base import (
+from ..envs.base import Backend, EnvFamily, ProposedCall, StepResult
+from ..envs.remote.hosting import check_backend
+from ..envs.remote.servers import RemoteServers
+from ..errors import (
+    ActionRejected,
     ContextExhausted,
-    Policy,
+    EnvUnavailable,
+    EpisodeError,
+    EpisodeTimeout,
     PolicyUnavailable,
-    Reply,
-    ToolCall,
-    Turn,
-    Usage,
+    ServerMismatch,
 )
+from ..policies.base import Policy, Reply, ToolCall, Turn, Usage
 from ..util.endpoints import redact
+from ..util.memo import BoundedMemo
+from .record import metrics_section, task_section
 from .result import Episode
 from .spec import EpisodeSpec
 
 NO_TOOL_CALL_REMINDER = "You did not call a tool. Reply with exactly one tool call: {names}."
-
-
-class EpisodeError(Exception):
-    """An episode could not be run to its end for reasons outside the agent."""
-
-
-class EpisodeTimeout(EpisodeError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -53,11 +47,11 @@ class Limits:
 
 #: one encoder for every step: json.dumps with options builds a new encoder per call
 CANONICAL_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
-#: argument texts seen before and what they parse to: a policy repeats the same few calls
-#: (``{"action_id": 4}``) across thousands of episodes
-_PARSED_ARGUMENTS: dict[str, tuple[dict[str, Any], str]] = {}
-_PARSED_ARGUMENTS_LIMIT = 4096
+#: argument texts longer than this are parsed every time: the repeated calls are short
+PARSED_ARGUMENT_TEXT_LIMIT = 256
 _SCALARS = (str, int, float, bool, type(None))
+#: argument text -> (its object, canonical text); see ``parse_arguments``
+ParsedArguments = BoundedMemo[str, tuple[dict[str, Any], str]]
 
 
 def shorten(value: Any, limit: int = 300) -> str:
@@ -66,14 +60,16 @@ def shorten(value: Any, limit: int = 300) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
-def parse_arguments(text: Any) -> tuple[Any, str | None]:
+def parse_arguments(text: Any, seen: ParsedArguments | None = None) -> tuple[Any, str | None]:
     """A tool call's JSON arguments and their canonical text (None unless an object).
 
-    Raises ``ValueError`` for text that is not JSON.
+    ``seen``: texts parsed before (a policy repeats the same few calls, such as
+    ``{"action_id": 4}``, across thousands of episodes). Raises ``ValueError`` for
+    text that is not JSON.
     """
     if not isinstance(text, str):
         raise ValueError(f"expected JSON text, got {type(text).__name__}")
-    known = _PARSED_ARGUMENTS.get(text)
+    known = seen.get(text) if seen is not None else None
     if known is not None:
         return dict(known[0]), known[1]  # a copy: families may keep what they are given
     value = json.loads(text) if text.strip() else {}
@@ -81,11 +77,11 @@ def parse_arguments(text: Any) -> tuple[Any, str | None]:
         return value, None
     canonical = CANONICAL_JSON.encode(value)
     if (
-        len(text) <= 256
-        and len(_PARSED_ARGUMENTS) < _PARSED_ARGUMENTS_LIMIT
+        seen is not None
+        and len(text) <= PARSED_ARGUMENT_TEXT_LIMIT
         and all(isinstance(item, _SCALARS) for item in value.values())
     ):
-        _PARSED_ARGUMENTS[text] = (dict(value), canonical)
+        seen.keep(text, (dict(value), canonical))
     return value, canonical
 
 
@@ -93,14 +89,16 @@ def parse_arguments(text: Any) -> tuple[Any, str | None]:
 class EnvFactory:
     """Makes one backend per episode: embedded, or on one of the deployed servers.
 
-    The server is the one in rotation with the fewest episodes of this process in
-    flight (``envs/rotation``). Users may override the ``openenv_env`` fixture with
-    any object that has a ``family`` and an ``open(spec)`` returning a ``Backend``.
+    The server is the one in rotation with the fewest episodes of ``remote``'s process
+    in flight (``envs/remote/rotation``). ``remote`` is what the process knows of its
+    servers; the plugin's factories share the worker's, one made without it has its
+    own. Users may override the ``openenv_env`` fixture with any object that has a
+    ``family`` and an ``open(spec)`` returning a ``Backend``.
     """
 
     family: EnvFamily
     servers: tuple[str, ...] = ()
-    rotation: ServerRotation = field(default=SERVER_ROTATION, compare=False, repr=False)
+    remote: RemoteServers = field(default_factory=RemoteServers, compare=False, repr=False)
 
     def server_for(self, spec: EpisodeSpec) -> str | None:
         """The server episode ``spec`` prefers when all are equally busy (round-robin)."""
@@ -111,14 +109,15 @@ class EnvFactory:
     def open(self, spec: EpisodeSpec) -> Backend:
         if not self.servers:
             return self.family.embedded_backend()
-        lease = self.rotation.lease(self.servers, index=spec.index)
+        lease = self.remote.lease(self.servers, index=spec.index)
         try:
             backend = self.family.remote_backend(lease.server)
         except BaseException:
             lease.close()
             raise
-        if hasattr(backend, "lease"):
-            backend.lease = lease  # released when the backend closes
+        attach = getattr(backend, "attach", None)
+        if attach is not None:
+            attach(self.remote, lease)  # the lease is given back when the backend closes
         else:  # a third-party backend: chosen by rotation, not counted in flight
             lease.close()
         return backend
@@ -146,10 +145,16 @@ class _Loop:
         limits: Limits,
         system_prompt: str | None,
         clock: Callable[[], float],
+        remote: RemoteServers | None = None,
     ) -> None:
         self.spec = spec
         self.family = env.family
         self.env = env
+        #: what the process knows of its servers (whether each honours the seed)
+        if remote is None and isinstance(getattr(env, "remote", None), RemoteServers):
+            remote = env.remote
+        self.remote = remote
+        self.argument_texts = self.family.argument_texts
         self.policy = policy
         self.limits = limits
         self.clock = clock
@@ -160,7 +165,7 @@ class _Loop:
         self.tools = self.family.openai_tools()
         self.tool_names = [t.name for t in self.tool_specs]
         # None: the family's prompt; "" (given empty on purpose): no system message at all
-        prompt = self.family.system_prompt if system_prompt is None else system_prompt
+        prompt = self.family.default_system_prompt() if system_prompt is None else system_prompt
         self.messages: list[dict[str, Any]] = (
             [{"role": "system", "content": prompt}] if prompt else []
         )
@@ -217,7 +222,7 @@ class _Loop:
             )
             return current
         try:
-            arguments, canonical = parse_arguments(call.arguments)
+            arguments, canonical = parse_arguments(call.arguments, self.argument_texts)
         except (ValueError, RecursionError) as exc:
             self.tool_error(
                 call, f"arguments are not valid JSON ({exc}): {shorten(call.arguments)}", step
@@ -372,21 +377,16 @@ class _Loop:
             tool_trace=self.tool_trace,
             tools=self.tools,
             usage=self.usage,
-            metrics={
-                "turns": self.turns,
-                "tool_calls": self.tool_calls,
-                "tool_errors": self.tool_errors,
-                "no_tool_call_turns": self.silent_turns,
-                "prompt_tokens": self.usage.prompt_tokens,
-                "completion_tokens": self.usage.completion_tokens,
-                "wall_time_s": round(self.clock() - self.started, 6),
-            },
-            task={
-                "family": family.name,
-                "variant": family.variant,
-                "config": family.config_json,
-                **self.task_info,
-            },
+            metrics=metrics_section(
+                turns=self.turns,
+                tool_calls=self.tool_calls,
+                tool_errors=self.tool_errors,
+                no_tool_call_turns=self.silent_turns,
+                prompt_tokens=self.usage.prompt_tokens,
+                completion_tokens=self.usage.completion_tokens,
+                wall_time_s=round(self.clock() - self.started, 6),
+            ),
+            task=task_section(family.name, family.variant, family.config_json, self.task_info),
             policy=self.policy.name,
             model=self.policy.model,
             repeat=spec.repeat,
@@ -397,7 +397,7 @@ class _Loop:
             reason=reason,
             steps=self.steps,
             final_observation=final_text,
-            seeded=seeded(server),
+            seeded=self.remote is None or self.remote.seeded(server),
         )
 
 
@@ -409,9 +409,14 @@ def run_episode(
     limits: Limits = Limits(),
     system_prompt: str | None = None,
     clock: Callable[[], float] = time.monotonic,
+    remote: RemoteServers | None = None,
 ) -> Episode:
-    """Run one episode to its end. Raises ``EpisodeError`` for infrastructure faults."""
-    loop = _Loop(spec, env, policy, limits, system_prompt, clock)
+    """Run one episode to its end. Raises ``EpisodeError`` for infrastructure faults.
+
+    ``remote``: what this process knows of its deployed servers (which ignore the
+    seed); None: ``env``'s own, if it has one.
+    """
+    loop = _Loop(spec, env, policy, limits, system_prompt, clock, remote)
     try:
         backend = env.open(spec)
     except EnvUnavailable as exc:

@@ -1,6 +1,14 @@
-"""The dataset row layout: one JSON type per field across rows, for every family.
+"""The dataset row: its fields, how an episode becomes one, one JSON type per field.
 
-Rows are built where episodes finish (the worker, ``Episode.record``) and read by
+The one home of the row layout (DESIGN §4). ``FIELDS`` lists the fields in order
+with their type and meaning (the dataset card's schema table shows it);
+``episode_row`` makes the row of a finished episode (``Episode.record``),
+``placeholder_row`` that of an episode that errored before it finished (the
+worker, and the controller for an episode whose process died), with the same
+fields, so both load as one table; ``brief`` is the few figures a report carries
+beside the row, ``dumps_record`` the JSONL line.
+
+Rows are built where episodes finish (the worker) and read by
 ``datasets``/pyarrow, which infer one column type per field from the rows they
 see first and cast the rest to it. So a field that is a number in one row and a
 string in the next, a struct whose nested keys change type, or an empty struct
@@ -21,10 +29,12 @@ The rules, applied to every row:
   means the same as no ``properties``).
 - ``tool_trace`` entries are ``{tool_name, arguments: object | null,
   arguments_text: str, result: {data: str, done: bool, reward: float, error: str |
-  null}}``: ``arguments`` is the parsed object of an accepted call (as ``openenv
-  collect`` writes it; empty objects inside dropped), null for a refused one (its
-  text may not be JSON, its values not the schema's types), and ``arguments_text``
-  is what the policy sent.
+  null, metadata: {reward: float}}}``: ``arguments`` is the parsed object of an
+  accepted call (as ``openenv collect`` writes it; empty objects inside dropped),
+  null for a refused one (its text may not be JSON, its values not the schema's
+  types), and ``arguments_text`` is what the policy sent. ``result.metadata`` is
+  where OpenEnv's harness puts a step's reward (``ToolResult.metadata["reward"]``,
+  which its reward resolution reads), so OpenEnv's tooling finds it there too.
 - ``task`` values are strings or null (a family's extra task fields included).
 - ``metrics``, ``verify_metrics``, ``artifacts``, ``extra`` are flat: scalars as
   they are, nested lists/objects as JSON text.
@@ -34,9 +44,230 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config.convert import TOOL_ARGUMENT_FORMS
+from ..util.memo import BoundedMemo
+
+if TYPE_CHECKING:
+    from .result import Episode
+    from .spec import EpisodeSpec
+
+#: Bump when the row layout changes in a way readers must know about. 2: ``tool_trace``
+#: results carry OpenEnv's ``metadata`` (``{reward}``); a file mixing 1 and 2 would give
+#: that struct two shapes, so a resume keeps to the version a folder was written with.
+SCHEMA_VERSION = 2
+
+#: Every field of a row: name, type, meaning (the card's schema table, in its order).
+FIELDS: tuple[tuple[str, str, str], ...] = (
+    (
+        "episode_id",
+        "string",
+        "`ep-000000`, `ep-000000-r0` with repeats, `P-ep-000000` with --openenv-id-prefix P",
+    ),
+    (
+        "messages",
+        "list of chat messages",
+        "OpenAI chat format: `system`, `user`, `assistant` (with `tool_calls[].function"
+        ".arguments` as a JSON string) and `tool` (with `tool_call_id`) messages",
+    ),
+    ("tools", "list of tools", "OpenAI function tools offered to the agent (JSON schemas)"),
+    ("reward", "float", "total reward of the episode"),
+    ("done", "bool", "whether the environment ended the episode"),
+    (
+        "tool_trace",
+        "list",
+        "each tool call: `tool_name`, `arguments` (the accepted call's object, as "
+        "`openenv collect` writes it; null if refused), `arguments_text` (what the policy "
+        "sent), `result` (`data`, `done`, `reward`, `error`)",
+    ),
+    (
+        "metrics",
+        "struct",
+        "turns, tool calls, tool errors, prompt/completion tokens, wall time",
+    ),
+    ("verify_metrics", "struct", "verifier outcome, pass threshold, verdict"),
+    ("artifacts", "struct", "final observation shown to the agent"),
+    ("task", "struct of strings", "family, variant, env config (JSON), prompt, reference answer"),
+    (
+        "extra",
+        "struct",
+        "episode index, repeat, backend, server, reason it did not pass, `seeded` (false: "
+        "the server ignores the reset seed, so the seed does not repeat the episode)",
+    ),
+    ("env", "string", "`family:variant`"),
+    ("seed", "int", "the episode's seed (base seed + index)"),
+    ("policy", "string", "policy that played the agent"),
+    ("model", "string or null", "model id for LLM policies"),
+    ("test", "string", "pytest node id of the episode"),
+    ("passed", "bool", "whether the pytest item passed"),
+    ("schema_version", "int", "row layout version"),
+    ("failure", "struct", "`failures.jsonl` only: `outcome` (failed / error) and `message`"),
+)
+
+#: the ``messages`` entry of ``FIELDS`` for rows written with --openenv-tool-arguments=object
+MESSAGES_WITH_OBJECT_ARGUMENTS = (
+    "messages",
+    "list of chat messages",
+    "OpenAI chat format: `system`, `user`, `assistant` (with `tool_calls[].function"
+    ".arguments` as an object: the accepted call's arguments, null for a refused call; "
+    "written with `--openenv-tool-arguments=object`) and `tool` (with `tool_call_id`) messages",
+)
+
+
+def metrics_section(
+    *,
+    turns: int = 0,
+    tool_calls: int = 0,
+    tool_errors: int = 0,
+    no_tool_call_turns: int = 0,
+    prompt_tokens: int = 0,
+    completion_tokens: int = 0,
+    wall_time_s: float = 0.0,
+) -> dict[str, Any]:
+    """A row's ``metrics``: the same keys for a played episode and a placeholder."""
+    return {
+        "turns": turns,
+        "tool_calls": tool_calls,
+        "tool_errors": tool_errors,
+        "no_tool_call_turns": no_tool_call_turns,
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "wall_time_s": wall_time_s,
+    }
+
+
+def task_section(
+    family: str, variant: str, config: str, info: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A row's ``task``: the env, then what the family says of the task (``task_info``:
+    prompt, reference answer and its own keys; none played, both empty)."""
+    return {
+        "family": family,
+        "variant": variant,
+        "config": config,
+        **(info if info is not None else {"prompt": "", "answer": None}),
+    }
+
+
+def episode_row(
+    episode: Episode, *, test: str = "", passed: bool | None = None, tool_arguments: str = "string"
+) -> dict[str, Any]:
+    """The row of a finished episode: OpenEnv ``EpisodeRecord`` keys plus ours.
+
+    ``passed``: the item's verdict, when the test decided other than the env's
+    verdict; ``tool_arguments`` (``--openenv-tool-arguments``): how ``messages``
+    carry tool-call arguments, ``"string"`` or ``"object"``.
+    """
+    e = episode
+    row = {
+        "schema_version": SCHEMA_VERSION,
+        "episode_id": e.episode_id,
+        "messages": e.messages,
+        "reward": float(e.reward),
+        "done": e.done,
+        "tool_trace": e.tool_trace,
+        "metrics": e.metrics,
+        "verify_metrics": {
+            "outcome": e.outcome,
+            "min_reward": float(e.min_reward),
+            "verdict": e.passed,
+        },
+        "artifacts": {"final_observation": e.final_observation},
+        "task": e.task,
+        "extra": {
+            "index": e.index,
+            "repeat": e.repeat,
+            "backend": e.backend,
+            "server": e.server,
+            "server_reports": e.server_reports,
+            "reason": e.reason,
+            "seeded": e.seeded,
+        },
+        "env": e.env,
+        "seed": e.seed,
+        "policy": e.policy,
+        "model": e.model,
+        "tools": e.tools,
+        "test": test,
+        "passed": e.passed if passed is None else passed,
+    }
+    return stable_row(row, tool_arguments)
+
+
+def placeholder_row(
+    spec: EpisodeSpec, reason: str, *, test: str, tool_arguments: str = "string"
+) -> dict[str, Any]:
+    """The row of an episode that errored before it finished: what its spec says,
+    nothing played, and the error as its ``failure``."""
+    family, _, variant = spec.env.partition(":")
+    row = {
+        "schema_version": SCHEMA_VERSION,
+        "episode_id": spec.episode_id,
+        "messages": [],
+        "reward": 0.0,
+        "done": False,
+        "tool_trace": [],
+        "metrics": metrics_section(),
+        "verify_metrics": {"outcome": "error", "min_reward": 0.0, "verdict": False},
+        "artifacts": {"final_observation": ""},
+        "task": task_section(family, variant, spec.config),
+        "extra": {
+            "index": spec.index,
+            "repeat": spec.repeat,
+            "backend": "embedded",
+            "server": None,
+            "server_reports": None,
+            "reason": reason,
+            "seeded": True,
+        },
+        "env": spec.env,
+        "seed": spec.seed,
+        "policy": spec.policy,
+        "model": None,
+        "tools": [],
+        "test": test,
+        "passed": False,
+    }
+    return with_failure(stable_row(row, tool_arguments), "error", reason)
+
+
+def with_failure(row: dict[str, Any], outcome: str, message: str) -> dict[str, Any]:
+    """``row`` as ``failures.jsonl`` holds it: ``outcome`` is ``failed`` or ``error``."""
+    row["failure"] = {"outcome": outcome, "message": message}
+    return row
+
+
+def brief(row: dict[str, Any]) -> dict[str, Any]:
+    """What a report carries beside its row, for the controller's figures and live line."""
+    metrics = row["metrics"]
+    return {
+        "reward": row["reward"],
+        "turns": metrics["turns"],
+        "outcome": row["verify_metrics"]["outcome"],
+        "prompt_tokens": metrics["prompt_tokens"],
+        "completion_tokens": metrics["completion_tokens"],
+        "env": row["env"],
+        "policy": row["policy"],
+        "model": row["model"],
+    }
+
+
+#: Characters JSON leaves raw in strings but line readers (``str.splitlines``, older
+#: JavaScript) treat as line breaks: escaped so one row is always one line.
+LINE_BREAKS_JSON_KEEPS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+#: built once: json.dumps with options builds a new encoder per call
+_ROW_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def dumps_record(record: dict[str, Any]) -> str:
+    """One JSONL line body: compact, UTF-8 kept readable, no NaN (JSON has none)."""
+    text = _ROW_JSON.encode(record)
+    for char, escaped in LINE_BREAKS_JSON_KEEPS.items():
+        text = text.replace(char, escaped)  # only ever inside strings: lossless
+    return text
+
 
 SCALARS = (str, int, float, bool, type(None))
 #: how ``messages`` carry tool-call arguments (``--openenv-tool-arguments``); first = default
@@ -171,26 +402,34 @@ def trace_entry(entry: dict[str, Any]) -> dict[str, Any]:
         "tool_name": as_text(entry.get("tool_name")),
         "arguments": trace_arguments(arguments),
         "arguments_text": as_text(text),
-        "result": {
-            "data": as_text(result.get("data")),
-            "done": bool(result.get("done", False)),
-            "reward": float(result.get("reward") or 0.0),
-            "error": optional_text(result.get("error")),
-        },
+        "result": trace_result(result),
     }
 
 
-#: tool lists are shared by every episode of a family: normalise each list object once
-_STABLE_TOOLS: dict[int, tuple[list[Any], list[dict[str, Any]]]] = {}
+def trace_result(result: dict[str, Any]) -> dict[str, Any]:
+    """A step's result: ours (``reward``) and OpenEnv's (``metadata.reward``) side by side."""
+    reward = float(result.get("reward") or 0.0)
+    return {
+        "data": as_text(result.get("data")),
+        "done": bool(result.get("done", False)),
+        "reward": reward,
+        "error": optional_text(result.get("error")),
+        "metadata": {"reward": reward},
+    }
+
+
+#: the process's cache of row forms of tool lists, by list identity (the list is kept, so
+#: its id is not reused): every episode of a family shares one list (``openai_tools``), so
+#: each is normalised once; families per process are few
+STABLE_TOOL_LISTS: BoundedMemo[int, tuple[list[Any], list[dict[str, Any]]]] = BoundedMemo(64)
 
 
 def stable_tools(tools: list[Any]) -> list[dict[str, Any]]:
-    hit = _STABLE_TOOLS.get(id(tools))
+    hit = STABLE_TOOL_LISTS.get(id(tools))
     if hit is not None and hit[0] is tools:
         return hit[1]
     stable = [tool(t) for t in tools]
-    if len(_STABLE_TOOLS) < 64:  # families per process are few; never grow without bound
-        _STABLE_TOOLS[id(tools)] = (tools, stable)
+    STABLE_TOOL_LISTS.keep(id(tools), (tools, stable))
     return stable
 
 

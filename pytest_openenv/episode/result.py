@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..policies.base import Usage
 
-#: Bump when the row layout changes in a way readers must know about.
-SCHEMA_VERSION = 1
+# the row and its line live with the row schema; importable here as they always were
+from .record import LINE_BREAKS_JSON_KEEPS as LINE_BREAKS_JSON_KEEPS
+from .record import SCHEMA_VERSION as SCHEMA_VERSION
+from .record import dumps_record as dumps_record
+from .record import episode_row
 
 
 @dataclass(repr=False)
@@ -83,62 +85,10 @@ class Episode:
     def record(
         self, *, test: str = "", passed: bool | None = None, tool_arguments: str = "string"
     ) -> dict[str, Any]:
-        """The dataset row: OpenEnv ``EpisodeRecord`` keys plus ours (DESIGN §4).
-
-        ``stable_row`` keeps every field in one JSON type across rows and families,
-        so ``datasets``/pyarrow and the Hub viewer load the files as they are.
-        ``tool_arguments`` (``--openenv-tool-arguments``): ``"string"`` or ``"object"``,
-        how ``messages`` carry tool-call arguments.
+        """The dataset row (DESIGN §4, ``record.py``): OpenEnv ``EpisodeRecord`` keys plus
+        ours, every field in one JSON type across rows and families, so ``datasets``/pyarrow
+        and the Hub viewer load the files as they are. ``tool_arguments``
+        (``--openenv-tool-arguments``): ``"string"`` or ``"object"``, how ``messages`` carry
+        tool-call arguments.
         """
-        from .record import stable_row
-
-        row = {
-            "schema_version": SCHEMA_VERSION,
-            "episode_id": self.episode_id,
-            "messages": self.messages,
-            "reward": float(self.reward),
-            "done": self.done,
-            "tool_trace": self.tool_trace,
-            "metrics": self.metrics,
-            "verify_metrics": {
-                "outcome": self.outcome,
-                "min_reward": float(self.min_reward),
-                "verdict": self.passed,
-            },
-            "artifacts": {"final_observation": self.final_observation},
-            "task": self.task,
-            "extra": {
-                "index": self.index,
-                "repeat": self.repeat,
-                "backend": self.backend,
-                "server": self.server,
-                "server_reports": self.server_reports,
-                "reason": self.reason,
-                "seeded": self.seeded,
-            },
-            "env": self.env,
-            "seed": self.seed,
-            "policy": self.policy,
-            "model": self.model,
-            "tools": self.tools,
-            "test": test,
-            "passed": self.passed if passed is None else passed,
-        }
-        return stable_row(row, tool_arguments)
-
-
-#: Characters JSON leaves raw in strings but line readers (``str.splitlines``, older
-#: JavaScript) treat as line breaks: escaped so one row is always one line.
-LINE_BREAKS_JSON_KEEPS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-
-
-#: built once: json.dumps with options builds a new encoder per call
-_ROW_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-def dumps_record(record: dict[str, Any]) -> str:
-    """One JSONL line body: compact, UTF-8 kept readable, no NaN (JSON has none)."""
-    text = _ROW_JSON.encode(record)
-    for char, escaped in LINE_BREAKS_JSON_KEEPS.items():
-        text = text.replace(char, escaped)  # only ever inside strings: lossless
-    return text
+        return episode_row(self, test=test, passed=passed, tool_arguments=tool_arguments)

@@ -14,21 +14,9 @@ from typing import Any, ClassVar
 
 from ..envs.base import ProposedCall
 
-
-class PolicyUnavailable(Exception):
-    """The policy cannot answer for reasons outside the agent (transport, auth, replay miss).
-
-    The episode becomes a setup *error*.
-    """
-
-
-class ContextExhausted(Exception):
-    """The conversation no longer fits the model's context window (an HTTP 400 saying so).
-
-    Asking again cannot help, and the limit is the model's, not the infrastructure's:
-    the episode ends unfinished, a *failure* with this reason (inspect-ai's
-    ``model_length`` stop), never an error.
-    """
+# defined with every other exception; importable here, where implementers look for them
+from ..errors import ContextExhausted as ContextExhausted
+from ..errors import PolicyUnavailable as PolicyUnavailable
 
 
 def content_text(content: Any) -> str:

@@ -7,8 +7,8 @@ commit the folder; CI then replays it with ``--openenv-replay``: a miss is an
 episode error and no request is ever sent, so no key and no network are needed.
 
 Safe with ``-n 8``: each entry is written to a temporary file and linked into
-place (first writer wins), so no reader ever sees a torn entry and no key is
-stored twice. Entries hold no secret: no headers, no keys, no endpoint URL.
+place (first writer wins, ``util/atomic.py``), so no reader ever sees a torn
+entry and no key is stored twice. Entries hold no secret: no headers, no keys, no endpoint URL.
 
 Worker side. Episodes that run ahead of their item (``--openenv-concurrency``)
 stage their writes (``staged_writes``); ``prefetch`` performs them only once
@@ -20,8 +20,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
@@ -30,8 +28,10 @@ from typing import Any
 import pytest
 
 from ..config.settings import LLMSettings
-from .base import ContextExhausted, Policy, PolicyUnavailable, Reply, ToolCall, Turn, Usage
-from .llm.common import SECRET_VARS
+from ..errors import ContextExhausted, PolicyUnavailable
+from ..util.atomic import write_atomically
+from ..util.secrets import KnownSecrets
+from .base import Policy, Reply, ToolCall, Turn, Usage
 
 FORMAT = "pytest-openenv/response-cache/1"
 
@@ -107,20 +107,12 @@ def reply_from_json(data: Any) -> Reply:
     )
 
 
-def _without_secrets(text: str) -> str:
-    # defence in depth: a model could echo something it was never meant to see
-    for name in SECRET_VARS:
-        value = os.environ.get(name, "")
-        if len(value) >= 4:
-            text = text.replace(value, "***")
-    return text
-
-
 class ResponseCache:
     """The folder of entries: ``DIR/ab/abcdef....json``."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, secrets: KnownSecrets | None = None) -> None:
         self.root = root
+        self.secrets = secrets if secrets is not None else KnownSecrets.collect()
 
     def path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
@@ -139,26 +131,15 @@ class ResponseCache:
             raise ValueError(f"{path} is not a cache entry ({exc})") from None
 
     def store(self, key: str, entry: dict[str, Any], *, overwrite: bool = False) -> None:
+        """Write an entry; the first writer of a key wins unless ``overwrite`` (a corrupt one)."""
         path = self.path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = _without_secrets(json.dumps(entry, indent=2, sort_keys=True, ensure_ascii=False))
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text + "\n")
-            if overwrite:
-                os.replace(tmp, path)
-                return
-            try:
-                os.link(tmp, path)  # atomic create-if-absent: the first writer wins
-            except FileExistsError:
-                pass
-            except OSError:  # no hard links here (some network or FAT file systems)
-                if not path.exists():
-                    os.replace(tmp, path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+        # defence in depth: a model could echo something it was never meant to see
+        text = self.secrets.scrub(json.dumps(entry, indent=2, sort_keys=True, ensure_ascii=False))
+        # not durable: an entry a power cut loses is only asked again
+        write_atomically(
+            path, (text + "\n").encode("utf-8"), keep_existing=not overwrite, durable=False
+        )
 
 
 class CachedPolicy(Policy):
@@ -240,8 +221,12 @@ class CachedPolicy(Policy):
         return {**self.inner.describe(), "cache": str(self.cache.root), "replay": self.replay}
 
 
-def wrap_with_cache(policy: Policy, llm: LLMSettings, spec: str) -> Policy:
-    """Apply ``--openenv-cache`` / ``--openenv-replay`` to a model-backed policy."""
+def wrap_with_cache(
+    policy: Policy, llm: LLMSettings, spec: str, secrets: KnownSecrets | None = None
+) -> Policy:
+    """Apply ``--openenv-cache`` / ``--openenv-replay`` to a model-backed policy.
+
+    ``secrets``: what no entry may hold (the environment's by default)."""
     folder, replay = llm.cache, llm.replay
     if replay and not folder:
         raise pytest.UsageError(
@@ -262,5 +247,5 @@ def wrap_with_cache(policy: Policy, llm: LLMSettings, spec: str) -> Policy:
     identity = policy.cache_identity()
     provider, sampling = identity if identity is not None else (f"callable:{spec}", {})
     return CachedPolicy(
-        policy, ResponseCache(root), provider=provider, sampling=sampling, replay=replay
+        policy, ResponseCache(root, secrets), provider=provider, sampling=sampling, replay=replay
     )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from .base import Policy, PolicyUnavailable, Reply, ToolCall, Turn
+from ..errors import PolicyUnavailable
+from .base import Policy, Reply, ToolCall, Turn
 
 
 class ExpertPolicy(Policy):

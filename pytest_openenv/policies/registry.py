@@ -19,12 +19,14 @@ from .scripted import RandomPolicy, ScriptedPolicy
 if TYPE_CHECKING:
     from ..config.settings import Settings
     from ..envs.base import EnvFamily
+    from ..util.overload import OverloadSignal
 
 BUILTIN = {"scripted": ScriptedPolicy, "random": RandomPolicy, "expert": ExpertPolicy}
 LLM = ("openai", "anthropic", "transformers")
 
 
-def build_policy(name: str, settings: Settings) -> Policy:
+def build_policy(name: str, settings: Settings, overload: OverloadSignal | None = None) -> Policy:
+    """The policy ``name``; a model-backed one tells ``overload`` of its endpoint's pushback."""
     if settings.llm.replay and not settings.llm.cache:
         raise pytest.UsageError(
             "--openenv-replay needs --openenv-cache DIR (the recorded responses to replay)"
@@ -38,7 +40,7 @@ def build_policy(name: str, settings: Settings) -> Policy:
     elif name in LLM:
         from .llm.common import build_llm_policy
 
-        policy = build_llm_policy(name, settings)
+        policy = build_llm_policy(name, settings, overload)
     elif ":" in name:
         from .callable import load_policy
 
@@ -48,9 +50,10 @@ def build_policy(name: str, settings: Settings) -> Policy:
             f"--openenv-policy={name!r} is unknown; choose one of: "
             f"{', '.join([*BUILTIN, *LLM])}, or pkg.module:callable"
         )
+    from ..util.secrets import KnownSecrets
     from .cache import wrap_with_cache
 
-    return wrap_with_cache(policy, settings.llm, name)
+    return wrap_with_cache(policy, settings.llm, name, KnownSecrets.from_settings(settings))
 
 
 def check_fits(policy: Policy, family: EnvFamily, where: str) -> None:

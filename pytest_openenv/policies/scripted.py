@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 from typing import ClassVar
 
-from .base import Policy, PolicyUnavailable, Reply, ToolCall, Turn
+from ..errors import PolicyUnavailable
+from .base import Policy, Reply, ToolCall, Turn
 
 
 def _call_id(turn: Turn) -> str:

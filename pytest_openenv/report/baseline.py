@@ -59,9 +59,9 @@ def load_baseline(raw: str, *, relative_to: Path) -> Baseline:
     path = Path(raw).expanduser()
     if not path.is_absolute():
         path = relative_to / path
-    if path.is_dir():
-        path = path / SUMMARY
     try:
+        if path.is_dir():  # inside: a name too long for the file system raises here
+            path = path / SUMMARY
         payload = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise _usage(raw, f"{path} does not exist") from None

@@ -14,14 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ..util.format import cell, number, percent, table
 from .baseline import DEFAULT_CONFIDENCE, Baseline, Comparison, Rate, compare, load_baseline
 from .passk import PassAtK
 from .stats import RunningMean, wilson_interval, z_for
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
-
-GATE_FLAGS = ("min-pass-rate", "min-mean-reward", "baseline")
 
 
 @dataclass(frozen=True)
@@ -146,15 +145,19 @@ class Verdict:
         return lines
 
     def markdown(self) -> str:
-        rows = [
-            "| check | rule | figure | threshold | result |",
-            "|---|---|---|---|---|",
-        ]
-        for check in self.checks:
-            rows.append(
-                f"| {check.name} | {_md(check.rule)} | {_md(check.detail)} | "
-                f"{_fmt(check.threshold)} | {'pass' if check.passed else '**FAIL**'} |"
-            )
+        rows = table(
+            ("check", "rule", "figure", "threshold", "result"),
+            [
+                (
+                    check.name,
+                    cell(check.rule),
+                    cell(check.detail),
+                    number(check.threshold),
+                    "pass" if check.passed else "**FAIL**",
+                )
+                for check in self.checks
+            ],
+        )
         head = f"**Gate: {'PASSED' if self.gate_passed else 'FAILED'}**"
         tail = f"_{POLICY_TEXT}_"
         if self.other_failures:
@@ -166,18 +169,6 @@ POLICY_TEXT = (
     "with a gate set, failing episodes alone do not fail the session; the gate decides "
     "(errored episodes count as not passed)"
 )
-
-
-def _fmt(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.4g}"
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|")
 
 
 def _level(confidence: float) -> str:
@@ -235,10 +226,10 @@ def check_pass_rate(config: GateConfig, figures: RunFigures) -> Check:
     )
     if config.confidence is None:
         compared = sample.value
-        detail = f"{name_of} = {_pct(sample.value)} ({counts})"
+        detail = f"{name_of} = {percent(sample.value)} ({counts})"
     else:
         compared = wilson_interval(sample.successes, sample.trials, config.confidence)[0]  # type: ignore[arg-type]
-        detail = f"{name_of} = {_pct(sample.value)} ({counts}), lower bound {_pct(compared)}"
+        detail = f"{name_of} = {percent(sample.value)} ({counts}), lower bound {percent(compared)}"
     return Check(
         "pass rate",
         rule,
@@ -310,7 +301,7 @@ def check_baseline(config: GateConfig, figures: RunFigures) -> Check:
     result: Comparison = compare(before, after, metric=metric, confidence=confidence)
     sign = "+" if result.change >= 0 else ""
     detail = (
-        f"{metric} {_pct(result.before)} (n={result.before_trials}) -> {_pct(result.after)} "
+        f"{metric} {percent(result.before)} (n={result.before_trials}) -> {percent(result.after)} "
         f"(n={result.after_trials}), change {sign}{100 * result.change:.1f} points, "
         f"p = {result.p_value:.3g}" + (" (significant drop)" if result.significant_drop else "")
     )

@@ -10,18 +10,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..util.format import cell, interval, percent, table
 from .gates import Verdict
 from .passk import PassAtK
 
 ENV_VAR = "GITHUB_STEP_SUMMARY"
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|")
 
 
 def summary_markdown(
@@ -41,7 +34,7 @@ def summary_markdown(
             f"{f['passed']} passed, {f['failed']} failed, {f['errored']} errored, "
             f"{f['skipped']} skipped",
         ),
-        ("pass rate", f"{_pct(f['pass_rate'])} (95% Wilson CI {_pct(low)} - {_pct(high)})"),
+        ("pass rate", f"{percent(f['pass_rate'])} (95% Wilson CI {interval(low, high)})"),
     ]
     if f["mean_reward"] is not None:
         se = f["mean_reward_stderr"]
@@ -52,13 +45,12 @@ def summary_markdown(
         rows.append(
             (
                 f"pass@{passk.k} / pass^{passk.k}",
-                f"{_pct(passk.pass_at_k)} / {_pct(passk.pass_hat_k)} "
-                f"over {passk.problems_scored} seeds (pass@1 {_pct(passk.pass_at_1)})",
+                f"{percent(passk.pass_at_k)} / {percent(passk.pass_hat_k)} "
+                f"over {passk.problems_scored} seeds (pass@1 {percent(passk.pass_at_1)})",
             )
         )
     rows.append(("output", f"`{output}`"))
-    lines = ["### pytest-openenv", "", "| | |", "|---|---|"]
-    lines += [f"| {name} | {_md(value)} |" for name, value in rows]
+    lines = ["### pytest-openenv", "", *table(("", ""), [(n, cell(v)) for n, v in rows])]
     if verdict is not None:
         lines += ["", verdict.markdown()]
     return "\n".join(lines) + "\n\n"

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
+from ..util.format import interval, percent
 
 
 def failure_hint(figures: dict[str, Any], teacher: str | None = None) -> str | None:
@@ -45,8 +43,7 @@ def summary_lines(
     ]
     low, high = f["pass_rate_ci95"]
     lines.append(
-        f"pass rate: {_pct(f['pass_rate'])}  (95% Wilson CI {_pct(low)} - {_pct(high)}, "
-        f"n={f['ran']})"
+        f"pass rate: {percent(f['pass_rate'])}  (95% Wilson CI {interval(low, high)}, n={f['ran']})"
     )
     if f["mean_reward"] is not None:
         se = f["mean_reward_stderr"]

@@ -37,12 +37,6 @@ class Tally:
     def add_outcome(self, outcome: str) -> None:
         setattr(self, outcome, getattr(self, outcome) + 1)
 
-    def add_figures(self, *, reward: float, turns: int, prompt: int, completion: int) -> None:
-        self.reward.add(reward)
-        self.turns.add(turns)
-        self.prompt_tokens += prompt
-        self.completion_tokens += completion
-
     def figures(self, confidence: float = 0.95) -> dict[str, object]:
         elapsed = time.monotonic() - self.started
         low, high = wilson_interval(self.passed, self.ran, confidence)

@@ -20,19 +20,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from .jsonlimits import MAX_JSON_BYTES, JSONTooDeep, loads_bounded
+from ..errors import JSONTooDeep, ServerUnreachable, ServerURLError
+from .jsonlimits import MAX_JSON_BYTES, loads_bounded
 
 HTTP_SCHEMES = {"http": "http", "https": "https", "ws": "http", "wss": "https"}
 WS_SCHEMES = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
-
-
-class ServerURLError(ValueError):
-    """A ``--openenv-server`` value that is not a usable URL."""
-
-
-class ServerUnreachable(ConnectionError):
-    """A plain HTTP request to a server failed; the message never holds credentials."""
 
 
 @dataclass(frozen=True)
@@ -115,10 +108,13 @@ class ServerURL:
         return {}
 
     def scrub(self, text: str) -> str:
-        """Remove this server's credentials from an error text we did not write."""
-        if self.password:
-            text = text.replace(self.password, "***")
-        return text
+        """Remove this server's credentials (and the environment's secrets) from an error
+        text we did not write."""
+        from .secrets import KnownSecrets, credential_values
+
+        return KnownSecrets.collect(extra=credential_values(self.username, self.password)).scrub(
+            text
+        )
 
     def get_json(self, path: str, *, timeout: float, max_bytes: int = MAX_JSON_BYTES) -> Any:
         """``GET base/path`` and decode JSON; raises ``ServerUnreachable`` with a clean message.

@@ -11,14 +11,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..errors import JSONTooDeep
+
 #: deepest nesting accepted in an env config or a server's JSON answer
 MAX_JSON_DEPTH = 100
 #: most bytes read from one JSON answer of a server (``/schema``, ``/metadata``, ``/health``)
 MAX_JSON_BYTES = 8 * 1024 * 1024
-
-
-class JSONTooDeep(ValueError):
-    """Nested deeper than ``MAX_JSON_DEPTH``."""
 
 
 def depth(value: Any) -> int:

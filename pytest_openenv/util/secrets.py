@@ -9,9 +9,13 @@ and the ``user:password`` pair, each as written, percent-encoded, JSON-escaped a
 base64-encoded (standard and URL-safe alphabets, at each of the three byte
 alignments it can have inside a longer base64 text such as a Basic credential).
 
-Used at two choke points: the controller's writer (every file of the output
-folder) and the report of every test (what the terminal, JUnit XML and xdist see).
-With no secret in the environment nothing is scanned, so offline runs pay nothing.
+``KnownSecrets`` is the one scrubber of the package. It is used at two choke
+points, the controller's writer (every file of the output folder) and the report
+of every test (what the terminal, JUnit XML and xdist see), and where a message is
+made from what the other side said: a model endpoint's error (``policies/llm``),
+a server's (``ServerURL.scrub``), the Hub's (``dataset/hub.py``), and each response
+cache entry. With no secret in the environment nothing is scanned, so offline runs
+pay nothing.
 """
 
 from __future__ import annotations
@@ -60,9 +64,15 @@ def url_credentials(url: str | None) -> list[str]:
         return []
     if not password:
         return []
-    decoded = urllib.parse.unquote(password)
     user = urllib.parse.unquote(parts.username or "")
-    return [password, decoded, f"{user}:{decoded}"]
+    return [password, *credential_values(user, urllib.parse.unquote(password))]
+
+
+def credential_values(user: str | None, password: str | None) -> list[str]:
+    """A decoded password and the ``user:password`` pair a Basic credential encodes."""
+    if not password:
+        return []
+    return [password, f"{user or ''}:{password}"]
 
 
 def base64_cores(value: str) -> set[str]:
@@ -98,15 +108,22 @@ class KnownSecrets:
     forms: tuple[str, ...] = ()
 
     @classmethod
-    def collect(cls, urls: Iterable[str | None] = (), extra: Iterable[str] = ()) -> KnownSecrets:
-        values = [*env_secrets(), *extra]
+    def collect(
+        cls,
+        urls: Iterable[str | None] = (),
+        extra: Iterable[str | None] = (),
+        environ: Mapping[str, str] | None = None,
+    ) -> KnownSecrets:
+        """The environment's secrets, the credentials in ``urls`` and the ``extra`` values
+        (a key or token that came from elsewhere, such as the huggingface_hub login)."""
+        values = [*env_secrets(environ), *(value for value in extra if value)]
         for url in urls:
             values.extend(url_credentials(url))
         forms: set[str] = set()
         for value in values:
-            if value and len(value) >= MIN_SECRET:
+            if len(value) >= MIN_SECRET:
                 forms |= forms_of(value)
-            elif value and len(value) >= 4:
+            elif len(value) >= 4:
                 forms.add(value)  # short URL passwords: only as written
         return cls(tuple(sorted(forms, key=lambda form: (-len(form), form))))
 
@@ -124,56 +141,60 @@ class KnownSecrets:
                 text = text.replace(form, HIDDEN)
         return text
 
+    def scrub_tree(self, value: Any) -> Any:
+        """``value`` with every string in it scrubbed; lists, dicts and dataclasses in place.
 
-def scrub_tree(value: Any, scrub: Callable[[str], str], depth: int = 0) -> Any:
-    """``value`` with every string in it scrubbed; lists, dicts and dataclasses in place.
+        Made for pytest's failure representations (``longrepr``): trees of dataclasses,
+        lists and tuples of strings, which keep their structure (and so the crash
+        message that JUnit and ``-r`` summaries show) when scrubbed this way.
+        """
+        return _scrub_tree(value, self.scrub, 0)
 
-    Made for pytest's failure representations (``longrepr``): trees of dataclasses,
-    lists and tuples of strings, which keep their structure (and so the crash
-    message that JUnit and ``-r`` summaries show) when scrubbed this way.
-    """
-    if isinstance(value, str):
-        return scrub(value)
-    if depth > 20:
-        return value
-    if isinstance(value, list):
-        value[:] = [scrub_tree(item, scrub, depth + 1) for item in value]
-        return value
-    if isinstance(value, tuple) and not hasattr(value, "_fields"):
-        return tuple(scrub_tree(item, scrub, depth + 1) for item in value)
-    if isinstance(value, dict):
-        for key in list(value):
-            value[key] = scrub_tree(value[key], scrub, depth + 1)
-        return value
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for spec in dataclasses.fields(value):
-            current = getattr(value, spec.name, None)
-            cleaned = scrub_tree(current, scrub, depth + 1)
+    def scrub_report(self, report: Any) -> None:
+        """Hide known secrets in a report before anyone prints, stores or sends it."""
+        if not self.active:
+            return
+        for name in REPORT_TEXT:
+            current = getattr(report, name, None)
+            if current is None:
+                continue
+            cleaned = self.scrub_tree(current)
+            if name == "longrepr" and not (
+                isinstance(cleaned, (str, tuple)) or dataclasses.is_dataclass(cleaned)
+            ):
+                # an object the walk does not know: its rendering, if that still holds a secret
+                text = str(cleaned)
+                if self.scrub(text) != text:
+                    cleaned = self.scrub(text)
             if cleaned is not current:
-                object.__setattr__(value, spec.name, cleaned)  # frozen ones too
-        return value
-    return value
+                setattr(report, name, cleaned)
 
 
 #: what a test report carries to the terminal, JUnit XML and the controller
 REPORT_TEXT = ("longrepr", "sections", "user_properties", "openenv_record")
+#: deepest level of a report tree walked; below it values are left as they are
+MAX_TREE_DEPTH = 20
 
 
-def scrub_report(report: Any, secrets: KnownSecrets) -> None:
-    """Hide known secrets in a report before anyone prints, stores or sends it."""
-    if not secrets.active:
-        return
-    for name in REPORT_TEXT:
-        current = getattr(report, name, None)
-        if current is None:
-            continue
-        cleaned = scrub_tree(current, secrets.scrub)
-        if name == "longrepr" and not (
-            isinstance(cleaned, (str, tuple)) or dataclasses.is_dataclass(cleaned)
-        ):
-            # an object the walk does not know: its rendering, if that still holds a secret
-            text = str(cleaned)
-            if secrets.scrub(text) != text:
-                cleaned = secrets.scrub(text)
-        if cleaned is not current:
-            setattr(report, name, cleaned)
+def _scrub_tree(value: Any, scrub: Callable[[str], str], depth: int) -> Any:
+    if isinstance(value, str):
+        return scrub(value)
+    if depth > MAX_TREE_DEPTH:
+        return value
+    if isinstance(value, list):
+        value[:] = [_scrub_tree(item, scrub, depth + 1) for item in value]
+        return value
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_scrub_tree(item, scrub, depth + 1) for item in value)
+    if isinstance(value, dict):
+        for key in list(value):
+            value[key] = _scrub_tree(value[key], scrub, depth + 1)
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for spec in dataclasses.fields(value):
+            current = getattr(value, spec.name, None)
+            cleaned = _scrub_tree(current, scrub, depth + 1)
+            if cleaned is not current:
+                object.__setattr__(value, spec.name, cleaned)  # frozen ones too
+        return value
+    return value

@@ -13,14 +13,14 @@ in flight and, like TCP's congestion window, grows additively and halves:
   SDK retries; a ``CAPACITY_REACHED`` from an env server; a timeout) halves it, at
   most once per round, so one burst of refusals is one cut, not one per request.
 
-Signals come from wherever the process sees them (``overloaded()``), so every
-limit of this process hears them (there is one per pytest process).
+Signals come from wherever the process sees them: the policies and env backends
+fire the process's ``util.overload.OverloadSignal``, which the run-ahead's limit
+listens to (``Runahead``: one per pytest process).
 """
 
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -32,11 +32,6 @@ AUTO_START = 4
 AUTO_CEILING = 64
 #: a round whose median seconds per turn exceeds the best round's times this stops growth
 LATENCY_TOLERANCE = 1.5
-#: HTTP statuses that mean "send less": rate limited, overloaded
-OVERLOAD_STATUSES = (429, 503)
-
-_LIMITS: weakref.WeakSet[AdaptiveLimit] = weakref.WeakSet()
-_LIMITS_LOCK = threading.Lock()
 
 
 def concurrency_ceiling(value: Any) -> int:
@@ -66,8 +61,6 @@ class AdaptiveLimit:
         #: finished episodes still to come before another cut is taken
         self._cooldown = 0
         self._lock = threading.Lock()
-        with _LIMITS_LOCK:
-            _LIMITS.add(self)
 
     def observe(self, seconds_per_turn: float) -> None:
         """One finished episode's wall time per turn."""
@@ -104,17 +97,3 @@ class AdaptiveLimit:
             f"--openenv-concurrency=auto: {self.limit} episodes in flight at the end "
             f"(peak {self.peak}, ceiling {self.ceiling}, halved {self.cuts} time(s))"
         )
-
-
-def overloaded() -> None:
-    """Tell every adaptive limit of this process that an endpoint pushed back."""
-    with _LIMITS_LOCK:
-        limits = list(_LIMITS)
-    for limit in limits:
-        limit.overloaded()
-
-
-def observe_response(response: Any) -> None:
-    """httpx response hook: 429/503 answers count as overload, also the ones the SDK retries."""
-    if getattr(response, "status_code", None) in OVERLOAD_STATUSES:
-        overloaded()

@@ -26,7 +26,8 @@ Which items are certain to run next:
 
 ``--openenv-concurrency auto`` lets ``adaptive.AdaptiveLimit`` resize the pool (and
 with it the window) as the endpoint answers: each finished episode's seconds per
-turn is its signal, and overloads (429s, ``CAPACITY_REACHED``, timeouts) halve it.
+turn is its signal, and overloads (429s, ``CAPACITY_REACHED``, timeouts: the service's
+``OverloadSignal``) halve it.
 
 Only items whose ``episode``, ``openenv_env`` and ``openenv_policy`` fixtures are
 the plugin's own are run ahead: an override in a conftest may depend on other
@@ -52,7 +53,7 @@ from ..episode.loop import EpisodeTimeout
 from ..episode.result import Episode
 from ..episode.spec import EpisodeSpec
 from ..policies.base import Policy
-from .adaptive import AUTO, AdaptiveLimit, concurrency_ceiling, overloaded
+from .adaptive import AUTO, AdaptiveLimit, concurrency_ceiling
 from .service import SPEC_KEY, EpisodeService
 
 #: seconds past --openenv-timeout before the waiting item gives up on the episode thread
@@ -217,6 +218,8 @@ class Runahead:
         if concurrency == AUTO and self.pool is not None:
             self.adaptive = AdaptiveLimit(ceiling=self.concurrency, on_change=self.pool.resize)
             self.pool.resize(self.adaptive.limit)
+            # 429s, CAPACITY_REACHED and timeouts, from the policies and backends it built
+            service.overload.listen(self.adaptive.overloaded)
         self.jobs: dict[int, Job] = {}
         self._eligible: dict[int, bool] = {}
         self._interactor: Any = None
@@ -271,7 +274,7 @@ class Runahead:
                 and self.pool is not None
                 and self.pool.abandon(job)
             ):
-                overloaded()
+                self.service.overload.fire()
                 raise EpisodeTimeout(
                     f"episode {job.spec.episode_id} exceeded --openenv-timeout="
                     f"{self.timeout:g}s (still waiting on the env or the policy; abandoned)"

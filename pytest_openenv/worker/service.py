@@ -16,11 +16,14 @@ import pytest
 from ..config.settings import Settings
 from ..envs.base import EnvFamily
 from ..envs.registry import build_family
+from ..envs.remote.servers import RemoteServers
 from ..episode.loop import EnvFactory, Limits, run_episode
-from ..episode.result import Episode, dumps_record
+from ..episode.record import brief, dumps_record, placeholder_row, with_failure
+from ..episode.result import Episode
 from ..episode.spec import EpisodeSpec
-from ..policies.base import Policy, Usage
+from ..policies.base import Policy
 from ..policies.registry import build_policy
+from ..util.overload import OverloadSignal
 
 SPEC_KEY = pytest.StashKey[EpisodeSpec]()
 EPISODE_KEY = pytest.StashKey[Episode]()
@@ -28,10 +31,18 @@ ERROR_KEY = pytest.StashKey[str]()
 
 
 class EpisodeService:
-    """Per-process cache of env families and policies, and the episode executor."""
+    """Per-process cache of env families and policies, and the episode executor.
+
+    It owns what every episode of the process shares: ``overload`` (endpoints pushing
+    back, which ``--openenv-concurrency auto`` listens to) and ``remote`` (what the
+    process knows of its ``--openenv-server`` URLs), handed to the policies and env
+    factories it builds.
+    """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self.overload = OverloadSignal()
+        self.remote = RemoteServers(overload=self.overload)
         self._families: dict[tuple[str, str], EnvFamily] = {}
         self._factories: dict[tuple[str, str], EnvFactory] = {}
         self._policies: dict[str, Policy] = {}
@@ -41,13 +52,15 @@ class EpisodeService:
         key = (env, config)
         with self._lock:
             if key not in self._families:
-                self._families[key] = build_family(env, json.loads(config), self.servers())
+                self._families[key] = build_family(
+                    env, json.loads(config), self.servers(), self.settings.run.prompt_style
+                )
             return self._families[key]
 
     def policy(self, name: str) -> Policy:
         with self._lock:
             if name not in self._policies:
-                self._policies[name] = build_policy(name, self.settings)
+                self._policies[name] = build_policy(name, self.settings, self.overload)
             return self._policies[name]
 
     def policy_for(self, spec: EpisodeSpec) -> Policy:
@@ -62,7 +75,9 @@ class EpisodeService:
         key = (spec.env, spec.config)
         factory = self._factories.get(key)
         if factory is None:
-            factory = EnvFactory(self.family(spec.env, spec.config), self.servers())
+            factory = EnvFactory(
+                self.family(spec.env, spec.config), self.servers(), remote=self.remote
+            )
             self._factories[key] = factory
         return factory
 
@@ -80,51 +95,13 @@ class EpisodeService:
             policy,
             limits=self.limits(),
             system_prompt=self.settings.run.system_prompt,
+            remote=self.remote,
         )
 
     def close(self) -> None:
         for policy in self._policies.values():
             policy.close()
-
-
-def placeholder_episode(spec: EpisodeSpec, reason: str) -> Episode:
-    """A record-shaped stand-in for an episode that errored before it finished."""
-    return Episode(
-        episode_id=spec.episode_id,
-        seed=spec.seed,
-        env=spec.env,
-        reward=0.0,
-        passed=False,
-        done=False,
-        turns=0,
-        outcome="error",
-        min_reward=0.0,
-        messages=[],
-        tool_trace=[],
-        tools=[],
-        usage=Usage(),
-        metrics={
-            "turns": 0,
-            "tool_calls": 0,
-            "tool_errors": 0,
-            "no_tool_call_turns": 0,
-            "prompt_tokens": 0,
-            "completion_tokens": 0,
-            "wall_time_s": 0.0,
-        },
-        task={
-            "family": spec.env.partition(":")[0],
-            "variant": spec.env.partition(":")[2],
-            "config": spec.config,
-            "prompt": "",
-            "answer": None,
-        },
-        policy=spec.policy,
-        model=None,
-        repeat=spec.repeat,
-        index=spec.index,
-        reason=reason,
-    )
+        self.remote.close()  # kept sessions go back to their servers
 
 
 def show_message_only_failures_cheaply(item: pytest.Item) -> None:
@@ -173,32 +150,23 @@ def attach_to_report(
     record: dict[str, Any] | None = None
     if report.when == "setup" and report.failed:
         reason = item.stash.get(ERROR_KEY, None) or failure_message(report)
-        base = episode or placeholder_episode(spec, reason)
-        record = base.record(test=item.nodeid, passed=False, tool_arguments=tool_arguments)
-        record["failure"] = {"outcome": "error", "message": reason}
+        if episode is None:
+            record = placeholder_row(spec, reason, test=item.nodeid, tool_arguments=tool_arguments)
+        else:
+            record = episode.record(test=item.nodeid, passed=False, tool_arguments=tool_arguments)
+            with_failure(record, "error", reason)
     elif report.when == "call" and episode is not None:
         record = episode.record(
             test=item.nodeid, passed=report.passed, tool_arguments=tool_arguments
         )
         if not report.passed:
-            record["failure"] = {"outcome": "failed", "message": failure_message(report)}
+            with_failure(record, "failed", failure_message(report))
     elif report.when == "call" and report.failed:
         # the test failed without ever building the episode (e.g. it raised before use)
-        reason = failure_message(report)
-        record = placeholder_episode(spec, reason).record(test=item.nodeid, passed=False)
-        record["failure"] = {"outcome": "error", "message": reason}
+        record = placeholder_row(spec, failure_message(report), test=item.nodeid)
     if record is not None:
         report.openenv_record = dumps_record(record)  # type: ignore[attr-defined]
-        report.openenv_brief = {  # type: ignore[attr-defined]
-            "reward": record["reward"],
-            "turns": record["metrics"]["turns"],
-            "outcome": record["verify_metrics"]["outcome"],
-            "prompt_tokens": record["metrics"]["prompt_tokens"],
-            "completion_tokens": record["metrics"]["completion_tokens"],
-            "env": record["env"],
-            "policy": record["policy"],
-            "model": record["model"],
-        }
+        report.openenv_brief = brief(record)  # type: ignore[attr-defined]
         # junitxml writes the teardown report's user_properties, copied from the item
         # when that report is made; a few scalars only, never the record itself.
         item.user_properties.extend(

@@ -134,6 +134,7 @@ def no_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
 @example(cases=[("env-config", "[" * 3000 + "]" * 3000, False)])
 @example(cases=[("model", os.fsdecode(b"m\xff"), True)])
 @example(cases=[("n", "1000001", False)])
+@example(cases=[("baseline", "x" * 5000, False)])  # a name too long: was an INTERNALERROR
 def test_any_value_configures_or_is_a_usage_error(
     pytester: pytest.Pytester, no_secrets: None, cases: list[tuple[str, str, bool]]
 ) -> None:

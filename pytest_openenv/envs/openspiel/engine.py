@@ -14,7 +14,7 @@ import random
 from typing import Any
 
 from ..base import ActionRejected, Backend, EnvUnavailable, StepResult
-from .expert import choose_action, move_seed
+from .expert import ExpertSearch, move_seed
 
 OPPONENTS = ("random", "first", "last", "expert")
 
@@ -29,9 +29,20 @@ class OpenSpielEngine(Backend):
     kind = "embedded"
 
     def __init__(
-        self, game: Any, *, agent_player: int, opponent: str, name_actions: bool = True
+        self,
+        game: Any,
+        *,
+        agent_player: int,
+        opponent: str,
+        name_actions: bool = True,
+        expert: ExpertSearch | None = None,
     ) -> None:
+        """``expert``: the game's search for the ``expert`` opponent (the family's, whose
+        memo every episode shares); without it the engine searches on its own."""
         self._game = game
+        if opponent == "expert" and expert is None:
+            expert = ExpertSearch(game)
+        self._expert = expert
         game_type = game.get_type()  # a new object per call: read the two flags once
         self._info_tensor = bool(game_type.provides_information_state_tensor)
         self._obs_tensor = bool(game_type.provides_observation_tensor)
@@ -98,7 +109,7 @@ class OpenSpielEngine(Backend):
             elif self._opponent == "expert":
                 # its own stream, apart from the agent's expert moves and the chance draws
                 seed = move_seed("opponent-expert", self._seed, len(state.history()))
-                move = choose_action(self._game, state, seed=seed)
+                move = self._expert.choose(state, seed=seed)  # type: ignore[union-attr]
             else:
                 if self._opponent_rng is None:
                     self._opponent_rng = random.Random(f"opponent:{self._seed}")

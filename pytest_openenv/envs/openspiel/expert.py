@@ -4,23 +4,27 @@
   two-player zero-sum perfect-information deterministic games. "Small" means
   alpha-beta's best-case node count ``A ** ceil(L / 2)`` (A distinct actions, L the
   longest game) is at most ``EXACT_NODE_BUDGET``: tic-tac-toe (9 ** 5 = 59049) is in,
-  connect four (7 ** 21) is not. Best moves are kept process-wide per position, so
-  only the first episodes of a run pay for the search.
+  connect four (7 ** 21) is not. Best moves are kept per position by the game's
+  ``ExpertSearch`` (one per family, shared by its episodes), so only the first
+  episodes of a run pay for the search.
 - Otherwise pyspiel's C++ ``MCTSBot`` with a ``RandomRolloutEvaluator``, or its
   ``ISMCTSBot`` for imperfect-information games (it searches over states resampled
   from the player's information state, so it never reads hidden information).
   ``MCTS_SIMULATIONS`` per move, seeded per move: the same seed plays the same game.
 
-Every function takes the game and a state; nothing here knows about episodes.
+``ExpertSearch`` holds one game's plan and memo; the functions take the game and a
+state. Nothing here knows about episodes.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 import zlib
 from dataclasses import dataclass
 from typing import Any
+
+from ...errors import ExpertError
+from ...util.memo import BoundedMemo
 
 #: alpha-beta's best-case node count (``A ** ceil(L / 2)``) at or below which the search is exact
 EXACT_NODE_BUDGET = 10**5
@@ -34,14 +38,6 @@ UCT_C = 2.0
 MCTS_MEMORY_MB = 64
 #: positions whose exact best move is kept; beyond it a search result is used, not stored
 EXACT_MEMO_LIMIT = 500_000
-
-_EXACT_MEMO: dict[tuple[str, tuple[int, ...]], int] = {}
-_MEMO_LOCK = threading.Lock()
-_PLANS: dict[str, Plan] = {}
-
-
-class ExpertError(Exception):
-    """The expert cannot play this game (the reason is in the message)."""
 
 
 @dataclass(frozen=True)
@@ -59,21 +55,52 @@ def move_seed(stream: str, *parts: int) -> int:
     return zlib.crc32(text.encode()) & 0x7FFFFFFF
 
 
-def plan_for(game: Any) -> Plan:
-    """The search the expert uses for ``game``, decided once per game and parameters."""
-    key = str(game)
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = _PLANS[key] = _decide(game)
-    return plan
+class ExpertSearch:
+    """The expert for one game: its plan, decided on first use, and the exact best moves
+    found so far (a pure cache: positions repeat across episodes)."""
+
+    def __init__(self, game: Any) -> None:
+        self.game = game
+        self._plan: Plan | None = None
+        #: move history -> the exact search's best move there
+        self.exact_moves: BoundedMemo[tuple[int, ...], int] = BoundedMemo(EXACT_MEMO_LIMIT)
+
+    @property
+    def plan(self) -> Plan:
+        if self._plan is None:
+            self._plan = decide_plan(self.game)  # two threads may both decide: they agree
+        return self._plan
+
+    def problem(self) -> str | None:
+        """Why the expert cannot play this game, or None when it can."""
+        return self.plan.problem
+
+    def choose(self, state: Any, *, seed: int) -> int:
+        """The expert's move for the player to move in ``state`` (not a chance node)."""
+        plan = self.plan
+        if plan.problem:
+            raise ExpertError(plan.problem)
+        if plan.kind == "alpha-beta":
+            return self._exact(state)
+        return _mcts(self.game, state, seed=seed, information_sets=plan.kind == "ismcts")
+
+    def _exact(self, state: Any) -> int:
+        key = tuple(state.history())
+        known = self.exact_moves.get(key)
+        if known is not None:
+            return known
+        from open_spiel.python.algorithms.minimax import alpha_beta_search
+
+        # Searched without a lock: two threads on one new position both search it and
+        # agree (the search is deterministic), which beats making every thread wait.
+        _, action = alpha_beta_search(
+            self.game, state=state.clone(), maximizing_player_id=state.current_player()
+        )
+        return self.exact_moves.keep(key, int(action))
 
 
-def unsupported_reason(game: Any) -> str | None:
-    """Why the expert cannot play ``game``, or None when it can."""
-    return plan_for(game).problem
-
-
-def _decide(game: Any) -> Plan:
+def decide_plan(game: Any) -> Plan:
+    """The search the expert uses for ``game`` (``ExpertSearch.plan`` keeps it)."""
     import pyspiel
 
     kinds = pyspiel.GameType
@@ -120,35 +147,6 @@ def _resampling_problem(game: Any) -> str | None:
             "State.resample_from_infostate, which OpenSpiel's ISMCTS needs"
         )
     return None
-
-
-def choose_action(game: Any, state: Any, *, seed: int) -> int:
-    """The expert's move for the player to move in ``state`` (not a chance node)."""
-    plan = plan_for(game)
-    if plan.problem:
-        raise ExpertError(plan.problem)
-    if plan.kind == "alpha-beta":
-        return _exact(game, state)
-    return _mcts(game, state, seed=seed, information_sets=plan.kind == "ismcts")
-
-
-def _exact(game: Any, state: Any) -> int:
-    key = (str(game), tuple(state.history()))
-    with _MEMO_LOCK:
-        known = _EXACT_MEMO.get(key)
-    if known is not None:
-        return known
-    from open_spiel.python.algorithms.minimax import alpha_beta_search
-
-    # Searched outside the lock: two threads on one new position both search it and
-    # agree (the search is deterministic), which beats making every thread wait.
-    _, action = alpha_beta_search(
-        game, state=state.clone(), maximizing_player_id=state.current_player()
-    )
-    with _MEMO_LOCK:
-        if len(_EXACT_MEMO) < EXACT_MEMO_LIMIT:
-            _EXACT_MEMO[key] = int(action)
-    return int(action)
 
 
 def _mcts(game: Any, state: Any, *, seed: int, information_sets: bool) -> int:

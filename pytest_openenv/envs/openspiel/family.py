@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 from typing import Any, ClassVar
 
+from ...util.memo import BoundedMemo
 from ..base import (
     DEFAULT_MAX_TURNS,
     ActionRejected,
@@ -17,11 +18,11 @@ from ..base import (
     ToolSpec,
     single_argument,
 )
+from . import openenv_style
 from .engine import OPPONENTS, OpenSpielEngine, load_game
-from .expert import ExpertError, choose_action, move_seed, rebuild_state
-from .expert import unsupported_reason as expert_unsupported
+from .expert import ExpertError, ExpertSearch, move_seed, rebuild_state
 from .remote import ALTERNATING_GAMES
-from .render import DRAWN_GAMES, render_board, tensor_view
+from .render import DRAWINGS_KEPT, DRAWN_GAMES, Drawings, render_board, tensor_view
 
 #: a family default past this would let one stuck LLM episode run (and bill) for long
 MOST_DEFAULT_TURNS = 50
@@ -39,6 +40,7 @@ class OpenSpielFamily(EnvFamily):
         "action_id of one legal action. Play to win; avoid losing."
     )
     offers_expert: ClassVar[bool] = True
+    prompt_styles: ClassVar[tuple[str, ...]] = ("native", "openenv")
 
     def __init__(self, variant: str, config: dict[str, Any]) -> None:
         super().__init__(variant, config)
@@ -64,10 +66,13 @@ class OpenSpielFamily(EnvFamily):
             )
         self._game = self._load()
         self._players = self._game.num_players()  # asked on every move: once is enough
-        if self.opponent == "expert" and expert_unsupported(self._game):
+        #: the expert teacher's and opponent's search, with its memo of best moves
+        self.expert = ExpertSearch(self._game)
+        #: boards drawn before: each position is drawn once, for every episode of the family
+        self.drawings: Drawings = BoundedMemo(DRAWINGS_KEPT)
+        if self.opponent == "expert" and self.expert.problem():
             raise EnvConfigError(
-                f"openspiel opponent 'expert' cannot play {self.variant}: "
-                f"{expert_unsupported(self._game)}"
+                f"openspiel opponent 'expert' cannot play {self.variant}: {self.expert.problem()}"
             )
 
     def _load(self) -> Any:
@@ -111,7 +116,14 @@ class OpenSpielFamily(EnvFamily):
         moves = -(-self._game.max_game_length() // max(self._players, 1))
         return max(DEFAULT_MAX_TURNS, min(moves, MOST_DEFAULT_TURNS))
 
+    def default_system_prompt(self) -> str:
+        # OpenEnv's harness records no system message (openenv collect gives an LLM teacher
+        # its own, outside the transcript)
+        return "" if self.prompt_style == "openenv" else self.system_prompt
+
     def tools(self) -> list[ToolSpec]:
+        if self.prompt_style == "openenv":
+            return [openenv_style.PLAY_MOVE]
         return [
             ToolSpec(
                 name="play_move",
@@ -136,6 +148,7 @@ class OpenSpielFamily(EnvFamily):
             agent_player=self.agent_player,
             opponent=self.opponent,
             name_actions=self.variant not in DRAWN_GAMES,
+            expert=self.expert,
         )
 
     def remote_backend(self, server_url: str) -> Backend:
@@ -162,7 +175,7 @@ class OpenSpielFamily(EnvFamily):
         )
 
     def expert_problem(self) -> str | None:
-        problem = expert_unsupported(self._game)
+        problem = self.expert.problem()
         if problem:
             return problem
         if self.servers and self.variant not in ALTERNATING_GAMES:
@@ -196,9 +209,7 @@ class OpenSpielFamily(EnvFamily):
                 "differ); the expert needs the embedded engine for this game"
             )
         try:
-            action = choose_action(
-                self._game, state, seed=move_seed("expert", seed, repeat, len(history))
-            )
+            action = self.expert.choose(state, seed=move_seed("expert", seed, repeat, len(history)))
         except ExpertError as exc:
             raise EnvUnavailable(f"the expert cannot move: {exc}") from exc
         return ProposedCall("play_move", {"action_id": action})
@@ -207,7 +218,7 @@ class OpenSpielFamily(EnvFamily):
         obs = result.observation
         lines = []
         info_state = obs.get("info_state") or []
-        board = render_board(self.variant, info_state, self.agent_player)
+        board = render_board(self.variant, info_state, self.agent_player, self.drawings)
         if board is None:
             text = result.metadata.get("text")
             board = str(text).rstrip() if text else None
@@ -239,6 +250,8 @@ class OpenSpielFamily(EnvFamily):
         return f"You are player {self.agent_player} against a {self.opponent} opponent."
 
     def describe_task(self, first: StepResult) -> str:
+        if self.prompt_style == "openenv":
+            return openenv_style.task_prompt(self.variant, first)
         opening = ""
         last = first.observation.get("opponent_last_action")
         if last is not None:
@@ -249,6 +262,8 @@ class OpenSpielFamily(EnvFamily):
         )
 
     def describe_result(self, call: ProposedCall, result: StepResult) -> str:
+        if self.prompt_style == "openenv":
+            return openenv_style.tool_result(self.variant, call, result)
         parts = [f"You played {call.arguments.get('action_id')}."]
         last = result.observation.get("opponent_last_action")
         if last is not None and self._players > 1 and not result.done:

@@ -19,23 +19,32 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ...util.memo import BoundedMemo
+
 #: games whose board we draw from the tensor; others show pyspiel's text and action names
 DRAWN_GAMES = frozenset({"tic_tac_toe", "connect_four"})
 
 
-#: tic-tac-toe has 5,478 positions: each drawing is made once per process
-_TIC_TAC_TOE_BOARDS: dict[tuple[float, ...], str] = {}
+#: drawings kept per family (tic-tac-toe has 5,478 positions); past it, odd tensors a
+#: server sends are drawn and not kept
+DRAWINGS_KEPT = 8192
+#: an observation tensor -> its drawing (``OpenSpielFamily`` keeps one per family)
+Drawings = BoundedMemo[tuple[float, ...], str]
 
 
-def render_board(game: str, info_state: Sequence[float], agent_player: int) -> str | None:
+def render_board(
+    game: str, info_state: Sequence[float], agent_player: int, drawn: Drawings | None = None
+) -> str | None:
+    """The board ``info_state`` shows, or None for a game drawn some other way.
+
+    ``drawn``: tic-tac-toe boards drawn before (each position is drawn once).
+    """
     if game == "tic_tac_toe" and len(info_state) == 27:
+        if drawn is None:
+            return _tic_tac_toe(info_state)
         key = tuple(info_state)
-        board = _TIC_TAC_TOE_BOARDS.get(key)
-        if board is None:
-            board = _tic_tac_toe(info_state)
-            if len(_TIC_TAC_TOE_BOARDS) < 8192:  # a server sending odd tensors cannot grow it
-                _TIC_TAC_TOE_BOARDS[key] = board
-        return board
+        board = drawn.get(key)
+        return board if board is not None else drawn.keep(key, _tic_tac_toe(info_state))
     if game == "connect_four" and len(info_state) == 3 * 6 * 7:
         return _connect_four(info_state, agent_player)
     if game == "kuhn_poker" and len(info_state) % 6 == 5:

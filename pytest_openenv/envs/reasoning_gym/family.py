@@ -26,18 +26,19 @@ import threading
 from collections import OrderedDict
 from typing import Any, ClassVar
 
+from ...errors import GenerationTimeout
 from ...util.envseconds import seconds_from_env
 from ..base import (
     ActionRejected,
     Backend,
     EnvConfigError,
     EnvFamily,
-    EnvUnavailable,
     ProposedCall,
     StepResult,
     ToolSpec,
     single_argument,
 )
+from . import openenv_style
 
 #: create_dataset arguments the family sets itself
 RESERVED_KEYS = ("seed", "size")
@@ -47,10 +48,6 @@ INSTALL_HINT = "pip install 'pytest-openenv[reasoning-gym]'"
 #: environment variable: seconds generating one question may take
 GENERATION_TIMEOUT_ENV = "PYTEST_OPENENV_GENERATION_TIMEOUT"
 DEFAULT_GENERATION_TIMEOUT = 60.0
-
-
-class GenerationTimeout(EnvUnavailable):
-    """The dataset did not produce its question in time."""
 
 
 def generation_timeout() -> float:
@@ -95,6 +92,7 @@ class ReasoningGymFamily(EnvFamily):
         "You solve reasoning tasks. Work the problem out, then call the answer tool "
         "exactly once with your final answer only (no explanation, no units unless asked)."
     )
+    prompt_styles: ClassVar[tuple[str, ...]] = ("native", "openenv")
 
     def __init__(self, variant: str, config: dict[str, Any]) -> None:
         super().__init__(variant, config)
@@ -189,7 +187,14 @@ class ReasoningGymFamily(EnvFamily):
             return self._oracle.get(str(question))
 
     # -- EnvFamily -------------------------------------------------------------------
+    def default_system_prompt(self) -> str:
+        # OpenEnv's harness records no system message (openenv collect gives an LLM teacher
+        # its own, outside the transcript)
+        return "" if self.prompt_style == "openenv" else self.system_prompt
+
     def tools(self) -> list[ToolSpec]:
+        if self.prompt_style == "openenv":
+            return [openenv_style.ANSWER]
         return [
             ToolSpec(
                 name="answer",
@@ -258,12 +263,16 @@ class ReasoningGymFamily(EnvFamily):
         return {"dataset_name": self.variant, "dataset_config": dict(self.config), "size": 1}
 
     def describe_task(self, first: StepResult) -> str:
+        if self.prompt_style == "openenv":
+            return openenv_style.task_prompt(first)
         question = first.observation.get("question")
         if not question:
             return "The environment sent no question. Call the answer tool with an empty answer."
         return f"{question}\n\nCall the answer tool with your final answer."
 
     def describe_result(self, call: ProposedCall, result: StepResult) -> str:
+        if self.prompt_style == "openenv":
+            return openenv_style.tool_result(call, result)
         score = result.observation.get("score")
         score = result.reward if score is None else score
         shown = "none" if score is None else f"{float(score):g}"

@@ -15,6 +15,10 @@ connection; DESIGN §7). Outcomes of the server's answers:
 With a ``lease`` (several servers, ``rotation``), a session that cannot be opened
 moves the episode to another server once, and a refused or dropped connection takes
 its server out of rotation for a while.
+
+Kept sessions, what each server hosts and the overload signal are the process's
+``RemoteServers``, handed over by ``attach`` (``EnvFactory.open`` does it); a
+backend used on its own keeps a view of its own.
 """
 
 from __future__ import annotations
@@ -23,16 +27,15 @@ import contextlib
 import json
 import math
 import random
-import threading
 import time
-import weakref
 from typing import TYPE_CHECKING, Any
 
+from ...errors import CannotConnect, CapacityReached
 from ...util.endpoints import ServerURL
-from ...worker.adaptive import overloaded
 from ..base import ActionRejected, Backend, EnvUnavailable, StepResult
-from .hosting import ServerReport, session_report
-from .sessions import IDLE_SESSIONS, end
+from .hosting import ServerReport
+from .servers import RemoteServers
+from .sessions import end
 
 if TYPE_CHECKING:
     from .rotation import Lease
@@ -51,20 +54,6 @@ MAX_BACKOFF = 2.0
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 #: how long closing may wait for a silent server's goodbye before dropping the socket
 CLOSE_TIMEOUT = 2.0
-#: each open session's ``state`` frame, asked once per session: a kept session serves one env
-SESSION_STATES: weakref.WeakKeyDictionary[Any, dict[str, Any] | None] = weakref.WeakKeyDictionary()
-_SESSION_STATES_LOCK = threading.Lock()
-
-
-class CannotConnect(EnvUnavailable):
-    """No session could be opened (refused, handshake failed or timed out): nothing was sent."""
-
-
-class CapacityReached(EnvUnavailable):
-    """The server refused a new session because all of its sessions are taken.
-
-    Retried while a session is being opened; anywhere else it is a plain fault.
-    """
 
 
 def describe_error(data: dict[str, Any]) -> str:
@@ -98,6 +87,7 @@ class RemoteBackend(Backend):
         self,
         server_url: str | ServerURL,
         *,
+        remote: RemoteServers | None = None,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         message_timeout: float = DEFAULT_MESSAGE_TIMEOUT,
         capacity_wait: float = DEFAULT_CAPACITY_WAIT,
@@ -115,12 +105,28 @@ class RemoteBackend(Backend):
         self._in_flight = False
         #: sessions the server refused for capacity before one was granted (for tests/metrics)
         self.capacity_retries = 0
-        #: this episode's hold on its server among several (set by ``EnvFactory.open``)
+        self._remote = remote
+        #: this episode's hold on its server among several (``attach``)
         self.lease: Lease | None = None
         #: resetting a kept session: its drop means it went stale, not that the server failed
         self._reusing = False
         #: the connection has answered a request: any frame waiting before the next is stale
         self._answered = True
+
+    def attach(self, remote: RemoteServers, lease: Lease | None = None) -> None:
+        """Join the process's view of its servers and hold ``lease`` (given back on ``close``).
+
+        ``EnvFactory.open`` calls it before the reset.
+        """
+        self._remote = remote
+        self.lease = lease
+
+    @property
+    def remote(self) -> RemoteServers:
+        """The process's view of its servers (``attach``), or one of this backend's own."""
+        if self._remote is None:
+            self._remote = RemoteServers()
+        return self._remote
 
     # -- Backend ---------------------------------------------------------------
     def limit_time(self, seconds: float | None) -> None:
@@ -130,7 +136,7 @@ class RemoteBackend(Backend):
         data = {"seed": seed, "episode_id": episode_id, **options}
         from_pool = self._ws is None  # a fresh backend resets a kept session, if any
         if from_pool:
-            self._ws = IDLE_SESSIONS.take(self.server)
+            self._ws = self.remote.sessions.take(self.server)
             if self._ws is None:
                 return self._open_session(data)
         try:
@@ -167,23 +173,21 @@ class RemoteBackend(Backend):
         ws = self._ws
         if ws is None:
             raise EnvUnavailable("server_report before reset: no session is open")
-        with _SESSION_STATES_LOCK:
-            known = ws in SESSION_STATES
-            state = SESSION_STATES.get(ws)
+        remote = self.remote
+        known, state = remote.session_states.known(ws)
         if not known:  # one session is used by one episode at a time: no race on ``ws``
             frame = self._request({"type": "state"}, refusal_ok=True)
             data = frame.get("data") if frame.get("type") == "state" else None
             state = data if isinstance(data, dict) else None
-            with _SESSION_STATES_LOCK:
-                SESSION_STATES[ws] = state
-        return session_report(self.server, state, first)
+            remote.session_states.remember(ws, state)
+        return remote.known.session_report(self.server, state, first)
 
     def close(self) -> None:
         ws, self._ws = self._ws, None
         try:
             if ws is None:
                 return
-            if not self._in_flight and IDLE_SESSIONS.give(self.server, ws):
+            if not self._in_flight and self.remote.sessions.give(self.server, ws):
                 return  # the next episode resets it (sessions.py says when that is allowed)
             end(ws)
         finally:
@@ -205,8 +209,8 @@ class RemoteBackend(Backend):
                 return self._result(self._request({"type": "reset", "data": reset_data}))
             except CapacityReached as exc:
                 self._drop()
-                IDLE_SESSIONS.crowded(self.server)
-                overloaded()  # --openenv-concurrency auto: fewer episodes in flight
+                self.remote.sessions.crowded(self.server)
+                self.remote.overload.fire()  # --openenv-concurrency auto: fewer in flight
                 self.capacity_retries += 1
                 pause = rng.uniform(delay / 2, delay)
                 now = time.monotonic()

@@ -22,17 +22,12 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ...errors import ServerMismatch
 from ...util.endpoints import ServerUnreachable, ServerURL
 from ..base import EnvFamily, StepResult
 
 #: seconds one GET of /metadata, /schema or /state may take
 FACTS_TIMEOUT = 10.0
-#: fields every OpenEnv observation has (the base ``Observation`` model)
-BASE_OBSERVATION_FIELDS = frozenset({"done", "reward", "metadata"})
-
-
-class ServerMismatch(Exception):
-    """A server hosts something other than the env the run names."""
 
 
 @dataclass(frozen=True)
@@ -89,8 +84,11 @@ def read_report(server: ServerURL, *, timeout: float = FACTS_TIMEOUT, state: boo
     )
 
 
-class _KnownServers:
-    """Per process: each server's metadata and schema, read once (they do not change)."""
+class KnownServers:
+    """Each server's metadata and schema, read once per process (they do not change).
+
+    Part of the process's ``RemoteServers``; the preflight fills it on the controller.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -110,15 +108,11 @@ class _KnownServers:
         with self._lock:
             self._reports.setdefault(server, replace(report, state=None))
 
-
-KNOWN_SERVERS = _KnownServers()
-
-
-def session_report(
-    server: ServerURL, state: dict[str, Any] | None, first: StepResult
-) -> ServerReport:
-    """One episode's view: the server's schema and metadata, its session state, its reset."""
-    return replace(KNOWN_SERVERS.report(server), state=state, first=first)
+    def session_report(
+        self, server: ServerURL, state: dict[str, Any] | None, first: StepResult
+    ) -> ServerReport:
+        """One episode's view: the server's schema and metadata, its session state, its reset."""
+        return replace(self.report(server), state=state, first=first)
 
 
 def kind_mismatch(family: EnvFamily, report: ServerReport) -> str | None:

@@ -24,8 +24,9 @@ With every server out of rotation an episode errors at once, naming each server,
 why it is out and for how long: nothing waits for a server to come back, except
 for the verdict of a health check already under way (``PROBE_TIMEOUT`` at most).
 
-The state is per process, like the kept sessions in ``sessions``: each xdist
-worker balances its own episodes and benches a server on its own first failure.
+The state is per process (one ``ServerRotation`` in the process's ``RemoteServers``,
+like the kept sessions in ``sessions``): each xdist worker balances its own episodes
+and benches a server on its own first failure.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
+from ...errors import NoServerInRotation
 from ...util.endpoints import ServerURL, health_problem, redact
-from ..base import EnvUnavailable
 
 #: seconds a server sits out after its first failure in a row
 COOL_DOWN = 30.0
@@ -44,10 +45,6 @@ COOL_DOWN = 30.0
 MAX_COOL_DOWN = 300.0
 #: seconds the health check of a benched server may take
 PROBE_TIMEOUT = 5.0
-
-
-class NoServerInRotation(EnvUnavailable):
-    """Every server this episode could use is out of rotation."""
 
 
 @dataclass
@@ -241,7 +238,3 @@ class Lease:
         if not self._closed:
             self._closed = True
             self._rotation.release(self.server, completed=not self._faulted)
-
-
-#: this process's view of its servers
-SERVER_ROTATION = ServerRotation()

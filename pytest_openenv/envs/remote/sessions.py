@@ -13,6 +13,8 @@ Sessions are kept only where that cannot cost another episode a session:
 
 A session is handed back only between whole requests (nothing in flight), so
 the next episode can never read an answer meant for the last one.
+
+Both pools belong to the process's ``RemoteServers`` (``servers.py``).
 """
 
 from __future__ import annotations
@@ -20,12 +22,16 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import weakref
+from collections.abc import Iterator
 from typing import Any
 
 from ...util.endpoints import ServerURL
 
 
 class IdleSessions:
+    """Open sessions between episodes, per server; keeps none until ``enabled``."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._idle: dict[ServerURL, list[Any]] = {}
@@ -68,6 +74,37 @@ class IdleSessions:
         with self._lock:
             return sum(len(connections) for connections in self._idle.values())
 
+    @contextlib.contextmanager
+    def enabled_while(self, enabled: bool) -> Iterator[None]:
+        """``enabled`` for the block only (the preflight's probe hands its session on or not)."""
+        with self._lock:
+            was, self.enabled = self.enabled, enabled
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.enabled = was
+
+
+class SessionStates:
+    """Each open session's ``state`` frame, asked once per session: a kept session serves one
+    env, so the next episode that resets it need not ask again."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._states: weakref.WeakKeyDictionary[Any, dict[str, Any] | None] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def known(self, connection: Any) -> tuple[bool, dict[str, Any] | None]:
+        """(asked before, its state); a state may be None (the server would not say)."""
+        with self._lock:
+            return connection in self._states, self._states.get(connection)
+
+    def remember(self, connection: Any, state: dict[str, Any] | None) -> None:
+        with self._lock:
+            self._states[connection] = state
+
 
 def end(connection: Any) -> None:
     """Say goodbye the protocol's way, then close; a dead connection is fine too."""
@@ -75,7 +112,3 @@ def end(connection: Any) -> None:
         connection.send(json.dumps({"type": "close"}))
     with contextlib.suppress(Exception):
         connection.close()
-
-
-#: this process's kept sessions (a pool is per process, like an HTTP client's)
-IDLE_SESSIONS = IdleSessions()

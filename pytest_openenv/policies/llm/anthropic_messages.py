@@ -157,7 +157,9 @@ class AnthropicPolicy(RemoteModelPolicy):
 
         # the SDK's own client, plus a look at every answer: a 429 it retries still counts
         # for --openenv-concurrency auto, and a trickled answer is bounded (deadline.py)
-        http = module.DefaultHttpxClient(event_hooks=model_event_hooks(self.count_attempt))
+        http = module.DefaultHttpxClient(
+            event_hooks=model_event_hooks(self.count_attempt, self.overload)
+        )
         client = module.Anthropic(api_key=api_key, http_client=http, **self.config.client_options())
         self._takes_temperature = _accepts(client.messages.create, "temperature")
         return client

@@ -20,7 +20,6 @@ import os
 import re
 import threading
 import time
-import urllib.parse
 from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
@@ -29,11 +28,10 @@ import pytest
 
 from ...config.options import DEFAULT_REQUEST_TIMEOUT
 from ...config.settings import Settings
-from ...worker.adaptive import overloaded
-from ..base import ContextExhausted, Policy, PolicyUnavailable, Reply, Turn
-
-#: Environment variables whose values must never reach a file, a log or a message.
-SECRET_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+from ...errors import ContextExhausted, PolicyUnavailable
+from ...util.overload import OverloadSignal
+from ...util.secrets import KnownSecrets
+from ..base import Policy, Reply, Turn
 
 #: Placeholder key for self-hosted OpenAI-compatible servers that ignore it (vLLM's convention).
 PLACEHOLDER_KEY = "EMPTY"
@@ -42,40 +40,6 @@ PLACEHOLDER_KEY = "EMPTY"
 MAX_MESSAGE = 500
 #: Longest part of an unreadable answer (an HTML page, foreign JSON) quoted in an episode error.
 MAX_QUOTED_BODY = 200
-
-_SECRET_SHAPES = re.compile(
-    r"(?i)(bearer\s+|basic\s+|x-api-key[\"']?\s*[:=]\s*[\"']?|api[_-]?key[\"']?\s*[:=]\s*[\"']?)"
-    r"([^\s\"',;}]+)"
-    r"|\b(sk-[A-Za-z0-9_\-]{6,}|hf_[A-Za-z0-9]{6,})"
-)
-
-
-def url_secrets(url: str | None) -> tuple[str, ...]:
-    """An endpoint URL's password, as written and decoded (httpx sends it as Basic auth)."""
-    if not url:
-        return ()
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:  # refused as an option before any policy is built
-        return ()
-    return tuple(
-        value for value in (parts.password, urllib.parse.unquote(parts.password or "")) if value
-    )
-
-
-def scrub(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """``text`` without any secret we know of, nor anything shaped like a key or token."""
-    known = [v for v in (*secrets, *(os.environ.get(name, "") for name in SECRET_VARS)) if v]
-    for value in sorted(set(known), key=len, reverse=True):
-        if len(value) >= 4:
-            text = text.replace(value, "***")
-
-    def hide(match: re.Match[str]) -> str:
-        if match.group(3):
-            return "***"
-        return f"{match.group(1)}***"
-
-    return _SECRET_SHAPES.sub(hide, text)
 
 
 @dataclass(frozen=True)
@@ -186,10 +150,19 @@ class RemoteModelPolicy(Policy):
     #: importable name of the SDK
     sdk: ClassVar[str]
 
-    def __init__(self, config: LLMConfig, api_key: str | None) -> None:
+    def __init__(
+        self, config: LLMConfig, api_key: str | None, *, overload: OverloadSignal | None = None
+    ) -> None:
         self.config = config
+        #: told of 429/503 answers and timeouts (``--openenv-concurrency auto`` listens)
+        self.overload = overload if overload is not None else OverloadSignal()
         self.model = config.model
         self._api_key = api_key
+        #: what this policy's error messages must not show, in every encoded form: the key
+        #: (not the placeholder: hiding the word EMPTY would only garble messages) and the
+        #: endpoint URL's credentials
+        key = api_key if api_key != PLACEHOLDER_KEY else None
+        self._secrets = KnownSecrets.collect(urls=[config.base_url], extra=[key])
         self._client: Any = None
         self._lock = threading.Lock()
         self._blocked: str | None = None
@@ -265,11 +238,11 @@ class RemoteModelPolicy(Policy):
         except Exception as exc:
             self._raise_if_context_full(exc)
             if isinstance(exc, self._module().APITimeoutError):
-                overloaded()  # --openenv-concurrency auto: fewer requests in flight
+                self.overload.fire()  # --openenv-concurrency auto: fewer in flight
             failure = self._classify(exc, timeout)
             if failure is None:
                 raise
-        message = scrub(failure.message, (self._api_key or "", *url_secrets(self.config.base_url)))
+        message = self._secrets.scrub(failure.message)
         if failure.sticky:
             with self._lock:
                 if self._blocked is None:
@@ -291,14 +264,12 @@ class RemoteModelPolicy(Policy):
             f"{self.provider} endpoint {self.where} answered HTTP 200 with {body_kind(body)} "
             f"that is not {expected}: {shown!r}"
         )
-        return PolicyUnavailable(
-            scrub(message, (self._api_key or "", *url_secrets(self.config.base_url)))
-        )
+        return PolicyUnavailable(self._secrets.scrub(message))
 
     def _raise_if_context_full(self, exc: Exception) -> None:
         status = getattr(exc, "status_code", None)
         if isinstance(status, int) and context_full(status, _server_message(exc)):
-            said = scrub(_server_message(exc), (self._api_key or "",))[:MAX_MESSAGE]
+            said = self._secrets.scrub(_server_message(exc))[:MAX_MESSAGE]
             raise ContextExhausted(f"HTTP {status} from {self.where}: {said}") from None
 
     def _request_timeout(self, turn: Turn) -> float:
@@ -385,8 +356,13 @@ class RemoteModelPolicy(Policy):
         return self.provider, self.config.sampling()
 
 
-def build_llm_policy(provider: str, settings: Settings) -> RemoteModelPolicy:
-    """``--openenv-policy=openai|anthropic``: check model, SDK and key before any episode."""
+def build_llm_policy(
+    provider: str, settings: Settings, overload: OverloadSignal | None = None
+) -> RemoteModelPolicy:
+    """``--openenv-policy=openai|anthropic``: check model, SDK and key before any episode.
+
+    ``overload`` hears the endpoint's pushback (429/503, timeouts).
+    """
     if provider == "openai":
         from .openai_chat import OpenAIPolicy as cls
     else:
@@ -413,4 +389,4 @@ def build_llm_policy(provider: str, settings: Settings) -> RemoteModelPolicy:
             "environment (keys are never read from options or files), or replay a cache "
             "with --openenv-cache DIR --openenv-replay"
         )
-    return cls(LLMConfig.from_settings(settings, str(model)), key)
+    return cls(LLMConfig.from_settings(settings, str(model)), key, overload=overload)

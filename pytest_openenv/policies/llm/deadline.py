@@ -14,7 +14,10 @@ import functools
 import importlib
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ...util.overload import OverloadSignal
 
 #: where a request carries the moment it was sent (httpcore ignores keys it does not know)
 SENT = "pytest_openenv_sent"
@@ -95,15 +98,15 @@ def refuse_long_waits(response: Any) -> None:
 
 def model_event_hooks(
     on_request: Callable[[Any], None] | None = None,
+    overload: OverloadSignal | None = None,
 ) -> dict[str, list[Callable[[Any], None]]]:
     """Hooks for an SDK's httpx client: the request bound, overload counting, long waits.
 
-    ``on_request`` sees every request sent, retries included (to count attempts).
+    ``on_request`` sees every request sent, retries included (to count attempts);
+    ``overload`` hears every 429/503 answer, retried ones included.
     """
-    from ...worker.adaptive import observe_response
-
     request_hooks = [stamp_request] + ([on_request] if on_request is not None else [])
-    return {
-        "request": request_hooks,
-        "response": [observe_response, refuse_long_waits, bound_response],
-    }
+    response_hooks = [refuse_long_waits, bound_response]
+    if overload is not None:
+        response_hooks.insert(0, overload.observe_response)
+    return {"request": request_hooks, "response": response_hooks}

@@ -139,7 +139,9 @@ class OpenAIPolicy(RemoteModelPolicy):
 
         # the SDK's own client, plus a look at every answer: a 429 it retries still counts
         # for --openenv-concurrency auto, and a trickled answer is bounded (deadline.py)
-        http = module.DefaultHttpxClient(event_hooks=model_event_hooks(self.count_attempt))
+        http = module.DefaultHttpxClient(
+            event_hooks=model_event_hooks(self.count_attempt, self.overload)
+        )
         return module.OpenAI(api_key=api_key, http_client=http, **self.config.client_options())
 
     def _complete(self, client: Any, turn: Turn, timeout: float | None) -> Reply:

@@ -1,0 +1,214 @@
+"""Every exception pytest-openenv raises on purpose, and what each makes of a run.
+
+DESIGN §2-§3 sort what can go wrong into three outcomes, and the hierarchy follows
+them, so ``except InfrastructureFault`` or ``except BadInput`` says which one a
+handler deals with:
+
+- **bad input** (``BadInput``): something the user gave is wrong (an option, the
+  env config, the ini file, the output folder, the server named, the chat
+  template). The run stops with ``pytest.UsageError`` (exit 4) before any episode
+  runs, ``python -m pytest_openenv`` with exit 2; the message names the option and
+  what would be right.
+- **an error** (``InfrastructureFault``): something outside the agent broke (a
+  server down or answering garbage, a dropped connection, a model endpoint that
+  refuses the key, the episode's time limit). The item *errors* during setup and
+  its row goes to ``failures.jsonl`` with ``failure.outcome = "error"``; with a
+  gate set it counts as not passed.
+- **a failure** (``AgentFault``): the agent's own doing. A refused move is a tool
+  error the policy sees and pays a turn for (the episode goes on); a conversation
+  that outgrew the model's context ends the episode unfinished. Either way the
+  env's verdict decides: an agent that loses or answers wrongly *fails* its item
+  (``failure.outcome = "failed"``), it never errors.
+
+Publishing is apart (``PushError``): a failed upload leaves every local file
+intact and prints the command to retry; it is not an episode outcome.
+
+The builtin bases are kept where callers catch them: the ``ValueError`` ones are
+raised by parsers, and ``ServerUnreachable`` is a ``ConnectionError``.
+
+Hierarchy::
+
+    OpenEnvError
+     ├── BadInput                     -> pytest.UsageError (exit 4), before any episode
+     │    ├── EnvConfigError          (ValueError) bad env spec or env config
+     │    ├── ServerURLError          (ValueError) a --openenv-server value that is no URL
+     │    ├── JSONTooDeep             (ValueError) JSON nested past MAX_JSON_DEPTH
+     │    ├── CorruptLine             (ValueError) a results.jsonl line on resume, file:line
+     │    ├── IniValueUnreadable      an ini value pytest refused and the file cannot show
+     │    ├── FolderLocked            another live run holds the output folder
+     │    ├── ServerMismatch          a server hosts another env than the run names
+     │    ├── TemplateNotFound        (ValueError) no chat template where the user pointed
+     │    ├── TemplateFailure         the chat template does not compile or cannot render
+     │    └── ViewError               ``python -m pytest_openenv view``: bad folder, host, port
+     ├── InfrastructureFault          -> the item ERRORS (setup), row in failures.jsonl
+     │    ├── EpisodeError            what run_episode raises for any fault below
+     │    │    └── EpisodeTimeout     over --openenv-timeout
+     │    ├── EnvUnavailable          server down, connection dropped, engine crash
+     │    │    ├── CannotConnect      no session could be opened; nothing was sent
+     │    │    ├── CapacityReached    every session of the server is taken
+     │    │    ├── NoServerInRotation every server the episode could use is benched
+     │    │    └── GenerationTimeout  a reasoning_gym dataset gave no question in time
+     │    ├── PolicyUnavailable       transport, auth, replay miss: no answer from the policy
+     │    ├── ServerUnreachable       (ConnectionError) a plain HTTP request to a server
+     │    └── ExpertError             OpenSpiel's bots cannot play this game
+     ├── AgentFault                   -> scored by the env's verdict: a FAILURE, never an error
+     │    ├── ActionRejected          the env refused an action: a tool error, play goes on
+     │    └── ContextExhausted        the model's context is full: the episode ends unfinished
+     └── PushError                    the upload did not happen; local files intact
+          └── NotAnOutputFolder       the folder lacks the files the plugin writes
+
+A fault that reaches the episode loop becomes ``EpisodeError`` there (with the
+episode id in its message), so the fixture has one exception to turn into the
+setup error. Before any episode, the controller's preflight makes what it finds a
+usage error instead (a server that fails ``GET /health``, one that hosts another
+env): every item would only error. ``ServerMismatch`` found in an episode (a
+server swapped mid-run) the loop raises again as ``EpisodeError``.
+
+Leaf of the package: it imports nothing of pytest-openenv, so any layer may use it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class OpenEnvError(Exception):
+    """The base of every exception pytest-openenv raises on purpose."""
+
+
+# -- bad input: pytest.UsageError before any episode ---------------------------------------
+class BadInput(OpenEnvError):
+    """Something the user gave is wrong; the run stops with a usage error naming it."""
+
+
+class EnvConfigError(BadInput, ValueError):
+    """Bad env spec or env config; surfaced to the user as a pytest usage error."""
+
+
+class ServerURLError(BadInput, ValueError):
+    """A ``--openenv-server`` value that is not a usable URL."""
+
+
+class JSONTooDeep(BadInput, ValueError):
+    """Nested deeper than ``MAX_JSON_DEPTH`` (``util/jsonlimits.py``)."""
+
+
+class CorruptLine(BadInput, ValueError):
+    """A line of a ``results.jsonl``-style file that is not an episode record."""
+
+    def __init__(self, path: Path, line: int, problem: str) -> None:
+        super().__init__(f"{path}:{line}: {problem}")
+        self.path = path
+        self.line = line
+
+
+class IniValueUnreadable(BadInput):
+    """pytest refused an ini value and the file does not say it either."""
+
+
+class FolderLocked(BadInput):
+    """Another live run holds the output folder; the message names it."""
+
+
+class ServerMismatch(BadInput):
+    """A server hosts something other than the env the run names."""
+
+
+class TemplateNotFound(BadInput, ValueError):
+    """No chat template where the user pointed; the message says where we looked."""
+
+
+class TemplateFailure(BadInput):
+    """The template does not compile, or raised while rendering a conversation.
+
+    Found before the run it is a usage error; rendering a row after it, a problem the
+    check reports for that row.
+    """
+
+
+class ViewError(BadInput):
+    """A problem with the arguments or the folder: printed as one line, exit code 2."""
+
+
+# -- infrastructure faults: the item errors -----------------------------------------------
+class InfrastructureFault(OpenEnvError):
+    """Something outside the agent broke; the episode's item errors instead of failing."""
+
+
+class EpisodeError(InfrastructureFault):
+    """An episode could not be run to its end for reasons outside the agent."""
+
+
+class EpisodeTimeout(EpisodeError):
+    """The episode ran over ``--openenv-timeout``."""
+
+
+class EnvUnavailable(InfrastructureFault):
+    """An infrastructure fault: server down, connection dropped, engine crash.
+
+    The episode becomes a setup *error*, not a failure of the agent.
+    """
+
+
+class CannotConnect(EnvUnavailable):
+    """No session could be opened (refused, handshake failed or timed out): nothing was sent."""
+
+
+class CapacityReached(EnvUnavailable):
+    """The server refused a new session because all of its sessions are taken.
+
+    Retried while a session is being opened; anywhere else it is a plain fault.
+    """
+
+
+class NoServerInRotation(EnvUnavailable):
+    """Every server this episode could use is out of rotation."""
+
+
+class GenerationTimeout(EnvUnavailable):
+    """The dataset did not produce its question in time."""
+
+
+class PolicyUnavailable(InfrastructureFault):
+    """The policy cannot answer for reasons outside the agent (transport, auth, replay miss).
+
+    The episode becomes a setup *error*.
+    """
+
+
+class ServerUnreachable(InfrastructureFault, ConnectionError):
+    """A plain HTTP request to a server failed; the message never holds credentials."""
+
+
+class ExpertError(InfrastructureFault):
+    """The expert cannot play this game (the reason is in the message)."""
+
+
+# -- the agent's doing: scored, never an error ----------------------------------------------
+class AgentFault(OpenEnvError):
+    """The agent's own doing: the env's verdict scores it; the item fails, never errors."""
+
+
+class ActionRejected(AgentFault):
+    """The env refused an action (illegal move, validation error).
+
+    The message goes back to the policy as a tool error; the episode goes on.
+    """
+
+
+class ContextExhausted(AgentFault):
+    """The conversation no longer fits the model's context window (an HTTP 400 saying so).
+
+    Asking again cannot help, and the limit is the model's, not the infrastructure's:
+    the episode ends unfinished, a *failure* with this reason (inspect-ai's
+    ``model_length`` stop), never an error.
+    """
+
+
+# -- publishing ---------------------------------------------------------------------------
+class PushError(OpenEnvError):
+    """The upload did not happen; the message never contains the token."""
+
+
+class NotAnOutputFolder(PushError):
+    """The folder lacks the files the plugin writes."""

@@ -1,0 +1,395 @@
+"""The run report page: one self-contained HTML file (no CDN, no network, no dependency).
+
+The page holds the run's summary and charts as markup made here (every value escaped),
+the episode table as one JSON block, and transcripts as JSON blocks
+(``<script type="application/json">``, which browsers never run) that the page's own
+script reads when an episode is opened. A Content-Security-Policy lets only that script
+and the page's styles run, so even content that escaped escaping could not execute.
+
+Two modes share everything but where transcripts come from:
+
+- ``file``: ``report.html`` in the output folder; transcripts of every failure and error
+  and an even sample of passes are embedded up to a byte budget (``DEFAULT_CAP``);
+- ``served``: ``python -m pytest_openenv view DIR`` (``report/view.py``); none are embedded,
+  the page fetches each from the server, which reads its line from the JSONL by offset.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from html import escape
+from importlib import resources
+from typing import Any
+
+from ...util.format import percent
+from .. import charts
+from ..passk import pass_at_k
+from .rows import COLUMNS, FolderRows
+
+#: bytes of transcripts a report file embeds at most (all rows are always in the table)
+DEFAULT_CAP = 20 * 1024 * 1024
+
+
+def static_text(name: str) -> str:
+    return resources.files(__package__).joinpath("static", name).read_text(encoding="utf-8")
+
+
+def csp_hash(text: str) -> str:
+    digest = hashlib.sha256(text.encode("utf-8")).digest()
+    return "'sha256-" + base64.b64encode(digest).decode("ascii") + "'"
+
+
+def json_for_html(value: Any) -> str:
+    """JSON that cannot end its ``<script>`` block: ``<``, ``>``, ``&`` as ``\\u`` escapes."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return inert(text)
+
+
+def inert(text: str) -> str:
+    """JSON text safe inside a ``<script type="application/json">`` (lossless: those
+    characters only ever appear inside JSON strings)."""
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    return "n/a" if not isinstance(value, (int, float)) else f"{value:.{digits}f}"
+
+
+# -- which transcripts a report file embeds ---------------------------------------------
+def choose_embedded(found: FolderRows, cap: int) -> tuple[list[int], dict[str, int]]:
+    """Row numbers to embed: failures and errors first, then passes spread evenly.
+
+    Returns them and the tally the page states (embedded / total per kind).
+    """
+    budget = cap
+    chosen: list[int] = []
+    failing = [n for n, row in enumerate(found.rows) if row.outcome != "passed"]
+    passing = [n for n, row in enumerate(found.rows) if row.outcome == "passed"]
+    kept_failing = 0
+    for number in failing:
+        cost = found.rows[number].length
+        if cost > budget:
+            continue
+        budget -= cost
+        chosen.append(number)
+        kept_failing += 1
+    kept_passing = 0
+    total_passing = sum(found.rows[n].length for n in passing)
+    if passing and budget > 0:
+        stride = max(1, math.ceil(total_passing / budget)) if total_passing > budget else 1
+        for number in passing[::stride]:
+            cost = found.rows[number].length
+            if cost > budget:
+                continue
+            budget -= cost
+            chosen.append(number)
+            kept_passing += 1
+    tally = {
+        "failing": len(failing),
+        "failing_embedded": kept_failing,
+        "passing": len(passing),
+        "passing_embedded": kept_passing,
+        "cap_bytes": cap,
+    }
+    return sorted(chosen), tally
+
+
+# -- summary markup -----------------------------------------------------------------------
+def _card(key: str, value: str, note: str = "", figure: str | None = None) -> str:
+    attr = f' data-figure="{escape(figure)}"' if figure else ""
+    return (
+        f'<div class="card"><div class="k">{escape(key)}</div>'
+        f'<div class="v"{attr}>{escape(value)}</div>'
+        + (f'<div class="n">{escape(note)}</div>' if note else "")
+        + "</div>"
+    )
+
+
+def summary_markup(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
+    f = summary.get("figures") or {}
+    settings = metadata.get("settings") or {}
+    low, high = (f.get("pass_rate_ci95") or [None, None])[:2]
+    reward = _num(f.get("mean_reward"))
+    if isinstance(f.get("mean_reward_stderr"), (int, float)):
+        reward += f" ± {f['mean_reward_stderr']:.3f}"
+    speed = f.get("episodes_per_s")
+    cards = [
+        _card("passed", str(f.get("passed", 0)), figure="passed"),
+        _card("failed", str(f.get("failed", 0)), figure="failed"),
+        _card("errored", str(f.get("errored", 0)), figure="errored"),
+        _card("skipped", str(f.get("skipped", 0)), figure="skipped"),
+        _card(
+            "pass rate",
+            percent(f.get("pass_rate")),
+            f"95% Wilson CI {percent(low)} - {percent(high)}, n={f.get('ran', 0)}",
+            figure="pass_rate",
+        ),
+        _card("mean reward", reward, "± standard error", figure="mean_reward"),
+        _card("mean turns", _num(f.get("mean_turns"), 2)),
+        _card(
+            "tokens",
+            f"{f.get('prompt_tokens', 0):,} in / {f.get('completion_tokens', 0):,} out",
+            figure="tokens",
+        ),
+        _card(
+            "time",
+            f"{f.get('wall_time_s', 0):.1f} s",
+            f"{speed:.1f} episodes/s" if isinstance(speed, (int, float)) else "",
+        ),
+    ]
+    facts = [
+        ("env", ", ".join(f.get("envs") or []) or settings.get("env") or "n/a"),
+        ("policy", ", ".join(f.get("policies") or []) or "n/a"),
+        ("model", ", ".join(f.get("models") or []) or "n/a"),
+        ("started", metadata.get("started_at") or "n/a"),
+        ("finished", metadata.get("finished_at") or "n/a"),
+        ("exit status", str(summary.get("exit_status", "n/a"))),
+    ]
+    passk = summary.get("passk") or {}
+    if isinstance(passk.get("k"), int) and passk["k"] > 1:
+        k = passk["k"]
+        facts.append(
+            (
+                "repeats",
+                f"{k} per seed over {passk.get('problems', 0)} seed(s): pass@1 "
+                f"{percent(passk.get('pass@1'))}, pass@{k} {percent(passk.get('pass@k'))}, "
+                f"pass^{k} {percent(passk.get('pass^k'))}",
+            )
+        )
+    rows = "".join(
+        f'<tr><th>{escape(name)}</th><td class="mono" data-fact="{escape(name)}">'
+        f"{escape(str(value))}</td></tr>"
+        for name, value in facts
+    )
+    return (
+        f'<div class="cards">{"".join(cards)}</div>'
+        f'<table class="facts">{rows}</table>' + gate_markup(summary.get("gate"))
+    )
+
+
+def gate_markup(gate: Any) -> str:
+    if not isinstance(gate, dict):
+        return '<p class="sub" id="gate-verdict" data-verdict="none">No gate was set.</p>'
+    passed = gate.get("verdict") == "pass"
+    word = "PASSED" if passed else "FAILED"
+    parts = [
+        f'<p id="gate-verdict" data-verdict="{"pass" if passed else "fail"}">gate: '
+        f'<span class="{"verdict-pass" if passed else "verdict-fail"}">{word}</span></p>',
+        '<table class="facts">',
+    ]
+    for check in gate.get("checks") or []:
+        mark = "ok" if check.get("passed") else "FAIL"
+        parts.append(
+            f"<tr><th>{escape(str(check.get('check', '')))}</th>"
+            f"<td>{escape(mark)}</td><td>{escape(str(check.get('rule', '')))}</td>"
+            f"<td>{escape(str(check.get('detail', '')))}</td></tr>"
+        )
+    parts.append("</table>")
+    for check in gate.get("checks") or []:
+        comparison = check.get("comparison")
+        if isinstance(comparison, dict):
+            parts.append(baseline_markup(comparison, str(gate.get("config", {}).get("baseline"))))
+    return "".join(parts)
+
+
+def baseline_markup(c: dict[str, Any], path: str) -> str:
+    drop = bool(c.get("significant_drop"))
+    verdict = (
+        ("significant drop" if drop else "no significant drop")
+        + f" (one-sided z-test, p = {c.get('p_value', float('nan')):.3g}, "
+        f"level {c.get('confidence')})"
+    )
+    change = c.get("change")
+    change_text = "n/a" if not isinstance(change, (int, float)) else f"{100 * change:+.1f} points"
+    return (
+        '<h2>Against the baseline</h2><table class="facts" id="baseline">'
+        f"<tr><th></th><th>baseline</th><th>this run</th></tr>"
+        f"<tr><th>{escape(str(c.get('metric', 'pass@1')))}</th>"
+        f"<td>{percent(c.get('baseline'))} (n={escape(str(c.get('baseline_n')))})</td>"
+        f"<td>{percent(c.get('current'))} (n={escape(str(c.get('current_n')))})</td></tr>"
+        f"<tr><th>change</th><td colspan=2>{escape(change_text)}</td></tr>"
+        f'<tr><th>verdict</th><td colspan=2 class="{"verdict-fail" if drop else "verdict-pass"}"'
+        f">{escape(verdict)}</td></tr>"
+        f'<tr><th>baseline file</th><td colspan=2 class="mono">{escape(path)}</td></tr></table>'
+    )
+
+
+# -- charts -------------------------------------------------------------------------------
+def pass_at_k_points(found: FolderRows, k: int) -> list[tuple[int, float]]:
+    counts: dict[tuple[str, int], list[int]] = {}
+    for row in found.rows:
+        entry = counts.setdefault((row.function, row.index), [0, 0])
+        entry[0] += 1
+        entry[1] += int(row.outcome == "passed")
+    points = []
+    for size in range(1, k + 1):
+        scores = [pass_at_k(n, c, size) for n, c in counts.values() if n >= size]
+        if scores:
+            points.append((size, sum(scores) / len(scores)))
+    return points
+
+
+def chart_markup(found: FolderRows, summary: dict[str, Any]) -> list[str]:
+    rows = found.rows
+    figures = summary.get("figures") or {}
+    counts = found.counts()
+    counts["skipped"] = int(figures.get("skipped") or 0)
+    made = [
+        charts.running_pass_rate([row.outcome == "passed" for row in rows]),
+        charts.histogram("reward", "Reward per episode", [row.reward for row in rows], "reward"),
+        charts.outcomes(counts),
+        charts.histogram("turns", "Turns per episode", [row.turns for row in rows], "turns"),
+        charts.histogram(
+            "tokens",
+            "Tokens per episode (in + out)",
+            [row.tokens_in + row.tokens_out for row in rows],
+            "tokens",
+        ),
+    ]
+    k = (summary.get("passk") or {}).get("k")
+    if isinstance(k, int) and k > 1:
+        made.append(charts.pass_at_k_curve(pass_at_k_points(found, k)))
+    return made
+
+
+# -- the page -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PageParts:
+    """Everything of the page but the transcripts, in order: ``head`` then ``tail``."""
+
+    head: str
+    tail: str
+
+
+TABLE = """
+<section id="episodes-section"><h2>Episodes</h2>
+<div class="controls">
+<label>outcome <select id="outcome-filter">
+<option value="all">all</option><option value="passed">passed</option>
+<option value="failed">failed</option><option value="errored">errored</option></select></label>
+<input type="search" id="search" placeholder="search id, test, reason, prompt…" aria-label="search">
+<span class="count" id="shown-count"></span></div>
+<table class="episodes"><thead><tr>
+<th data-key="id">id</th><th data-key="seed">seed</th><th data-key="outcome">outcome</th>
+<th data-key="reward">reward</th><th data-key="turns">turns</th>
+<th data-key="tokens_in">tokens</th><th data-key="reason">failure reason</th>
+</tr></thead><tbody id="episode-rows"></tbody></table>
+<div class="pager"><button id="prev-page" type="button">previous</button>
+<span id="page-label"></span><button id="next-page" type="button">next</button></div>
+</section>
+<section id="transcript" hidden></section>
+"""
+
+
+def page_parts(
+    found: FolderRows,
+    summary: dict[str, Any],
+    metadata: dict[str, Any],
+    *,
+    served: bool,
+    embedded: list[int],
+    embed_tally: dict[str, int] | None = None,
+) -> PageParts:
+    script = static_text("report.js")
+    style = static_text("report.css")
+    csp = (
+        "default-src 'none'; "
+        f"script-src {csp_hash(script)}; "
+        f"style-src {csp_hash(style)} {csp_hash(charts.STYLE)}; "
+        "img-src data:; "
+        + ("connect-src 'self'; " if served else "")
+        + "base-uri 'none'; form-action 'none'"
+    )
+    figures = summary.get("figures") or {}
+    envs = ", ".join(figures.get("envs") or []) or "pytest-openenv run"
+    title = f"openenv report: {envs}"
+    banners = []
+    for problem in found.problems:
+        kind = "torn-line" if problem.torn else "bad-line"
+        banners.append(f'<p class="banner bad" data-problem="{kind}">{escape(problem.text())}</p>')
+    if not summary:
+        banners.append(
+            '<p class="banner">summary.json is missing or unreadable: the figures below '
+            "come from the episode files only.</p>"
+        )
+    if embed_tally is not None:
+        note = (
+            f"Transcripts in this file: {embed_tally['failing_embedded']} of "
+            f"{embed_tally['failing']} failures and errors, {embed_tally['passing_embedded']} "
+            f"of {embed_tally['passing']} passes (cap {embed_tally['cap_bytes'] // (1024 * 1024)}"
+            " MB). <code>python -m pytest_openenv view DIR</code> serves every transcript."
+        )
+        complete = (
+            embed_tally["failing_embedded"] == embed_tally["failing"]
+            and embed_tally["passing_embedded"] == embed_tally["passing"]
+        )
+        if not complete:
+            banners.append(f'<p class="banner" id="embed-note">{note}</p>')
+    payload = {
+        "mode": "served" if served else "file",
+        "columns": list(COLUMNS),
+        "rows": [row.cells() for row in found.rows],
+        "embedded": embedded,
+        "several_tests": len(found.functions) > 1,
+    }
+    folder_name = escape(str(found.folder))
+    head = (
+        "<!doctype html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f'<meta http-equiv="Content-Security-Policy" content="{escape(csp)}">'
+        '<link rel="icon" href="data:,">'
+        f"<title>{escape(title)}</title><style>{style}</style></head><body>"
+        f"<header><h1>{escape(title)}</h1>"
+        f'<p class="sub">pytest-openenv run report · <span class="mono">{folder_name}</span>'
+        + (" · served live from the JSONL files" if served else "")
+        + "</p>"
+        + "".join(banners)
+        + "</header><main>"
+        + '<section id="summary"><h2>Summary</h2>'
+        + summary_markup(summary, metadata)
+        + '</section><section id="charts-section"><h2>Charts</h2><div class="charts">'
+        + "".join(chart_markup(found, summary))
+        + "</div></section>"
+        + TABLE
+        + "</main>"
+        + "<footer>Made by pytest-openenv. Every value is shown as text; nothing from the run "
+        "is run by this page.</footer>"
+        + f'<script type="application/json" id="openenv-data">{json_for_html(payload)}</script>\n'
+    )
+    tail = f"<script>{script}</script></body></html>\n"
+    return PageParts(head, tail)
+
+
+def transcript_blocks(found: FolderRows, chosen: list[int]) -> Iterator[str]:
+    for number, line in found.lines(chosen):
+        text = line.decode("utf-8", errors="replace")
+        yield f'<script type="application/json" id="t-{number}">{inert(text)}</script>\n'
+
+
+def render(
+    found: FolderRows,
+    summary: dict[str, Any],
+    metadata: dict[str, Any],
+    *,
+    served: bool,
+    cap: int = DEFAULT_CAP,
+) -> Iterable[str]:
+    """The page as chunks of text (transcripts streamed from the files, one at a time)."""
+    if served:
+        parts = page_parts(found, summary, metadata, served=True, embedded=[])
+        return [parts.head, parts.tail]
+    chosen, tally = choose_embedded(found, cap)
+    parts = page_parts(found, summary, metadata, served=False, embedded=chosen, embed_tally=tally)
+
+    def chunks() -> Iterator[str]:
+        yield parts.head
+        yield from transcript_blocks(found, chosen)
+        yield parts.tail
+
+    return chunks()

@@ -1,0 +1,76 @@
+"""With pytest-html active (``--html``), each episode item carries its transcript.
+
+The transcript goes into the item's report as a pytest-html ``extras.html`` entry, made
+from the same row the controller writes (so secrets are already scrubbed from it) with
+every value HTML-escaped: a model reply holding markup is shown as text. Nothing here
+runs unless pytest-html is installed and asked for a report.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from html import escape
+from typing import Any
+
+import pytest
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def wanted(config: pytest.Config) -> bool:
+    return bool(config.getoption("htmlpath", None)) and config.pluginmanager.hasplugin("html")
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False)
+    # control characters (ANSI escapes) made visible, never obeyed by a terminal-like view
+    text = _CONTROL.sub(
+        lambda m: chr(0x2421 if m.group() == "\x7f" else 0x2400 + ord(m.group())), text
+    )
+    return escape(text)
+
+
+def transcript_html(record: dict[str, Any]) -> str:
+    verify = record.get("verify_metrics") or {}
+    extra = record.get("extra") or {}
+    failure = record.get("failure") or {}
+    reason = failure.get("message") if failure.get("outcome") == "error" else extra.get("reason")
+    parts = [
+        '<div class="openenv-transcript">',
+        f"<p><b>{_text(record.get('episode_id'))}</b> seed {_text(record.get('seed'))}: "
+        f"{_text(verify.get('outcome'))}, reward {_text(record.get('reward'))}</p>",
+    ]
+    if reason:
+        parts.append(f"<p>reason: {_text(reason)}</p>")
+    trace = list(record.get("tool_trace") or [])
+    calls = 0
+    for message in record.get("messages") or []:
+        parts.append(f"<p><b>{_text(message.get('role'))}</b></p>")
+        if message.get("content"):
+            parts.append(f"<pre>{_text(message.get('content'))}</pre>")
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            step = trace[calls] if calls < len(trace) else {}
+            calls += 1
+            result = step.get("result") or {}
+            flag = f" <b>tool error: {_text(result['error'])}</b>" if result.get("error") else ""
+            parts.append(
+                f"<pre>tool call {_text(function.get('name'))}({_text(function.get('arguments'))})"
+                f" step reward {_text(result.get('reward'))}{flag}</pre>"
+            )
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def attach_transcript(report: pytest.TestReport) -> None:
+    """Add the episode's transcript to ``report.extras`` (call report, or setup on error)."""
+    line = getattr(report, "openenv_record", None)
+    if line is None:
+        return
+    from pytest_html import extras
+
+    record = json.loads(line)
+    report.extras = [*getattr(report, "extras", []), extras.html(transcript_html(record))]  # type: ignore[attr-defined]

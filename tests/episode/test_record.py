@@ -1,0 +1,87 @@
+"""``episode/record.py`` is the one home of the row: a played episode's row, a placeholder's
+and the card's field list agree, so ``datasets`` loads results and failures as one table.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from pytest_openenv.dataset.card import schema_section
+from pytest_openenv.envs.registry import build_family
+from pytest_openenv.episode.loop import EnvFactory, run_episode
+from pytest_openenv.episode.record import (
+    FIELDS,
+    brief,
+    dumps_record,
+    episode_row,
+    placeholder_row,
+    with_failure,
+)
+from pytest_openenv.episode.spec import EpisodeSpec
+from pytest_openenv.policies.scripted import RandomPolicy
+
+SPEC = EpisodeSpec(env="openspiel:tic_tac_toe", index=2, seed=7, policy="random")
+SECTIONS = ("metrics", "verify_metrics", "artifacts", "task", "extra")
+
+
+@pytest.fixture(scope="module")
+def played() -> dict[str, Any]:
+    family = build_family(SPEC.env, {}, ())
+    episode = run_episode(SPEC, EnvFactory(family, ()), RandomPolicy())
+    return episode_row(episode, test="t.py::test_ep[ep-000002]")
+
+
+def shape(row: dict[str, Any]) -> dict[str, Any]:
+    """Field names, and the keys of each struct field, with their JSON types."""
+    return {
+        key: (
+            {k: type(v).__name__ for k, v in value.items() if v is not None}
+            if key in SECTIONS
+            else type(value).__name__
+        )
+        for key, value in row.items()
+    }
+
+
+def test_the_card_describes_every_field_a_row_has(played: dict[str, Any]) -> None:
+    described = [name for name, _, _ in FIELDS]
+    assert len(described) == len(set(described))
+    assert set(described) == {*played, "failure"}
+    table = [line.split("|")[1].strip().strip("`") for line in schema_section()[6:-1]]
+    assert table == described
+
+
+def test_a_placeholder_has_the_fields_and_types_of_a_played_row(played: dict[str, Any]) -> None:
+    row = placeholder_row(SPEC, "server down", test="t.py::test_ep[ep-000002]")
+    assert list(row) == [*played, "failure"]
+    expected = shape(played)
+    got = shape(row)
+    # empty lists and zero counts are of the same type; only ``reason`` is null when played
+    expected["extra"]["reason"] = "str"
+    assert {k: v for k, v in got.items() if k != "failure"} == expected
+    assert row["failure"] == {"outcome": "error", "message": "server down"}
+    assert (row["episode_id"], row["seed"], row["policy"]) == ("ep-000002", 7, "random")
+    assert row["task"]["family"] == "openspiel" and row["task"]["variant"] == "tic_tac_toe"
+    assert row["passed"] is False and row["verify_metrics"]["outcome"] == "error"
+
+
+def test_brief_and_line_are_read_from_the_row(played: dict[str, Any]) -> None:
+    row = with_failure(dict(played), "failed", "lost")
+    assert row["failure"] == {"outcome": "failed", "message": "lost"}
+    figures = brief(row)
+    assert figures == {
+        "reward": played["reward"],
+        "turns": played["metrics"]["turns"],
+        "outcome": played["verify_metrics"]["outcome"],
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "env": "openspiel:tic_tac_toe",
+        "policy": "random",
+        "model": None,
+    }
+    line = dumps_record({**row, "note": "a\u2028b"})
+    assert "\n" not in line and "\u2028" not in line
+    assert json.loads(line)["note"] == "a\u2028b"

@@ -1,0 +1,79 @@
+"""The end of a run reads at a glance: a few episode failures in full, one line each for
+the rest (linked to report.html), the openenv summary near the end, gated episodes as
+their own green category when the gate passes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from helpers import SCRIPTED
+
+N = 60
+RUN = ("--openenv-env=openspiel:tic_tac_toe", f"--openenv-n={N}", SCRIPTED)
+FULL_HEADER = re.compile(r"^_+ test_episode\[ep-\d{6}\] _+$")
+DIGEST = re.compile(
+    r"^FAILED openenv::test_episode\[(ep-\d{6})\] - reward=-1 turns=\d+ loss: loss: reward -1 "
+    r"is below the pass threshold 0  (file://\S+/report\.html#(ep-\d{6}))$"
+)
+
+
+def failed_ids(pytester: pytest.Pytester) -> list[str]:
+    from helpers import read_jsonl
+
+    rows = read_jsonl(pytester.path / "openenv-results" / "failures.jsonl")
+    return sorted(row["episode_id"] for row in rows)
+
+
+def test_a_few_in_full_one_line_each_for_the_rest(pytester, run_pytest) -> None:
+    result = run_pytest(*RUN)
+    assert result.ret == 1
+    lines = result.outlines
+    failing = failed_ids(pytester)
+    assert len(failing) > 5
+    assert sum(bool(FULL_HEADER.match(line)) for line in lines) == 3
+    digests = [m for line in lines if (m := DIGEST.match(line))]
+    assert [m.group(1) for m in digests] == failing[3:]
+    for match in digests:
+        assert match.group(1) == match.group(3)
+        assert Path(match.group(2).removeprefix("file://").split("#")[0]).is_file()
+    short = [line for line in lines if line.startswith("FAILED (reward")]
+    assert len(short) == 3  # pytest's short summary lists the ones shown in full
+    summary_at = max(
+        i for i, line in enumerate(lines) if line.startswith("=") and "openenv" in line
+    )
+    assert len(lines) - summary_at < 25  # the openenv summary sits near the end
+    result.assert_outcomes(passed=N - len(failing), failed=len(failing))
+
+
+def test_all_shows_every_failure_in_full(pytester, run_pytest) -> None:
+    result = run_pytest(*RUN, "--openenv-failure-reports=all")
+    failing = failed_ids(pytester)
+    assert sum(bool(FULL_HEADER.match(line)) for line in result.outlines) == len(failing)
+    assert not any(DIGEST.match(line) for line in result.outlines)
+    none = run_pytest(*RUN, "--openenv-failure-reports=0", "-n", "2")
+    assert sum(bool(FULL_HEADER.match(line)) for line in none.outlines) == 0
+    assert len([line for line in none.outlines if DIGEST.match(line)]) == len(failing)
+    bad = run_pytest(*RUN, "--openenv-failure-reports=some")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--openenv-failure-reports='some' is invalid: expected an integer >= 0" in (
+        bad.stderr.str()
+    )
+
+
+def test_a_passing_gate_counts_gated_episodes_in_green(pytester, run_pytest) -> None:
+    result = run_pytest(*RUN, "--openenv-min-pass-rate=0.5", "--color=yes")
+    assert result.ret == 0
+    failing = len(failed_ids(pytester))
+    last = result.outlines[-1]
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", last)
+    assert re.search(rf"\b{N - failing} passed, {failing} gated in ", plain), plain
+    assert "\x1b[31m" not in last  # no red on a run whose gate passed
+    assert "\x1b[32m" in last
+    assert result.parseoutcomes() == {"passed": N - failing, "gated": failing}
+    # a failing gate leaves them what they are: failed, in red
+    failed = run_pytest(*RUN, "--openenv-min-pass-rate=0.99", "--color=yes")
+    assert failed.ret == 1
+    assert failed.parseoutcomes() == {"passed": N - failing, "failed": failing}
+    assert "\x1b[31m" in failed.outlines[-1]

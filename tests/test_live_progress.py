@@ -1,0 +1,205 @@
+"""The live status line: in place on a terminal (read back through a terminal emulator,
+pyte, from a real pty), a plain line every N seconds in logs, silenced by -qq or off."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyte
+import pytest
+
+from pytest_openenv.controller.progress import PinnedLine, status_text
+from pytest_openenv.report.tally import Tally
+
+N = 40
+#: the first-legal teacher, slowed so the line is redrawn several times during the run
+SLOW_SUITE = """
+import time
+
+import pytest
+
+from pytest_openenv.policies.scripted import ScriptedPolicy
+
+
+class Slow(ScriptedPolicy):
+    def act(self, turn):
+        time.sleep(0.02)
+        return super().act(turn)
+
+
+@pytest.fixture
+def openenv_policy():
+    return Slow()
+
+
+def test_ep(episode):
+    assert episode.passed, episode.explain()
+"""
+RUN = (
+    "test_slow.py",
+    "--openenv-env=openspiel:tic_tac_toe",
+    f"--openenv-n={N}",
+    "-p",
+    "no:cacheprovider",
+)
+STATUS = re.compile(
+    r"openenv (\d+)/40 \| (\d+) passed, (\d+) failed, (\d+) errored \| pass [\d.]+% "
+    r"\[[\d.]+-[\d.]+\] (?:\| gate \w+ )?\| reward [-\d.e]+ \| [\d.]+ ep/s"
+)
+PROGRESS_ROW = re.compile(r"^(test_slow\.py )?([.F]+)\s+\[\s*\d+%\]$")
+
+
+def run_in_terminal(folder: Path, *args: str, columns: int = 100, rows: int = 60) -> bytes:
+    """Run pytest on a real pseudo-terminal; everything it wrote, as bytes."""
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    env.update(TERM="xterm", COLUMNS=str(columns), LINES=str(rows))
+    import fcntl
+    import struct
+    import termios
+
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *RUN, *args],
+        cwd=folder,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        close_fds=True,
+    )
+    os.close(slave)
+    output = bytearray()
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the pty closes when the process ends
+                break
+            if not chunk:
+                break
+            output += chunk
+        elif process.poll() is not None:
+            break
+    process.wait(timeout=30)
+    os.close(master)
+    return bytes(output)
+
+
+def final_screen(output: bytes, columns: int = 100, rows: int = 400) -> list[str]:
+    screen = pyte.Screen(columns, rows)
+    pyte.ByteStream(screen).feed(output)
+    return [line.rstrip() for line in screen.display]
+
+
+def progress_rows(lines: list[str]) -> list[str]:
+    return [m.group(2) for line in lines if (m := PROGRESS_ROW.match(line))]
+
+
+@pytest.fixture
+def slow_suite(pytester: pytest.Pytester) -> Path:
+    pytester.makepyfile(test_slow=SLOW_SUITE)
+    return pytester.path
+
+
+@pytest.mark.parametrize("dist", [(), ("-n", "2")], ids=["no-xdist", "xdist"])
+def test_in_place_on_a_terminal_without_garbling_pytest(slow_suite: Path, dist: tuple) -> None:
+    shown = run_in_terminal(slow_suite, *dist)
+    text = shown.decode("utf-8", "replace")
+    statuses = [m for m in STATUS.finditer(text)]
+    assert len(statuses) >= 3, text[-3000:]  # redrawn during the run
+    done = [int(m.group(1)) for m in statuses]
+    assert done == sorted(done) and 0 < done[0] < N
+    screen = final_screen(shown)
+    assert not any("ep/s" in line for line in screen), "\n".join(screen)  # erased at the end
+    rows = progress_rows(screen)
+    # pytest's own progress is intact: one character per item, the percentages in place
+    assert sum(len(row) for row in rows) == N, "\n".join(screen)
+    quiet = run_in_terminal(slow_suite, *dist, "--openenv-progress=off")
+    assert not STATUS.search(quiet.decode("utf-8", "replace"))
+    if not dist:  # without xdist the order is fixed: the same screen as without the line
+        assert rows == progress_rows(final_screen(quiet))
+    assert any("openenv" in line and "=" in line for line in screen)  # the summary follows
+
+
+def test_plain_line_at_an_interval_in_logs(slow_suite: Path, run_pytest) -> None:
+    result = run_pytest(*RUN, "--openenv-progress=0.1", "--openenv-min-pass-rate=0.5")
+    lines = [line for line in result.outlines if STATUS.search(line)]
+    assert len(lines) >= 2, result.stdout.str()[-3000:]
+    assert all("] | gate passing | reward" in line for line in lines), lines
+    assert "\x1b[" not in "".join(lines)  # no cursor movement in a log
+    quiet = run_pytest(*RUN, "-q", "--openenv-progress=0.1")
+    assert any(STATUS.search(line) for line in quiet.outlines)  # -q keeps it
+    silent = run_pytest(*RUN, "-qq", "--openenv-progress=0.1")
+    assert not any(STATUS.search(line) for line in silent.outlines)
+    default = run_pytest(*RUN)  # every 30 s by default: a short run prints none
+    assert not any(STATUS.search(line) for line in default.outlines)
+
+
+def test_ini_key_and_bad_values(slow_suite: Path, pytester: pytest.Pytester, run_pytest) -> None:
+    pytester.makeini("[pytest]\nopenenv_progress = 0.05\n")
+    result = run_pytest(*RUN)
+    assert any(STATUS.search(line) for line in result.outlines)
+    off = run_pytest(*RUN, "--openenv-progress=off")  # the command line wins
+    assert not any(STATUS.search(line) for line in off.outlines)
+    bad = run_pytest(*RUN, "--openenv-progress=soon")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--openenv-progress='soon' is invalid: expected a number of seconds > 0" in (
+        bad.stderr.str()
+    )
+
+
+def test_status_text_figures() -> None:
+    tally = Tally(started=100.0)
+    tally.passed, tally.failed, tally.errored = 8, 1, 1
+    for reward in (1.0,) * 8 + (-1.0, 0.0):
+        tally.reward.add(reward)
+    tally.prompt_tokens, tally.completion_tokens = 12_345, 678
+    text = status_text(tally, 20, "failing", now=110.0)
+    assert text == (
+        "openenv 10/20 | 8 passed, 1 failed, 1 errored | pass 80.0% [49.0-94.3] | "
+        "gate failing | reward 0.7 | 1.0 ep/s | ETA 10s | tokens 12k in / 678 out"
+    )
+
+
+class Terminal:
+    """A file that records what was written, as a terminal would receive it."""
+
+    def __init__(self) -> None:
+        self.data = ""
+
+    def write(self, text: str) -> int:
+        self.data += text
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_pinned_line_leaves_the_screen_as_without_it() -> None:
+    plain, pinned_file = Terminal(), Terminal()
+    pinned = PinnedLine(pinned_file, width=lambda: 40)  # type: ignore[arg-type]
+    for step in range(30):
+        for out in (plain, pinned):
+            out.write("." if step % 7 else "\x1b[31mF\x1b[0m")
+        if step % 10 == 9:
+            for out in (plain, pinned):
+                out.write("   [ 33%]\n")
+        if step % 3 == 0:
+            pinned.show(f"openenv {step}/30 | status")
+    pinned.clear()
+    screens = []
+    for out in (plain, pinned_file):
+        screen = pyte.Screen(40, 10)
+        pyte.Stream(screen).feed(out.data.replace("\n", "\r\n"))
+        screens.append(screen.display)
+    assert screens[0] == screens[1]

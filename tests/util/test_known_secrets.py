@@ -1,0 +1,144 @@
+"""``KnownSecrets``, the one scrubber: known values in every wire form, never key shapes.
+
+The end-to-end leak scans (``reliability/test_secrets.py``, ``reliability/test_secret_echo.py``,
+``test_llm_secrets.py``) run whole sessions; these pin the rules they rely on.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.parse
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from pytest_openenv.util.endpoints import ServerURL
+from pytest_openenv.util.secrets import HIDDEN, KnownSecrets
+
+KEY = "sk-proj-UNITkeyQ7f3a9c2e41"
+PASSWORD = "p@ss word/UNIT9"
+
+
+def test_environment_secrets_are_found_by_name() -> None:
+    secrets = KnownSecrets.collect(
+        environ={
+            "OPENAI_API_KEY": KEY,
+            "MY_CI_TOKEN": "ci-token-0123456789",
+            "DB_PASSWORD": "hunter2hunter2",
+            "HOME": "/home/someone-long-enough",  # not named like a credential
+            "HF_TOKEN": "short",  # too short to hide everywhere
+        }
+    )
+    text = f"{KEY} ci-token-0123456789 hunter2hunter2 /home/someone-long-enough short"
+    assert secrets.scrub(text) == f"{HIDDEN} {HIDDEN} {HIDDEN} /home/someone-long-enough short"
+
+
+def test_no_secret_means_nothing_to_scan() -> None:
+    secrets = KnownSecrets.collect(environ={"PATH": "/usr/bin"})
+    assert not secrets.active
+    assert secrets.scrub(f"Bearer {KEY}") == f"Bearer {KEY}"
+
+
+def test_values_are_hidden_in_every_form_they_take_on_the_wire() -> None:
+    odd = 'sk-UNIT"odd/key\u00e9Q7f3a9'  # a quote, a slash, a non-ASCII letter
+    secrets = KnownSecrets.collect(environ={"OPENAI_API_KEY": odd})
+    forms = [
+        odd,
+        urllib.parse.quote(odd, safe=""),
+        json.dumps(odd)[1:-1],
+        json.dumps(odd, ensure_ascii=False)[1:-1],
+        base64.b64encode(odd.encode()).decode(),
+    ]
+    assert len(set(forms)) == len(forms)
+    for form in forms:
+        scrubbed = secrets.scrub(f"said: {form}!")
+        assert HIDDEN in scrubbed and form not in scrubbed, form
+    secrets = KnownSecrets.collect(environ={"OPENAI_API_KEY": KEY})
+    # base64 inside a longer encoded text, at each of the three byte alignments
+    for prefix in (b"", b"a", b"ab"):
+        encoded = base64.b64encode(prefix + KEY.encode() + b"tail").decode()
+        assert HIDDEN in secrets.scrub(encoded), prefix
+        urlsafe = base64.urlsafe_b64encode(prefix + KEY.encode()).decode()
+        assert HIDDEN in secrets.scrub(urlsafe), prefix
+
+
+def test_url_credentials_and_their_basic_header_are_hidden() -> None:
+    quoted = urllib.parse.quote(PASSWORD, safe="")
+    url = f"https://alice:{quoted}@env.example.com/"
+    secrets = KnownSecrets.collect(urls=[url, None, "http://[::1"], environ={})
+    basic = base64.b64encode(f"alice:{PASSWORD}".encode()).decode()
+    text = f"password {PASSWORD}, as written {quoted}, header Authorization: Basic {basic}"
+    assert secrets.scrub(text) == (
+        f"password {HIDDEN}, as written {HIDDEN}, header Authorization: Basic {HIDDEN}"
+    )
+
+
+def test_short_url_password_is_hidden_as_written_only() -> None:
+    secrets = KnownSecrets.collect(urls=["http://u:pw12@host"], environ={})
+    assert secrets.scrub("pw12 and u:pw12") == f"{HIDDEN} and {HIDDEN}"
+    assert KnownSecrets.collect(urls=["http://u:pw1@host"], environ={}).scrub("pw1") == "pw1"
+
+
+def test_extra_values_count_and_empty_ones_are_ignored() -> None:
+    token = "hf_fromTheLoginNotTheEnv42"
+    secrets = KnownSecrets.collect(extra=[token, None, ""], environ={})
+    assert secrets.scrub(f"401: token {token} refused") == f"401: token {HIDDEN} refused"
+
+
+def test_key_shapes_alone_are_not_secrets() -> None:
+    """Matching shapes would mangle honest content (a dataset about API keys, a word
+    after "Bearer"); only values we know are hidden."""
+    secrets = KnownSecrets.collect(environ={"OPENAI_API_KEY": KEY})
+    text = "Bearer sk-other-not-ours-12345, api_key=abcdefgh, hf_SomeoneElsesTokenXYZ"
+    assert secrets.scrub(text) == text
+
+
+def test_a_longer_form_is_hidden_before_a_shorter_one_inside_it() -> None:
+    secrets = KnownSecrets.collect(urls=["http://user:longpassword1@h"], environ={})
+    assert secrets.scrub("user:longpassword1") == HIDDEN
+
+
+@dataclass(frozen=True)
+class Crash:
+    message: str
+    lines: list[str] = field(default_factory=list)
+
+
+def test_trees_are_scrubbed_in_place_keeping_their_shape() -> None:
+    secrets = KnownSecrets.collect(environ={"OPENAI_API_KEY": KEY})
+    crash = Crash(f"failed: {KEY}", [f"line {KEY}", "clean"])
+    tree: dict[str, Any] = {"crash": crash, "pairs": ("a", f"b {KEY}"), "n": 3}
+    out = secrets.scrub_tree(tree)
+    assert out is tree and tree["crash"] is crash
+    assert crash.message == f"failed: {HIDDEN}" and crash.lines == [f"line {HIDDEN}", "clean"]
+    assert tree["pairs"] == ("a", f"b {HIDDEN}") and tree["n"] == 3
+
+
+def test_a_report_is_scrubbed_where_pytest_and_the_controller_read_it() -> None:
+    secrets = KnownSecrets.collect(environ={"OPENAI_API_KEY": KEY})
+
+    class Opaque:  # a longrepr the tree walk does not know
+        def __str__(self) -> str:
+            return f"opaque {KEY}"
+
+    report = SimpleNamespace(
+        longrepr=Opaque(),
+        sections=[("Captured stdout call", f"printed {KEY}")],
+        user_properties=[("openenv.outcome", "lost")],
+        openenv_record=json.dumps({"messages": [{"content": KEY}]}),
+    )
+    secrets.scrub_report(report)
+    assert report.longrepr == f"opaque {HIDDEN}"
+    assert report.sections == [("Captured stdout call", f"printed {HIDDEN}")]
+    assert KEY not in report.openenv_record and HIDDEN in report.openenv_record
+    assert report.user_properties == [("openenv.outcome", "lost")]
+
+
+@pytest.mark.parametrize("raw", ["http://bob:s3cr%40t99@h:1", "ws://bob:s3cr@t99@h:1"])
+def test_a_server_url_scrubs_its_own_credentials(raw: str) -> None:
+    url = ServerURL.parse(raw)
+    basic = url.headers()["Authorization"].removeprefix("Basic ")
+    assert url.scrub(f"refused s3cr@t99 ({basic})") == f"refused {HIDDEN} ({HIDDEN})"
