@@ -219,6 +219,7 @@ def main() -> int:
                 f"--openenv-env={args.env}",
                 f"--openenv-n={args.train_episodes}",
                 f"--openenv-output={work / 'collected'}",
+                f"--openenv-chat-template={EXAMPLE / 'chat_template.jinja'}",
             ],
             work,
             env,
