@@ -62,6 +62,7 @@ def test_example_folders_are_the_documented_ones():
     assert sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir()) == [
         "env_properties",
         "reasoning_gym_eval",
+        "sft_warmup",
         "snapshots",
         "tic_tac_toe_gate",
     ]

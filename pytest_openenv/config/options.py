@@ -125,7 +125,8 @@ OPTIONS: list[Option] = [
     ),
     Option(
         "policy",
-        "expert, scripted, random, openai, anthropic, or pkg.module:callable (default: the "
+        "expert, scripted, random, openai, anthropic, transformers (a local checkpoint "
+        "in-process), or pkg.module:callable (default: the "
         "env family's best teacher, expert where OpenSpiel's bots play the game, else "
         "scripted; openai when --openenv-llm-endpoint is given)",
         text,
@@ -227,7 +228,13 @@ OPTIONS: list[Option] = [
     ),
     # -- LLM policies (policies/llm.py, cache.py; concurrency in prefetch.py) --
     Option(
-        "model", "model id for LLM policies (openai, anthropic)", text, None, "M", into="llm.model"
+        "model",
+        "model for LLM policies: an id for openai / anthropic; for transformers a checkpoint "
+        "folder, a .gguf file or a Hub id",
+        text,
+        None,
+        "M",
+        into="llm.model",
     ),
     Option(
         "llm-endpoint",
@@ -239,7 +246,7 @@ OPTIONS: list[Option] = [
     ),
     Option(
         "temperature",
-        "sampling temperature (default 0.2)",
+        "sampling temperature; 0 is greedy for transformers (default 0.2)",
         non_negative_number,
         0.2,
         "T",

@@ -74,7 +74,8 @@ class ServerSettings:
 
 @dataclass(frozen=True)
 class LLMSettings:
-    """Model calls of the ``openai`` and ``anthropic`` policies (no keys: those come from env)."""
+    """Model calls of the LLM policies: ``openai``, ``anthropic``, ``transformers`` (no keys:
+    those come from the environment)."""
 
     model: str | None = default_of("model")
     """``--openenv-model``: the model id."""

@@ -118,6 +118,11 @@ class Policy(ABC):
     def close(self) -> None:  # noqa: B027 - optional: most policies hold no resources
         pass
 
+    def cache_identity(self) -> tuple[str, dict[str, Any]] | None:
+        """For ``--openenv-cache`` keys: the provider and what else decides the answers
+        (sampling, a checkpoint's fingerprint); None: keyed by the policy's spec alone."""
+        return None
+
     def describe(self) -> dict[str, Any]:
         """Run configuration for metadata.json (never secrets)."""
         return {"policy": self.name, "model": self.model}

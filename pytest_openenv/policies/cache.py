@@ -244,12 +244,8 @@ def wrap_with_cache(
             f"--openenv-cache={folder!r} does not exist, so --openenv-replay has nothing to "
             "replay; record it first by running without --openenv-replay"
         )
-    from .llm.common import RemoteModelPolicy
-
-    if isinstance(policy, RemoteModelPolicy):
-        provider, sampling = policy.provider, policy.config.sampling()
-    else:
-        provider, sampling = f"callable:{spec}", {}
+    identity = policy.cache_identity()
+    provider, sampling = identity if identity is not None else (f"callable:{spec}", {})
     return CachedPolicy(
         policy, ResponseCache(root, secrets), provider=provider, sampling=sampling, replay=replay
     )

@@ -1,8 +1,9 @@
 """Turn ``--openenv-policy`` into a ``Policy``, and check that it fits the env.
 
 ``scripted``, ``random`` and ``expert`` need no model; ``openai`` and ``anthropic`` call a
-hosted model (or any OpenAI-compatible endpoint); ``pkg.module:callable`` loads
-a user's function. ``--openenv-cache`` wraps the model-backed ones.
+hosted model (or any OpenAI-compatible endpoint); ``transformers`` runs a local checkpoint
+in-process; ``pkg.module:callable`` loads a user's function. ``--openenv-cache`` wraps the
+model-backed ones.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from ..util.overload import OverloadSignal
 
 BUILTIN = {"scripted": ScriptedPolicy, "random": RandomPolicy, "expert": ExpertPolicy}
-LLM = ("openai", "anthropic")
+LLM = ("openai", "anthropic", "transformers")
 
 
 def build_policy(name: str, settings: Settings, overload: OverloadSignal | None = None) -> Policy:
@@ -32,10 +33,14 @@ def build_policy(name: str, settings: Settings, overload: OverloadSignal | None 
         )
     if name in BUILTIN:
         return BUILTIN[name]()
-    if name in LLM:
+    if name == "transformers":
+        from .llm.transformers_local import build_transformers_policy
+
+        policy: Policy = build_transformers_policy(settings)
+    elif name in LLM:
         from .llm.common import build_llm_policy
 
-        policy: Policy = build_llm_policy(name, settings, overload)
+        policy = build_llm_policy(name, settings, overload)
     elif ":" in name:
         from .callable import load_policy
 

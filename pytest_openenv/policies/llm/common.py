@@ -352,6 +352,9 @@ class RemoteModelPolicy(Policy):
     def describe(self) -> dict[str, Any]:
         return {"policy": self.name, "model": self.model, **self.config.sampling()}
 
+    def cache_identity(self) -> tuple[str, dict[str, Any]]:
+        return self.provider, self.config.sampling()
+
 
 def build_llm_policy(
     provider: str, settings: Settings, overload: OverloadSignal | None = None

@@ -1,0 +1,334 @@
+"""``--openenv-policy=transformers``: a local checkpoint run in-process, no server.
+
+The way to gate a checkpoint just trained, in CI: the transcript goes through the
+checkpoint's own chat template with the tools (``apply_chat_template``), the model
+generates, and the tool calls are read from its text (``tool_text``). Worker side: each
+pytest process loads the model once (``load``, at configure), so ``-n 2`` holds two copies.
+
+- Sampling: ``--openenv-temperature`` 0 is greedy decoding; above 0 the process's torch
+  generator is seeded per episode, repeat and turn, so a run samples alike every time and
+  on any number of workers. ``--openenv-max-tokens`` bounds each reply.
+- Concurrency: one generation at a time per process (a lock). Episodes in flight
+  (``--openenv-concurrency``) queue for the model; on CPU that loses nothing, since one
+  generation already uses the cores given to this process. Under xdist each worker takes
+  its share of the cores (``torch.set_num_threads``).
+- A conversation longer than the model's context window ends the episode as a failure
+  (``ContextExhausted``), like a server's HTTP 400 saying so; a generation that outlives
+  ``--openenv-request-timeout`` or the episode's ``--openenv-timeout`` is an error.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import os
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import pytest
+
+from ...config.settings import Settings
+from ..base import ContextExhausted, Policy, PolicyUnavailable, Reply, ToolCall, Turn, Usage
+from .checkpoint import Checkpoint, CheckpointProblem, find_checkpoint
+from .openai_chat import sampling_seed
+from .template_fit import TemplateFit, in_form, probe, render_with_transformers
+from .tool_text import parse_tool_calls
+
+EXTRA = "pip install 'pytest-openenv[transformers]'"
+#: what the policy imports, by the name pip knows it under
+NEEDED = {"torch": "torch", "transformers": "transformers"}
+
+
+@dataclass(frozen=True)
+class LocalSampling:
+    temperature: float
+    max_tokens: int
+    request_timeout: float
+    timeout: float | None
+
+    def cache_key(self) -> dict[str, Any]:
+        return {"temperature": self.temperature, "max_tokens": self.max_tokens}
+
+
+def turn_seed(turn: Turn) -> int:
+    """The episode's sampling seed (``openai``'s), moved along per turn."""
+    return (sampling_seed(turn) + 7_919 * turn.turn) % (2**31 - 1)
+
+
+class TransformersPolicy(Policy):
+    name: ClassVar[str] = "transformers"
+    provider: ClassVar[str] = "transformers"
+
+    def __init__(
+        self, checkpoint: Checkpoint, sampling: LocalSampling, fit: TemplateFit | None
+    ) -> None:
+        self.checkpoint = checkpoint
+        self.sampling = sampling
+        self.model = checkpoint.spec
+        #: None until loaded (the probe then runs on the real tokenizer)
+        self.fit = fit
+        self._lock = threading.Lock()
+        self._loaded: tuple[Any, Any, Any] | None = None  # torch, tokenizer, model
+        self._load_error: str | None = None
+
+    # -- loading -------------------------------------------------------------
+    def load(self, *, strict: bool) -> None:
+        """Load tokenizer and model now, once per process; ``strict``: a failure is exit 4."""
+        try:
+            self._ensure_loaded()
+        except PolicyUnavailable as exc:
+            if strict:
+                raise pytest.UsageError(str(exc)) from None
+
+    def _ensure_loaded(self) -> tuple[Any, Any, Any]:
+        with self._lock:
+            if self._loaded is None:
+                if self._load_error is not None:
+                    raise PolicyUnavailable(self._load_error)
+                try:
+                    self._loaded = self._load()
+                except PolicyUnavailable as exc:
+                    self._load_error = str(exc)
+                    raise
+            return self._loaded
+
+    def _load(self) -> tuple[Any, Any, Any]:
+        try:
+            import torch
+            import transformers
+        except ImportError as exc:
+            raise PolicyUnavailable(
+                f"--openenv-policy=transformers needs torch and transformers ({exc}): {EXTRA}"
+            ) from None
+        share_cores_with_other_workers(torch)
+        checkpoint = self.checkpoint
+        options: dict[str, Any] = {}
+        if checkpoint.gguf_file:
+            options["gguf_file"] = checkpoint.gguf_file
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint.source, **options)
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                checkpoint.source,
+                dtype=torch.float32 if device == "cpu" else "auto",
+                **options,
+            )
+        except Exception as exc:
+            raise PolicyUnavailable(
+                f"--openenv-model={checkpoint.spec}: transformers could not load it "
+                f"({type(exc).__name__}: {str(exc)[:400]})"
+            ) from None
+        model.to(device)
+        model.eval()
+        if not tokenizer.chat_template:
+            tokenizer.chat_template = checkpoint.chat_template
+        self.fit = probe(
+            lambda messages, tools: tokenizer.apply_chat_template(
+                messages, tools=tools, tokenize=False
+            )
+        )
+        return torch, tokenizer, model
+
+    # -- one turn ------------------------------------------------------------
+    def act(self, turn: Turn) -> Reply:
+        torch, tokenizer, model = self._ensure_loaded()
+        prompt = self._prompt(tokenizer, turn)
+        # one turn at a time through tokenizer and model: a fast tokenizer shared between
+        # threads can fail ("Already borrowed"), and on CPU generations would only contend
+        with self._lock:
+            ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt")
+            prompt_tokens = int(ids["input_ids"].shape[1])
+            window = context_window(model)
+            if window is not None and prompt_tokens >= window:
+                raise ContextExhausted(
+                    f"the prompt is {prompt_tokens} tokens, the context window of {self.model} "
+                    f"is {window}"
+                )
+            max_new = self.sampling.max_tokens
+            if window is not None:
+                max_new = min(max_new, window - prompt_tokens)
+            budget = self._budget(turn)
+            started = time.monotonic()
+            tokens = self._generate(torch, tokenizer, model, ids, turn, max_new, budget).tolist()
+            elapsed = time.monotonic() - started
+            stops = stop_ids(tokenizer, model)
+            ended = next((i for i, token in enumerate(tokens) if token in stops), None)
+            if ended is None and len(tokens) < max_new and elapsed >= budget:
+                raise PolicyUnavailable(self._out_of_time(budget, turn))
+            text = tokenizer.decode(tokens if ended is None else tokens[:ended])
+        parsed = parse_tool_calls(text)
+        calls = tuple(
+            ToolCall(id=f"call_{turn.turn:03d}_{i}", name=call.name, arguments=call.arguments)
+            for i, call in enumerate(parsed.calls)
+        )
+        return Reply(
+            content=without_special_tokens(parsed.content, tokenizer),
+            tool_calls=calls,
+            usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=len(tokens)),
+        )
+
+    def _prompt(self, tokenizer: Any, turn: Turn) -> str:
+        """The transcript and tools through the chat template, ready for the reply."""
+        fit = self.fit
+        messages = in_form(turn.messages, fit.arguments_form if fit else None)
+        try:
+            return str(
+                tokenizer.apply_chat_template(
+                    messages, tools=turn.tools or None, add_generation_prompt=True, tokenize=False
+                )
+            )
+        except Exception as exc:  # the template raised (raise_exception) on this transcript
+            raise PolicyUnavailable(
+                f"the chat template of {self.model} cannot render this conversation "
+                f"({type(exc).__name__}: {str(exc)[:300]})"
+            ) from None
+
+    def _generate(
+        self,
+        torch: Any,
+        tokenizer: Any,
+        model: Any,
+        ids: Any,
+        turn: Turn,
+        max_new: int,
+        budget: float,
+    ) -> Any:
+        config = copy.deepcopy(model.generation_config)
+        config.max_new_tokens = max_new
+        config.max_time = budget
+        if config.pad_token_id is None:
+            config.pad_token_id = tokenizer.pad_token_id or tokenizer.eos_token_id
+        if self.sampling.temperature <= 0:
+            config.do_sample = False
+        else:
+            config.do_sample = True
+            config.temperature = self.sampling.temperature
+            torch.manual_seed(turn_seed(turn))
+        inputs = {key: value.to(model.device) for key, value in ids.items()}
+        with torch.inference_mode():
+            output = model.generate(**inputs, generation_config=config)
+        return output[0, inputs["input_ids"].shape[1] :].cpu()
+
+    def _budget(self, turn: Turn) -> float:
+        """Seconds this generation may take: the request bound, or what the episode has left."""
+        if turn.deadline is None:
+            return self.sampling.request_timeout
+        remaining = turn.deadline - time.monotonic()
+        if remaining <= 0.01:
+            raise PolicyUnavailable(
+                f"--openenv-timeout={self.sampling.timeout:g}s ran out before the model was asked"
+            )
+        return min(remaining, self.sampling.request_timeout)
+
+    def _out_of_time(self, budget: float, turn: Turn) -> str:
+        if budget < self.sampling.request_timeout:
+            why = f"the episode's --openenv-timeout={self.sampling.timeout:g}s budget ran out"
+        else:
+            why = f"--openenv-request-timeout={self.sampling.request_timeout:g}s"
+        return f"{self.model} did not finish its reply in {turn.episode_id} ({why})"
+
+    # -- records -------------------------------------------------------------
+    def cache_identity(self) -> tuple[str, dict[str, Any]]:
+        return self.provider, {
+            **self.sampling.cache_key(),
+            "checkpoint": self.checkpoint.fingerprint(),
+        }
+
+    def describe(self) -> dict[str, Any]:
+        fit = self.fit
+        return {
+            "policy": self.name,
+            "model": self.model,
+            **self.sampling.cache_key(),
+            "gguf_file": self.checkpoint.gguf_file,
+            "tool_call_arguments": fit.arguments_form if fit else None,
+        }
+
+    def close(self) -> None:
+        with self._lock:
+            self._loaded = None
+
+
+def context_window(model: Any) -> int | None:
+    window = getattr(model.config, "max_position_embeddings", None)
+    return int(window) if isinstance(window, int) and window > 0 else None
+
+
+def stop_ids(tokenizer: Any, model: Any) -> set[int]:
+    """The ids that end a reply: the generation config's end tokens and the tokenizer's."""
+    found: set[int] = set()
+    for value in (getattr(model.generation_config, "eos_token_id", None), tokenizer.eos_token_id):
+        if isinstance(value, int):
+            found.add(value)
+        elif isinstance(value, (list, tuple)):
+            found.update(v for v in value if isinstance(v, int))
+    return found
+
+
+def without_special_tokens(text: str, tokenizer: Any) -> str:
+    for token in sorted(getattr(tokenizer, "all_special_tokens", ()) or (), key=len, reverse=True):
+        if token:
+            text = text.replace(token, "")
+    return text.strip()
+
+
+def share_cores_with_other_workers(torch: Any) -> None:
+    """Under xdist, give this worker its share of the cores instead of all of them each."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not workers or not workers.isdigit() or int(workers) <= 1:
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    torch.set_num_threads(max(1, (cores or 1) // int(workers)))
+
+
+def build_transformers_policy(settings: Settings) -> TransformersPolicy:
+    """Check model, extra and chat template before any episode; every misfit is exit 4."""
+    llm = settings.llm
+    where = "--openenv-policy=transformers"
+    if not llm.model:
+        raise pytest.UsageError(
+            f"{where} needs --openenv-model=PATH_OR_ID: a checkpoint folder (what "
+            "save_pretrained writes), a .gguf file, or a Hub model id"
+        )
+    if llm.endpoint:
+        raise pytest.UsageError(
+            f"--openenv-llm-endpoint does not apply to {where}, which runs the checkpoint "
+            "in-process; drop one of them (an endpoint goes with --openenv-policy=openai)"
+        )
+    try:
+        checkpoint = find_checkpoint(str(llm.model))
+    except CheckpointProblem as exc:
+        raise pytest.UsageError(f"--openenv-model={llm.model}: {exc}") from None
+    if not llm.replay:  # a replay answers from the cache: no model is loaded
+        missing = [
+            pip for module, pip in NEEDED.items() if importlib.util.find_spec(module) is None
+        ]
+        if missing:
+            raise pytest.UsageError(
+                f"{where} needs {' and '.join(missing)}, which "
+                f"{'is' if len(missing) == 1 else 'are'} not installed: {EXTRA}"
+            )
+    fit = None
+    if not llm.replay:
+        fit = probe(render_with_transformers(checkpoint.chat_template))
+        problems = fit.problems()
+        if problems:
+            warnings.warn(
+                pytest.PytestWarning(
+                    f"--openenv-model={llm.model}: its chat template {' and '.join(problems)}. "
+                    "The episodes still run, but the model plays blind; give the checkpoint a "
+                    "tool-calling template (docs/policies-and-llm-endpoints.md#a-local-model-"
+                    "in-process-transformers)"
+                ),
+                stacklevel=2,
+            )
+    sampling = LocalSampling(
+        temperature=llm.temperature,
+        max_tokens=llm.max_tokens,
+        request_timeout=llm.request_timeout,
+        timeout=settings.run.timeout,
+    )
+    return TransformersPolicy(checkpoint, sampling, fit)

