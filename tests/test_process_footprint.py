@@ -9,6 +9,9 @@ process: the bundled episode test uses neither, so it runs without them; a user'
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 from llm_helpers import (
     ENV,
@@ -16,6 +19,12 @@ from llm_helpers import (
     clean_sdk_env_fixture,  # noqa: F401 - fixture
 )
 from servers.openai_compat import serve_openai
+
+
+def ahead_of_pythonpath(folder: Path) -> str:
+    """``folder`` first on the path, the PYTHONPATH the suite runs with after it."""
+    return os.pathsep.join(path for path in (str(folder), os.environ.get("PYTHONPATH", "")) if path)
+
 
 #: a plugin of the test's own that writes, from the controller, whether the SDK was imported
 SDK_PROBE = """
@@ -60,7 +69,7 @@ def test_an_sdk_that_fails_to_import_behind_the_response_cache_is_a_usage_error(
     blocked = pytester.mkdir("blocked")
     (blocked / "openai").mkdir()
     (blocked / "openai" / "__init__.py").write_text("raise ImportError('not installed here')\n")
-    monkeypatch.setenv("PYTHONPATH", str(blocked))
+    monkeypatch.setenv("PYTHONPATH", ahead_of_pythonpath(blocked))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0000")
     result = run_pytest(
         ENV,
@@ -82,7 +91,7 @@ def test_an_sdk_that_fails_to_import_under_xdist_errors_each_episode_saying_why(
     blocked = pytester.mkdir("blocked")
     (blocked / "openai").mkdir()
     (blocked / "openai" / "__init__.py").write_text("raise ImportError('not installed here')\n")
-    monkeypatch.setenv("PYTHONPATH", str(blocked))
+    monkeypatch.setenv("PYTHONPATH", ahead_of_pythonpath(blocked))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0000")
     result = run_pytest(
         ENV, "--openenv-n=2", "--openenv-policy=openai", f"--openenv-model={MODEL}", "-n", "2"

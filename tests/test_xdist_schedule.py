@@ -162,12 +162,15 @@ class Node:
         self.sent: list[int] = []
         self.steals: list[list[int]] = []
         self.shutting_down = False
-        self._down = False
+        #: the worker has exited: its channel refuses commands, as execnet's does
+        self.gone = False
 
     def send_runtest_some(self, indices: list[int]) -> None:
         self.sent.extend(indices)
 
     def send_steal(self, indices: list[int]) -> None:
+        if self.gone:
+            raise OSError("cannot send to <Channel id=1 closed>")
         self.steals.append(list(indices))
 
     def shutdown(self) -> None:
@@ -257,6 +260,27 @@ def test_a_stopped_session_takes_the_queued_items_back(pytester: pytest.Pytester
     assert not set(node.steals[1]) & set(sched.pending)  # never handed out again
 
 
+def test_a_write_error_takes_the_queued_items_back(pytester: pytest.Pytester) -> None:
+    """``RunStop`` (the controller's write error) asks the scheduler at once, C = 1 too."""
+    from pytest_openenv.controller.stopping import RunStop, TakesBackQueued
+
+    for c in (1, 4):
+        sched, nodes, dsession = scheduler(pytester, episode_ids(200), c)
+        assert isinstance(sched, TakesBackQueued)
+        nodes[1].gone = True  # a worker that has already exited is skipped, not an error
+        stopper = RunStop(sched.config)
+        stopper.scheduler = sched
+        stopper.stop("openenv: cannot write to results.jsonl: No space left on device")
+        assert dsession.shouldstop.startswith("openenv: cannot write")
+        queued = sched.node2pending[nodes[0]]  # type: ignore[index]
+        assert nodes[0].steals == [queued[2:]], c
+        assert sched.pending == [] and not nodes[1].steals
+        # the worker had started one: asked again, for one less, at its next completion
+        sched.remove_pending_tests_from_node(nodes[0], [])  # type: ignore[arg-type]
+        complete(sched, nodes[0])
+        assert nodes[0].steals[1] == sched.node2pending[nodes[0]][3:], c  # type: ignore[index]
+
+
 def test_suites_without_episodes_keep_xdist_s_own_rules(pytester: pytest.Pytester) -> None:
     ids = [f"test_x.py::test_{i}" for i in range(1000)]
     sched, nodes, _ = scheduler(pytester, ids, 16)
@@ -266,10 +290,22 @@ def test_suites_without_episodes_keep_xdist_s_own_rules(pytester: pytest.Pyteste
     assert len(sched.node2pending[node]) == 2  # type: ignore[index]  # xdist's heuristic
 
 
+def test_one_episode_in_flight_keeps_xdist_s_own_load_rules(pytester: pytest.Pytester) -> None:
+    # --dist load always gets the episode scheduler (it can stop), scheduling as xdist's
+    sched, nodes, dsession = scheduler(pytester, episode_ids(1000), 1)
+    assert not sched.active
+    node = nodes[0]
+    complete(sched, node, 125 - 2)
+    assert len(sched.node2pending[node]) == 2  # type: ignore[index]  # xdist's heuristic
+    dsession.shouldstop = "stopping after 1 failures"
+    node.shutting_down = True  # what xdist's shutdown does
+    complete(sched, node)
+    assert node.steals == []  # -x: xdist's queues are short, xdist's own shutdown ends them
+
+
 @pytest.mark.parametrize(
     ("args", "concurrency"),
     [
-        (["--dist", "load"], 1),
         (["--dist", "worksteal"], 8),
         (["--dist", "loadscope"], 8),
     ],

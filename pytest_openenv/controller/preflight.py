@@ -9,6 +9,7 @@ controller, or the single process with ``-n 0``), never on workers.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -16,6 +17,27 @@ from ..config.settings import Settings
 from ..envs.base import Backend, EnvFamily
 from ..envs.remote.servers import RemoteServers
 from ..util.endpoints import ServerURL, check_health
+
+if TYPE_CHECKING:
+    from ..worker.service import EpisodeService
+
+
+def check_deployed_servers(config: pytest.Config, service: EpisodeService) -> None:
+    """Every ``--openenv-server`` is up, hosts the run's env, and (one warning) honours seeds.
+
+    Health comes first: a down server would otherwise fail the env family's build
+    (a generic family reads ``GET /schema``) with a less helpful message.
+    """
+    settings = service.settings
+    if not settings.servers.urls:
+        return
+    check_servers(settings)
+    family = service.run_family()
+    if family is not None:
+        remote = service.remote  # what the episodes of -n 0 will use, and xdist hands on
+        check_hosting(config, settings, family, remote)  # hosting another env: usage error
+        check_seeding(config, settings, family, remote)  # drops the seed: one warning
+
 
 #: seconds one ``GET /health`` may take (an HF Space waking from sleep is slow to answer)
 HEALTH_TIMEOUT = 10.0

@@ -1,7 +1,7 @@
 """Controller side: hand each xdist worker enough episode items to keep C episodes in flight.
 
 A worker runs ahead only over the items xdist has already handed it
-(``prefetch.py``). xdist's ``LoadScheduling`` keeps a node at about two pending
+(``worker/runahead.py``). xdist's ``LoadScheduling`` keeps a node at about two pending
 items once tests take 0.1 s or more ("long-running tests"), so with ``-n W
 --openenv-concurrency C`` a worker would see two items and keep two episodes in
 flight instead of C. ``EpisodeLoadScheduling`` keeps the same ``--dist load``
@@ -11,15 +11,16 @@ its run-ahead window (``WINDOW_FACTOR * C`` items, plus C so refills come in
 batches), never taking more than an even share of what is still unassigned, so the
 last items still spread over every node.
 
-On ``-x`` / ``--maxfail`` xdist only appends a shutdown marker behind a node's
-queue; with queues this long the other workers would go on through theirs. So
-once the session should stop, the queued items are taken back with xdist's own
-``steal`` command (what ``--dist worksteal`` uses) and never run: a stopped
-session reports what ran, as without xdist.
+When the run should stop, xdist only appends a shutdown marker behind a node's
+queue, and each worker would go on through its queue first. So this scheduler
+takes the queued items back (``stopping.TakesBackQueued``) with xdist's own
+``steal`` command (what ``--dist worksteal`` uses). Asked at ``-x`` / ``--maxfail``
+when its queues are the long ones (episodes run ahead), and at a write error in
+any case: a stopped session reports what ran, as without xdist.
 
-Used only with ``--dist load`` and more than one episode in flight per worker,
-and only when the collection holds episode items; otherwise this is xdist's own
-``LoadScheduling`` unchanged.
+Used for every ``--dist load`` run. Topping up applies with more than one episode
+in flight per worker and a collection holding episode items; otherwise it
+schedules as xdist's own ``LoadScheduling``.
 """
 
 from __future__ import annotations
@@ -33,15 +34,24 @@ from xdist.scheduler import LoadScheduling
 
 from ..worker.adaptive import concurrency_ceiling
 from ..worker.runahead import WINDOW_FACTOR
-from .plugin import episode_id_from_nodeid
+from .accounts import episode_id_from_nodeid
+from .stopping import xdist_should_stop
 
 #: items a worker has already popped off its queue (the running one and the next)
 POPPED = 2
+#: xdist --dist modes whose scheduler takes back the items it sent to a worker only to
+#: stop the run (worksteal rebalances with them): workers may run those ahead
+KEEPS_QUEUED_ITEMS = ("load", "loadscope", "loadfile", "loadgroup", "each")
 
 
-def wanted(config: pytest.Config, concurrency: Any) -> bool:
-    """Whether a run gets ``EpisodeLoadScheduling``: ``--dist load`` and C > 1 (or auto)."""
-    return config.getoption("dist", None) == "load" and concurrency_ceiling(concurrency) > 1
+def keeps_queued_items(dist: str | None) -> bool:
+    """Whether a worker of this ``--dist`` mode may count on running what it was sent."""
+    return dist in KEEPS_QUEUED_ITEMS
+
+
+def wanted(config: pytest.Config) -> bool:
+    """Whether a run gets ``EpisodeLoadScheduling``: ``--dist load``."""
+    return config.getoption("dist", None) == "load"
 
 
 class EpisodeLoadScheduling(LoadScheduling):
@@ -54,27 +64,30 @@ class EpisodeLoadScheduling(LoadScheduling):
         self.low = window
         #: ... up to this many
         self.high = window + concurrency
-        #: the collection holds episode items (decided when it arrives)
+        #: episodes run ahead of their items: queues are kept a window long
+        self.runs_ahead = concurrency > 1
+        #: ... and the collection holds episode items (decided when it arrives)
         self.active = False
+        #: the run is stopping: queues are being taken back, nothing is handed out
+        self.taking_back = False
         self._steal_in_flight: set[Any] = set()
         self._steal_misses: dict[Any, int] = {}
 
     def schedule(self) -> None:
         first = self.collection is None
         super().schedule()
-        if first and self.collection:
+        if first and self.collection and self.runs_ahead:
             self.active = any(episode_id_from_nodeid(nodeid) for nodeid in self.collection)
             if self.active:
                 for node in self.nodes:
                     self._top_up(node)
 
     def check_schedule(self, node: Any, duration: float = 0) -> None:
+        if self.taking_back or (self.active and xdist_should_stop(self.config)):
+            self.take_back_queued()
+            return
         if not self.active:
             super().check_schedule(node, duration)
-            return
-        if self._stopping():
-            for each in self.nodes:
-                self._take_back(each)
             return
         if node.shutting_down:
             return
@@ -96,18 +109,30 @@ class EpisodeLoadScheduling(LoadScheduling):
         if count > 0:
             self._send_tests(node, count)
 
-    # -- -x / --maxfail: the queued items are not run ------------------------
-    def _stopping(self) -> bool:
-        dsession = self.config.pluginmanager.getplugin("dsession")
-        return bool(getattr(dsession, "shouldstop", False))
+    # -- stopping: the queued items are not run --------------------------------
+    def take_back_queued(self) -> int:
+        """``stopping.TakesBackQueued``: ask each node for all it holds but what it popped.
 
-    def _take_back(self, node: Any) -> None:
+        Called again at every later completion until each node has given its queue
+        back. One request per node, for its whole queue: sent per item, the requests
+        would race the worker through the head of its queue.
+        """
+        self.taking_back = True
+        self.pending.clear()  # never sent: never will be
+        return sum(self._take_back(node) for node in self.nodes)
+
+    def _take_back(self, node: Any) -> int:
         if node in self._steal_in_flight:
-            return
+            return 0
         queued = self.node2pending.get(node, [])[POPPED + self._steal_misses.get(node, 0) :]
-        if queued and not getattr(node, "_down", False):
-            self._steal_in_flight.add(node)
+        if not queued:
+            return 0
+        try:
             node.send_steal(queued)
+        except OSError:  # its channel is closed: the worker is gone, nothing to take
+            return 0
+        self._steal_in_flight.add(node)
+        return len(queued)
 
     def remove_pending_tests_from_node(self, node: Any, indices: Sequence[int]) -> None:
         """The worker's answer to ``steal``: those items left its queue and will not run.
@@ -118,13 +143,14 @@ class EpisodeLoadScheduling(LoadScheduling):
         self._steal_in_flight.discard(node)
         if indices:
             taken = set(indices)
-            self.node2pending[node] = [i for i in self.node2pending[node] if i not in taken]
+            if node in self.node2pending:
+                self.node2pending[node] = [i for i in self.node2pending[node] if i not in taken]
         else:
             self._steal_misses[node] = self._steal_misses.get(node, 0) + 1
 
 
 def make_scheduler(config: pytest.Config, log: Any, concurrency: Any) -> LoadScheduling | None:
     """The scheduler for ``pytest_xdist_make_scheduler``, or None for xdist's default."""
-    if not wanted(config, concurrency):
+    if not wanted(config):
         return None
     return EpisodeLoadScheduling(config, log, concurrency=concurrency_ceiling(concurrency))

@@ -17,13 +17,16 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ..config.convert import TOOL_ARGUMENT_FORMS
 from ..config.settings import Settings
 from ..envs.base import EnvFamily
+
+if TYPE_CHECKING:
+    from ..worker.service import EpisodeService
 
 #: rows of results.jsonl rendered after the run (each costs one rendering per message)
 ROWS_CHECKED = 8
@@ -106,6 +109,18 @@ def _refusal(check: TemplateCheck, given: bool) -> str:
         "template renders tool calls (Qwen2.5 or Qwen3 instruct models do), or leave out "
         f"{FLAG} to collect without the check"
     )
+
+
+def check_chat_template(service: EpisodeService) -> TemplateCheck | None:
+    """``--openenv-chat-template``, before any episode; None without it.
+
+    The service's settings then carry the argument form rows are built in (xdist hands
+    it to each worker: ``controller/xdist.py``).
+    """
+    if not service.settings.output.chat_template:
+        return None
+    service.settings, check = prepare(service.settings, service.run_family())
+    return check
 
 
 def prepare(settings: Settings, family: EnvFamily | None) -> tuple[Settings, TemplateCheck]:

@@ -54,22 +54,36 @@ class ReportSlimmer:
         self._in_flight: dict[str, tuple[Any, Any, Any]] = {}
         self._phase_reports: list[Any] | bool | None = False  # False: not looked up yet
 
-    def share(self, report: pytest.TestReport) -> None:
-        """Before any other hook sees it: one node id and location object per item."""
-        fields = vars(report)
-        # pytest >= 9.2 keeps the node id parsed, as ``_id``; older ones as ``nodeid``
-        id_field = "_id" if "_id" in fields else "nodeid"
+    def before_rebuild(self, data: dict[str, Any]) -> None:
+        """xdist: before a worker's serialized report becomes a ``TestReport`` (controller).
+
+        Its item's earlier reports already hold the node id, parsed, and the location:
+        the rebuilt report gets those objects instead of copies of its own. (``TestReport``
+        takes a parsed node id where it takes the string.)
+        """
+        if data.get("openenv_episode_id") is None or data.get("$report_type") != "TestReport":
+            return
+        shared = self._in_flight.get(data["nodeid"])
+        if shared is not None:
+            data["nodeid"], data["location"], data["openenv_episode_id"] = shared
+
+    def after_rebuild(self, report: Any) -> None:
+        """xdist: the rebuilt report; the first of its item lends its fields to the others."""
+        episode_id = getattr(report, "openenv_episode_id", None)
+        if episode_id is None or not isinstance(report, pytest.TestReport):
+            return
         nodeid = report.nodeid
-        shared = self._in_flight.get(nodeid)
-        if shared is None:
-            location = tuple(_interned(part) for part in report.location)
-            shared = (fields[id_field], location, fields.get("openenv_episode_id"))
-            self._in_flight[nodeid] = shared
-        fields[id_field], fields["location"] = shared[0], shared[1]
-        if shared[2] is not None:
-            fields["openenv_episode_id"] = shared[2]
         if report.when == "teardown":
-            self._in_flight.pop(nodeid, None)
+            self._in_flight.pop(nodeid, None)  # the item's last report
+        elif nodeid not in self._in_flight:
+            report.location = tuple(_interned(part) for part in report.location)  # type: ignore[assignment]
+            report.openenv_episode_id = sys.intern(episode_id)  # type: ignore[attr-defined]
+            # pytest >= 9.2 keeps the node id parsed (``TestReport.id``); older ones a string
+            self._in_flight[nodeid] = (
+                getattr(report, "id", nodeid),
+                report.location,
+                report.openenv_episode_id,  # type: ignore[attr-defined]
+            )
 
     def slim(self, report: pytest.TestReport) -> None:
         """After every other hook has seen it: drop what nothing reads from a passed report."""
@@ -86,7 +100,7 @@ class ReportSlimmer:
         for name, value in fields.items():
             if type(value) is str:
                 fields[name] = sys.intern(value)  # "passed", "setup", "gw3", run uid, ...
-        fields["keywords"] = NO_KEYWORDS
+        report.keywords = NO_KEYWORDS
         for name in ("sections", "user_properties"):
             if fields.get(name) == []:
                 fields[name] = NOTHING

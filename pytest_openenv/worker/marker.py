@@ -1,4 +1,7 @@
-"""What one episode test runs: its ``openenv`` marker over the command line over ini."""
+"""What one episode test runs: its ``openenv`` marker over the command line over ini.
+
+``parametrize`` turns such a test into one item per episode (``pytest_generate_tests``).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ from ..config.convert import check_item_count
 from ..config.settings import Settings
 from ..envs.base import EnvConfigError
 from ..episode.spec import EpisodeSpec
+from .fixtures import EPISODE_FIXTURE, fixture_is_ours
+from .service import EpisodeService
 
 
 @dataclass(frozen=True)
@@ -92,4 +97,37 @@ def episode_test(settings: Settings, marker: pytest.Mark | None) -> EpisodeTest:
         seed=seed,
         policy=policy,
         policy_source=source,
+    )
+
+
+def parametrize(metafunc: pytest.Metafunc, settings: Settings, service: EpisodeService) -> None:
+    """One item per episode of the test, ids ``ep-000000`` ...
+
+    A mistake in a test's marker is one collection error naming the test, with no
+    traceback, before any episode runs (not an error on every one of its items).
+    """
+    where = metafunc.definition.nodeid
+    try:
+        test = episode_test(settings, metafunc.definition.get_closest_marker("openenv"))
+        family = service.family(test.env, test.config)
+    except EnvConfigError as exc:
+        raise pytest.Collector.CollectError(f"{where}: {exc}") from None
+    policy = test.policy or family.default_policy()
+    chosen_by = test.policy_source or f"the default teacher of {test.env} ({policy})"
+    try:
+        service.policy(policy)
+    except pytest.UsageError as exc:
+        raise pytest.Collector.CollectError(f"{where}: {chosen_by} cannot be used: {exc}") from None
+    # the test plays the policy it names only where no override stands in for it
+    if fixture_is_ours(metafunc.definition, "openenv_policy"):
+        from ..policies.registry import check_fits, check_honoured
+
+        try:
+            check_fits(service.policy(policy), family, chosen_by)
+            check_honoured(policy, family, chosen_by)
+        except pytest.UsageError as exc:
+            raise pytest.Collector.CollectError(f"{where}: {exc}") from None
+    specs = test.specs(policy, settings)
+    metafunc.parametrize(
+        EPISODE_FIXTURE, specs, ids=[spec.episode_id for spec in specs], indirect=True
     )

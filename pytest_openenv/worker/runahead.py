@@ -16,12 +16,11 @@ Which items are certain to run next:
 * without xdist: the rest of ``session.items`` (after deselection and
   reordering; skip-marked items are left out);
 * on an xdist worker: the items the controller has already handed to this worker
-  (``WorkerInteractor.nextitem_index`` and its ``torun`` queue). ``--dist load``
-  (and loadscope, loadfile, loadgroup, each) never takes them back; ``--dist
-  worksteal`` may, so there only the next item, already popped from the queue,
-  is run ahead. Workers see ``--dist`` as "no", so the controller passes it on
-  (``pytest_configure_node`` in ``plugin.py``). With ``--dist load`` the
-  controller's scheduler (``schedule.py``) keeps that queue about a window long,
+  (``xdist_queue.py``). Most schedulers take them back only to stop the run
+  (``controller/stopping.py``); ``--dist worksteal`` may at any time, so there only
+  the next item, already popped from the queue, is run ahead. The controller tells
+  each worker which case it is (``controller/schedule.py: keeps_queued_items``). With
+  ``--dist load`` the controller's scheduler keeps that queue about a window long,
   so ``-n W`` keeps up to W x C episodes in flight.
 
 ``--openenv-concurrency auto`` lets ``adaptive.AdaptiveLimit`` resize the pool (and
@@ -54,16 +53,15 @@ from ..episode.result import Episode
 from ..episode.spec import EpisodeSpec
 from ..policies.base import Policy
 from .adaptive import AUTO, AdaptiveLimit, concurrency_ceiling
-from .service import SPEC_KEY, EpisodeService
+from .fixtures import OWN_FIXTURES, fixture_is_ours
+from .items import SPEC_KEY
+from .service import EpisodeService
+from .xdist_queue import WorkerQueue
 
 #: seconds past --openenv-timeout before the waiting item gives up on the episode thread
 GRACE = 0.5
 #: episodes queued or running per unit of concurrency (at most C of them running)
 WINDOW_FACTOR = 4
-#: xdist --dist modes whose controller never takes back items it sent to a worker
-KEEPS_QUEUED_ITEMS = ("load", "loadscope", "loadfile", "loadgroup", "each")
-PLUGIN_MODULE = "pytest_openenv.plugin"
-OWN_FIXTURES = ("openenv_episode", "openenv_env", "openenv_policy")
 
 
 class Job:
@@ -170,14 +168,6 @@ class EpisodePool:
             self._cv.notify_all()
 
 
-def _fixture_is_ours(item: pytest.Item, name: str) -> bool:
-    info = getattr(item, "_fixtureinfo", None)
-    defs = info.name2fixturedefs.get(name) if info is not None else None
-    if not defs:
-        return False
-    return getattr(defs[-1].func, "__module__", None) == PLUGIN_MODULE
-
-
 def may_run_ahead(item: pytest.Item) -> bool:
     """Whether the episode of ``item`` can be run before its item's own setup."""
     if SPEC_KEY not in item.stash:
@@ -187,14 +177,7 @@ def may_run_ahead(item: pytest.Item) -> bool:
     xfail = item.get_closest_marker("xfail")
     if xfail is not None and xfail.kwargs.get("run", True) is False:
         return False
-    return all(_fixture_is_ours(item, name) for name in OWN_FIXTURES)
-
-
-def _xdist_interactor(config: pytest.Config) -> Any:
-    for plugin in config.pluginmanager.get_plugins():
-        if type(plugin).__name__ == "WorkerInteractor" and hasattr(plugin, "torun"):
-            return plugin
-    return None
+    return all(fixture_is_ours(item, name) for name in OWN_FIXTURES)
 
 
 class Runahead:
@@ -207,6 +190,9 @@ class Runahead:
         *,
         concurrency: int | str,
         timeout: float | None,
+        worker_queue: WorkerQueue | None = None,
+        queue_is_certain: bool = False,
+        warm_up: bool = False,
     ) -> None:
         self.config = config
         self.service = service
@@ -222,22 +208,14 @@ class Runahead:
             service.overload.listen(self.adaptive.overloaded)
         self.jobs: dict[int, Job] = {}
         self._eligible: dict[int, bool] = {}
-        self._interactor: Any = None
         self._positions: dict[int, int] | None = None
-        # Items in a worker's queue are certain to run there unless the scheduler may take
-        # them back (worksteal), or we cannot tell (a controller that did not say).
-        workerinput = getattr(config, "workerinput", {})
-        self._queue_is_certain = workerinput.get("openenv_dist") in KEEPS_QUEUED_ITEMS
+        #: on an xdist worker: the items handed to it (None: this process runs them all)
+        self._worker_queue = worker_queue
+        #: items in a worker's queue are certain to run there unless the scheduler may take
+        #: them back (worksteal), or we cannot tell (a controller that did not say)
+        self._queue_is_certain = queue_is_certain
         #: the summary is printed here (not an xdist worker): warm its imports once busy
-        self._warm_up = not workerinput
-
-    @classmethod
-    def from_settings(cls, config: pytest.Config, service: EpisodeService) -> Runahead:
-        run = service.settings.run
-        runahead = cls(config, service, concurrency=run.concurrency, timeout=run.timeout)
-        if runahead.adaptive is not None and not hasattr(config, "workerinput"):
-            config.pluginmanager.register(runahead, "openenv-runahead")  # its summary line
-        return runahead
+        self._warm_up = warm_up
 
     @property
     def window(self) -> int:
@@ -330,40 +308,17 @@ class Runahead:
 
     def upcoming(self, item: pytest.Item) -> list[pytest.Item]:
         """Items this process will run after ``item``, as far as that is certain."""
+        if self._worker_queue is not None:
+            return self._worker_queue.following(
+                item, limit=2 * self.window, queued=self._queue_is_certain
+            )
         session = item.session
-        if hasattr(self.config, "workerinput"):
-            return self._xdist_upcoming(item)
         if self._positions is None:
             self._positions = {id(it): i for i, it in enumerate(session.items)}
         position = self._positions.get(id(item))
         if position is None:
             return []
         return session.items[position + 1 : position + 1 + 2 * self.window]
-
-    def _xdist_upcoming(self, item: pytest.Item) -> list[pytest.Item]:
-        if self._interactor is None:
-            self._interactor = _xdist_interactor(self.config)
-        interactor = self._interactor
-        if interactor is None:
-            return []
-        try:
-            items = interactor.session.items
-            if items[interactor.item_index] is not item:
-                return []  # not run by the worker loop we know; stay safe
-            indices: list[int] = []
-            following = interactor.nextitem_index
-            if isinstance(following, int):
-                indices.append(following)
-                if self._queue_is_certain:
-                    with interactor.torun.lock() as queued:
-                        for index in queued:
-                            if not isinstance(index, int) or len(indices) >= 2 * self.window:
-                                break  # the shutdown marker: nothing after it runs
-                            indices.append(index)
-            return [items[i] for i in indices]
-        except (AttributeError, IndexError, TypeError):
-            # xdist internals changed: run nothing ahead rather than guess
-            return []
 
     def close(self) -> None:
         if self.pool is not None:

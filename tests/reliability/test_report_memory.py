@@ -8,6 +8,7 @@ failure details, ``--durations``.
 from __future__ import annotations
 
 import json
+import os
 
 from faults import ENV, Launcher
 
@@ -26,7 +27,8 @@ def pytest_unconfigure(config):
         json.dump({
             "phase_reports": sum(r.when in ("setup", "teardown") for r in episode),
             "call_reports": sum(r.when == "call" for r in episode),
-            "node_ids": len({id(getattr(r, "_id", r.nodeid)) for r in episode}),
+            "node_ids": len({id(getattr(r, "id", r.nodeid)) for r in episode}),
+            "locations": len({id(r.location) for r in episode}),
             "passed_with_keywords": sum(bool(r.keywords) for r in passed),
             "passed_with_brief": sum(hasattr(r, "openenv_brief") for r in passed),
             "failed_with_details": sum(bool(r.longrepr) for r in episode if r.failed),
@@ -39,13 +41,19 @@ N = 6
 RUN = (f"--openenv-env={ENV}", f"--openenv-n={N}", "--openenv-policy=scripted", "-p", "held_probe")
 
 
+def probe_env(launcher: Launcher) -> dict[str, str]:
+    """The probe importable, ahead of (not instead of) the PYTHONPATH the suite runs with."""
+    paths = [str(launcher.folder), os.environ.get("PYTHONPATH", "")]
+    return {"PYTHONPATH": os.pathsep.join(path for path in paths if path)}
+
+
 def held(launcher: Launcher) -> dict[str, int]:
     return json.loads((launcher.folder / "held.json").read_text())
 
 
 def test_passed_reports_are_slimmed_and_shared_under_xdist(launcher: Launcher) -> None:
     (launcher.folder / "held_probe.py").write_text(PROBE)
-    finished = launcher.run("-n", "2", *RUN, env={"PYTHONPATH": str(launcher.folder)})
+    finished = launcher.run("-n", "2", *RUN, env=probe_env(launcher))
     assert finished.returncode == 1  # seeds 1, 4 and 5 lose
     counts = held(launcher)
     assert counts["failed"] == 3
@@ -60,9 +68,19 @@ def test_passed_reports_are_slimmed_and_shared_under_xdist(launcher: Launcher) -
 
 def test_durations_keep_every_phase_report(launcher: Launcher) -> None:
     (launcher.folder / "held_probe.py").write_text(PROBE)
-    finished = launcher.run(
-        *RUN, "--durations=0", "--durations-min=0", env={"PYTHONPATH": str(launcher.folder)}
-    )
+    finished = launcher.run(*RUN, "--durations=0", "--durations-min=0", env=probe_env(launcher))
     assert finished.returncode == 1
     assert held(launcher)["phase_reports"] == 2 * N
     assert finished.stdout.count(" setup ") >= N  # episodes run in setup: their time shows
+
+
+def test_an_episode_s_reports_from_a_worker_share_one_node_id_and_location(
+    launcher: Launcher,
+) -> None:
+    (launcher.folder / "held_probe.py").write_text(PROBE)
+    finished = launcher.run("-n", "2", *RUN, "--durations=0", env=probe_env(launcher))
+    assert finished.returncode == 1
+    counts = held(launcher)
+    assert counts["phase_reports"] == 2 * N  # all three reports of each episode are kept ...
+    assert counts["node_ids"] == N  # ... and rebuilt around one parsed node id
+    assert counts["locations"] == N

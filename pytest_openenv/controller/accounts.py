@@ -1,0 +1,202 @@
+"""The run's accounts: each episode counted once, with its final outcome.
+
+Fed every report the controller receives. Counts outcomes, reward, turns and tokens
+(``Tally``), per-seed runs for pass@k (``PassKTally``), which episodes failed (a
+passing gate excuses them in JUnit XML), the failures the gate never excuses, and
+with ``--openenv-resume`` the earlier run's passes, counted once when their items
+are skipped. It also gives a crashed worker's report the episode fields xdist
+could not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from ..config.settings import Settings
+from ..report.passk import PassKTally
+from ..report.tally import Tally
+from .output import Row
+
+if TYPE_CHECKING:
+    from ..worker.service import EpisodeService
+
+EPISODE_ID_IN_NODEID = re.compile(r"\[(?:.*-)?(ep-\d{6}(?:-r\d+)?)(?:-.*)?\]$")
+
+
+def episode_id_from_nodeid(nodeid: str) -> str | None:
+    match = EPISODE_ID_IN_NODEID.search(nodeid)
+    return match.group(1) if match else None
+
+
+class Accounts:
+    def __init__(
+        self, settings: Settings, service: EpisodeService, earlier: dict[str, dict[str, Any]]
+    ) -> None:
+        self.settings = settings
+        #: the families of this process (a crashed episode's row names its policy)
+        self.service = service
+        self.tally = Tally()
+        self.passk = PassKTally(settings.run.repeats)
+        #: an episode report arrived: the run writes files and prints its summary
+        self.active = False
+        #: episode items collected (None until the collection is known)
+        self.expected: int | None = None
+        #: failures the gate never excuses: collection errors, failed teardowns, non-episodes
+        self.other_failures = 0
+        #: episodes that failed or errored: with a passing gate, JUnit shows them as gated
+        self.failed_episodes: set[str] = set()
+        #: --openenv-resume: the earlier run's passing episodes count once, as passed, when
+        #: their item is skipped, so gate and card cover the whole dataset, not the re-runs
+        self.earlier = earlier
+        #: per test function: what a crashed item's row is rebuilt from
+        self.seen_tests: dict[str, dict[str, Any]] = {}
+
+    def expect(self, nodeids: list[str]) -> bool:
+        """The collection is known (first time only): how many episodes it holds. Any?"""
+        if self.expected is None:
+            self.expected = sum(1 for nodeid in nodeids if episode_id_from_nodeid(nodeid))
+        return bool(self.expected)
+
+    def count_collect_report(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.other_failures += 1
+
+    def count(self, report: pytest.TestReport) -> Row | None:
+        """Count one report; the row it carries (taken off it), for the output folder."""
+        episode_id = getattr(report, "openenv_episode_id", None)
+        if episode_id is None or (report.when == "teardown" and report.failed):
+            # not an episode's verdict: the gate never excuses it
+            self.other_failures += int(report.failed)
+            if episode_id is None:
+                return None
+        self.active = True
+        if report.outcome == "rerun":
+            # pytest-rerunfailures: an attempt that is run again; only the last one counts
+            # (and is written), so each episode is counted once with its final outcome
+            with contextlib.suppress(AttributeError):
+                del report.openenv_record  # type: ignore[attr-defined]
+            return None
+        self.count_outcome(report)
+        brief = getattr(report, "openenv_brief", None)
+        if brief is not None:
+            self.count_spend(brief)
+        record = getattr(report, "openenv_record", None)
+        if record is None:
+            return None
+        self.remember_test(report.nodeid, record)
+        # Reports stay alive in the terminal reporter's stats for the whole session.
+        del report.openenv_record  # type: ignore[attr-defined]
+        passed = report.when == "call" and report.passed
+        return Row(record, passed, (episode_id, report.nodeid))
+
+    def count_outcome(self, report: pytest.TestReport) -> None:
+        earlier = self.earlier.pop(report.nodeid, None) if report.skipped else None
+        if earlier is not None:
+            self.count_earlier_pass(report.nodeid, earlier)
+        elif report.when == "setup" and report.skipped:
+            self.tally.add_outcome("skipped")
+        elif report.when == "setup" and report.failed:
+            self.tally.add_outcome("errored")
+            self.passk.add(report.nodeid, False)
+            self.failed_episodes.add(report.nodeid)
+        elif report.when == "call":
+            self.tally.add_outcome("passed" if report.passed else "failed")
+            if report.failed:
+                self.failed_episodes.add(report.nodeid)
+            self.passk.add(report.nodeid, report.passed)
+            brief = getattr(report, "openenv_brief", None)
+            if brief is not None:
+                self.tally.reward.add(float(brief["reward"]))
+                self.tally.turns.add(int(brief["turns"]))
+        elif report.when not in ("setup", "teardown") and report.failed:
+            # xdist's report for an item whose worker died (when="???")
+            self.tally.add_outcome("errored")
+            self.passk.add(report.nodeid, False)
+
+    def count_spend(self, brief: dict[str, Any]) -> None:
+        """Tokens, and which envs, policies and models the run used."""
+        self.tally.prompt_tokens += int(brief.get("prompt_tokens", 0))
+        self.tally.completion_tokens += int(brief.get("completion_tokens", 0))
+        self._count_names(brief)
+
+    def count_earlier_pass(self, nodeid: str, earlier: dict[str, Any]) -> None:
+        self.tally.add_outcome("passed")
+        self.tally.resumed += 1
+        self.passk.add(nodeid, True)
+        with contextlib.suppress(TypeError, ValueError):
+            self.tally.reward.add(float(earlier["reward"]))
+        with contextlib.suppress(TypeError, ValueError):
+            self.tally.turns.add(int(earlier["turns"]))
+        self._count_names({key: str(value) for key, value in earlier.items() if value})
+
+    def _count_names(self, seen: dict[str, Any]) -> None:
+        for key, bucket in (
+            ("env", self.tally.envs),
+            ("policy", self.tally.policies),
+            ("model", self.tally.models),
+        ):
+            if seen.get(key):
+                bucket.add(seen[key])
+
+    def remember_test(self, nodeid: str, record: str) -> None:
+        """Per test function (not per episode): what a crashed item's row is rebuilt from."""
+        function = nodeid.rpartition("[")[0]
+        if function in self.seen_tests:
+            return
+        row = json.loads(record)
+        self.seen_tests[function] = {
+            "env": row.get("env"),
+            "policy": row.get("policy"),
+            "base_seed": int(row["seed"]) - int(row.get("extra", {}).get("index", 0)),
+            "config": row.get("task", {}).get("config"),
+        }
+
+    def decorate_crash_report(self, report: pytest.TestReport, crashitem: str) -> None:
+        """A worker died mid-episode: xdist's report has none of our fields, so add them."""
+        episode_id = episode_id_from_nodeid(crashitem)
+        if episode_id is None:
+            return
+        why = str(report.longrepr)
+        if self.settings.run.concurrency not in (None, 1):
+            # xdist names the item the worker was on; its run-ahead episodes died too
+            why += (
+                "; with --openenv-concurrency other episodes of that worker were in "
+                "flight and may have caused it (they run again on another worker)"
+            )
+        self._add_crashed_episode(report, episode_id, why)
+
+    def _add_crashed_episode(self, report: pytest.TestReport, episode_id: str, why: str) -> None:
+        from ..episode.record import brief, dumps_record, placeholder_row
+        from ..episode.spec import EpisodeSpec
+
+        index_text, _, repeat_text = episode_id.removeprefix("ep-").partition("-r")
+        index, repeat = int(index_text), int(repeat_text or 0)
+        # A sibling episode of the same test tells env, policy and seeds; without one the
+        # run's settings do (exact for the bundled test and for unmarked test functions).
+        run = self.settings.run
+        known = self.seen_tests.get(report.nodeid.rpartition("[")[0], {})
+        env = known.get("env") or run.env or "unknown"
+        config = known.get("config") or json.dumps(run.config, sort_keys=True)
+        policy = known.get("policy") or run.policy
+        if policy is None and env != "unknown":
+            policy = self.service.family(env, config).default_policy()
+        spec = EpisodeSpec(
+            env=env,
+            index=index,
+            seed=known.get("base_seed", run.seed) + index,
+            repeat=repeat,
+            repeats=run.repeats,
+            policy=policy or "unknown",
+            config=config,
+            prefix=run.id_prefix or "",
+        )
+        reason = f"{why} (the process running this episode died: os._exit, a signal or OOM)"
+        record = placeholder_row(spec, reason, test=report.nodeid)
+        report.openenv_episode_id = spec.episode_id  # type: ignore[attr-defined]
+        report.openenv_record = dumps_record(record)  # type: ignore[attr-defined]
+        report.openenv_brief = brief(record)  # type: ignore[attr-defined]

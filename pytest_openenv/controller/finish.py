@@ -1,0 +1,279 @@
+"""The end of the session on the controller: gate, JUnit, files, card, Hub, summaries.
+
+In order: the gate decides the exit code (when set), JUnit XML follows a passing
+gate, the rows are rewritten sorted and ``metadata.json``, ``summary.json`` and the
+card are written, the folder is pushed to the Hub, and the Markdown summary goes to
+``$GITHUB_STEP_SUMMARY``. The terminal summary is printed after all of that.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from ..config.settings import Settings
+from ..dataset.card import render_card
+from ..dataset.folder import card_is_generated
+from ..dataset.hub import HubPublisher
+from ..dataset.writer import CARD, METADATA, REPORT, RESULTS, SUMMARY
+from ..report.gates import GateConfig, RunFigures, Verdict, evaluate
+from ..report.step_summary import append_step_summary, summary_markdown
+from ..report.summary import summary_lines
+from ..util.format import percent
+from ..util.secrets import KnownSecrets
+from .accounts import Accounts
+from .metadata import RunMetadata
+from .output import OutputFolder
+
+if TYPE_CHECKING:
+    from ..worker.service import EpisodeService
+
+PASSK_NAMES = ("pass@1", "pass@k", "pass^k")
+
+
+class SessionEnd:
+    def __init__(
+        self,
+        config: pytest.Config,
+        service: EpisodeService,
+        *,
+        output: OutputFolder,
+        accounts: Accounts,
+        run: RunMetadata,
+        publisher: HubPublisher | None,
+        secrets: KnownSecrets,
+        notes: list[str],
+    ) -> None:
+        self.config = config
+        self.settings: Settings = service.settings
+        self.service = service
+        self.output = output
+        self.accounts = accounts
+        self.run = run
+        self.gate: GateConfig = run.gate
+        self.publisher = publisher
+        self.secrets = secrets
+        self.notes = notes
+        self.verdict: Verdict | None = None
+        self.step_summary_error: str | None = None
+        self.exit_status: int | None = None
+        #: report.html was written (the end of run links each failed episode into it)
+        self.report_written = False
+
+    def summary(self, exitstatus: int) -> dict[str, Any]:
+        return {
+            "figures": self.accounts.tally.figures(),
+            "passk": self.accounts.passk.result().to_json(),
+            "gate": self.verdict.to_json() if self.verdict else None,
+            "exit_status": int(exitstatus),
+            "output": str(self.output.writer.folder),
+            "episodes_expected": self.accounts.expected,
+            "interrupted": int(exitstatus) == pytest.ExitCode.INTERRUPTED,
+        }
+
+    def apply_gate(self, session: pytest.Session) -> None:
+        """With a gate set the gate decides the exit code; other failures still fail it."""
+        if not (self.accounts.active and self.gate.active):
+            return
+        tally = self.accounts.tally
+        figures = RunFigures(
+            passed=tally.passed,
+            ran=tally.ran,
+            reward=tally.reward,
+            passk=self.accounts.passk.result(),
+        )
+        stopped = session.shouldfail or session.shouldstop
+        self.verdict = evaluate(
+            self.gate,
+            figures,
+            other_failures=self.accounts.other_failures,
+            stopped_early=str(stopped) if stopped else None,
+        )
+        if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            session.exitstatus = (
+                pytest.ExitCode.OK if self.verdict.passed else pytest.ExitCode.TESTS_FAILED
+            )
+
+    def align_junit(self) -> None:
+        """A passing gate: the episodes it accepted are not failures in JUnit XML either."""
+        from ..report.junit import excuse_gated_episodes, junit_path, testcase_address
+
+        failed = self.accounts.failed_episodes
+        if self.verdict is None or not self.verdict.passed or not failed:
+            return
+        path = junit_path(self.config)
+        if path is None or not path.exists():
+            return
+        prefix = self.config.getoption("junitprefix", None)
+        addresses = {testcase_address(nodeid, prefix) for nodeid in failed}
+        try:
+            excuse_gated_episodes(path, addresses, "accepted by the openenv gate (exit code 0)")
+        except (OSError, SyntaxError) as exc:  # ET.ParseError is a SyntaxError
+            self.notes.append(f"WARNING: {path} was left as pytest wrote it: {exc}")
+
+    def finish(self, exitstatus: int) -> None:
+        """Write the final files, publish them, append the step summary."""
+        self.exit_status = exitstatus
+        if not self.accounts.active:
+            return
+        self.write_files(exitstatus)
+        self.publish(exitstatus)
+        markdown = summary_markdown(
+            self.accounts.tally.figures(),
+            self.accounts.passk.result(),
+            self.verdict,
+            str(self.settings.output.folder),
+        )
+        self.step_summary_error = append_step_summary(self.secrets.scrub(markdown))
+
+    def write_files(self, exitstatus: int) -> None:
+        output, writer = self.output, self.output.writer
+        try:
+            if not writer.opened and not self.settings.output.folder.exists():
+                writer.open()
+            writer.finalize()
+            if writer.restored:
+                output.write_error = output.write_error or (
+                    f"output folder {self.settings.output.folder} was deleted or replaced "
+                    "during the run; the rows written so far were restored to "
+                    + ", ".join(str(path) for path in writer.restored)
+                )
+            template = self.run.template
+            if template is not None:
+                template.check_rows(writer.folder / RESULTS)
+                self.notes.extend(template.terminal_lines())
+            summary = self.summary(exitstatus)
+            metadata = self.run.to_json()
+            writer.write_json(METADATA, metadata)
+            writer.write_json(SUMMARY, summary)
+            self.write_report()
+            if self.card_is_ours():
+                card = render_card(
+                    writer.folder, summary, metadata, repo_id=self.settings.publish.repo
+                )
+                writer.write_text(CARD, card)
+            else:
+                self.notes.append(
+                    f"{writer.folder / CARD} has no generated-card marker (edited by "
+                    "hand): kept as it is"
+                )
+        except OSError as exc:
+            output.write_error = output.write_error or f"cannot write to {writer.folder}: {exc}"
+
+    def write_report(self) -> None:
+        """report.html and the card's chart; a failure is a warning, never a failed run."""
+        from ..report.page import write_report
+
+        folder = self.output.writer.folder
+        try:
+            write_report(folder, secrets=self.secrets)
+        except Exception as exc:  # the data files are written; the report is a view of them
+            self.notes.append(f"WARNING: {folder / REPORT} was not written: {exc}")
+        else:
+            self.report_written = True
+
+    def report_link(self, episode_id: str, nodeid: str) -> str | None:
+        """``file://.../report.html#ep-000123``: the episode's transcript, if there is a report."""
+        if not self.report_written:
+            return None
+        from urllib.parse import quote
+
+        from ..report.page.rows import anchor
+
+        function = nodeid.rpartition("[")[0] or nodeid
+        fragment = anchor(episode_id, function, len(self.accounts.seen_tests) > 1)
+        return (self.output.writer.folder / REPORT).as_uri() + "#" + quote(fragment, safe="@:/-._~")
+
+    def excused_by_gate(self) -> set[str] | None:
+        """Episodes a passing gate accepted (pytest counts them as ``gated``), else None."""
+        if self.verdict is None or not self.verdict.passed:
+            return None
+        return self.accounts.failed_episodes
+
+    def card_is_ours(self) -> bool:
+        folder = self.output.writer.folder
+        return not (folder / CARD).exists() or card_is_generated(folder)
+
+    def publish(self, exitstatus: int) -> None:
+        """Push the final output folder to the Hub, once (see dataset/hub.py)."""
+        if self.publisher is None:
+            return
+        folder = self.output.writer.folder
+        if self.output.write_error:
+            self.publisher.skip(folder, "the output folder was not written completely")
+        elif exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            self.publisher.skip(folder, f"the run ended early (exit code {exitstatus})")
+        else:
+            self.publisher.publish(folder)
+
+    def settle_exit_status(self, session: pytest.Session) -> None:
+        """Files that could not be written, or a failed push, fail an otherwise good run."""
+        push_failed = self.publisher is not None and self.publisher.failed
+        if (self.output.write_error or push_failed) and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if self.publisher is not None and self.publisher.interrupted:
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+
+    # -- the terminal summary ----------------------------------------------------
+    def stronger_teacher(self) -> str | None:
+        """``expert``, if it plays the run's env and this run did not use it; else None."""
+        tally = self.accounts.tally
+        if not self.settings.run.env or "expert" in tally.policies or not tally.failed:
+            return None
+        try:
+            family = self.service.run_family()
+        except Exception:  # a hint is not worth a failed summary
+            return None
+        if family is None or not family.offers_expert:
+            return None
+        return "expert" if family.expert_problem() is None else None
+
+    def terminal_lines(self) -> list[str]:
+        tally, output = self.accounts.tally, self.output
+        lines = summary_lines(
+            tally.figures(),
+            str(self.settings.output.folder),
+            gated=self.gate.active,
+            teacher=self.stronger_teacher(),
+        )
+        passk = self.accounts.passk.result()
+        if passk.k > 1:
+            lines.append(
+                f"repeats: {passk.k} per seed over {passk.problems} seed(s): "
+                + "    ".join(
+                    f"{name.replace('k', str(passk.k))} {percent(passk.metric(name))}"
+                    for name in PASSK_NAMES
+                )
+                + (
+                    f" (pass@{passk.k}/pass^{passk.k} over {passk.problems_scored} seeds "
+                    f"with all {passk.k} runs)"
+                    if passk.problems_scored != passk.problems
+                    else ""
+                )
+            )
+        if self.verdict is not None:
+            lines.extend(self.verdict.lines())
+        if self.step_summary_error:
+            lines.append(f"WARNING: {self.step_summary_error}")
+        for moved in output.writer.moved:
+            stem, _, suffix = moved.name.partition(".")
+            lines.append(f"earlier run's {stem}.{suffix.rpartition('.')[2]} kept as {moved}")
+        lines.extend(self.notes)
+        if self.exit_status == pytest.ExitCode.INTERRUPTED:
+            expected = self.accounts.expected
+            of = f" of {expected}" if expected is not None else ""
+            lines.append(
+                f"interrupted after {tally.total}{of} episodes; everything finished is "
+                f"in {output.writer.folder}. Run the same command with --openenv-resume to finish"
+            )
+        if self.publisher is not None:
+            lines.extend(self.publisher.terminal_lines())
+        if output.write_error:
+            lines.append(f"ERROR: {output.write_error}")
+            if output.unsaved:
+                lines.append(
+                    f"ERROR: {output.unsaved} finished episode(s) could not be saved; fix the "
+                    "output folder and run again with --openenv-resume to redo them"
+                )
+        return [self.secrets.scrub(line) for line in lines]

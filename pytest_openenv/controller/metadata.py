@@ -1,0 +1,62 @@
+"""What ``metadata.json`` says about the run: who wrote it, when, with which settings."""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from ..config.settings import Settings
+from ..dataset.folder import MARKER
+from ..dataset.identity import run_identity
+from ..report.gates import GateConfig
+
+if TYPE_CHECKING:
+    from ..worker.service import EpisodeService
+    from .template import TemplateCheck
+
+
+def utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class RunMetadata:
+    def __init__(
+        self,
+        settings: Settings,
+        service: EpisodeService,
+        gate: GateConfig,
+        template: TemplateCheck | None = None,
+    ) -> None:
+        self.settings = settings
+        self.service = service
+        self.gate = gate
+        #: --openenv-chat-template: what the check found before the run; rows checked at the end
+        self.template = template
+        self.started_at = utc_now()
+
+    def identity(self) -> dict[str, Any]:
+        """What must match for ``--openenv-resume`` to continue a folder (``dataset/identity``)."""
+        return run_identity(self.settings, self.service.run_policy_name())
+
+    def to_json(self, *, finished: bool = True) -> dict[str, Any]:
+        from .. import __version__
+
+        return {
+            **MARKER,
+            "tool": "pytest-openenv",
+            "version": __version__,
+            "started_at": self.started_at,
+            "finished_at": utc_now() if finished else None,
+            "identity": self.identity(),
+            "settings": self.settings.public(),
+            "python": platform.python_version(),
+            "pytest": pytest.__version__,
+            "platform": sys.platform,
+            "license": self.settings.publish.license,
+            "evaluation": {"repeats": self.settings.run.repeats, **self.gate.to_json()},
+            "chat_template": self.template.to_json() if self.template else None,
+        }

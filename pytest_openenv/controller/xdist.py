@@ -1,0 +1,77 @@
+"""The controller's xdist hooks: registered only where xdist is installed (syrupy's way).
+
+What the workers are handed (the resume set, whether their queues are theirs to
+run ahead, the row form, the servers that drop seeds), the scheduler, the collection every worker
+reports, a crashed worker's report, and each report as it is rebuilt from a worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from .plugin import ControllerPlugin
+
+
+class XdistController:
+    name = "openenv-xdist-controller"
+
+    def __init__(self, controller: ControllerPlugin) -> None:
+        self.controller = controller
+        config = controller.config
+        dist = config.getoption("dist", None)
+        if controller.settings.run.env and dist in ("loadscope", "loadfile"):
+            config.issue_config_time_warning(
+                pytest.PytestWarning(
+                    f"--dist {dist} sends all episodes of a test to one worker, so they run "
+                    "one after another; use --dist load (the default with -n) to spread them"
+                ),
+                stacklevel=2,
+            )
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """Hand each worker what it cannot read itself (it may not share our disk)."""
+        from .schedule import keeps_queued_items
+
+        controller = self.controller
+        node.workerinput["openenv_resume_done"] = sorted(controller.output.resumed)
+        # workers see --dist as "no"; run-ahead needs to know whether items can be taken back
+        dist = node.config.getoption("dist", None)
+        node.workerinput["openenv_queue_is_certain"] = keeps_queued_items(dist)
+        # the row form --openenv-chat-template chose, and the servers that drop the seed
+        node.workerinput["openenv_tool_arguments"] = controller.settings.output.tool_arguments
+        node.workerinput["openenv_unseeded"] = controller.service.remote.unseeded.listed()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """Keep each worker's queue as long as its episode run-ahead window."""
+        from .schedule import make_scheduler
+
+        scheduler = make_scheduler(config, log, self.controller.settings.run.concurrency)
+        self.controller.stopper.scheduler = scheduler
+        return scheduler
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        # the controller never collects; every worker collects the same ids, and xdist
+        # schedules nothing before every node has collected
+        self.controller.claim_output(ids)
+        if isinstance(ids, list):
+            self.controller.slimmer.share_collection(ids)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+        self.controller.accounts.decorate_crash_report(report, crashitem)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_report_from_serializable(
+        self, config: pytest.Config, data: dict[str, Any]
+    ) -> Generator[None, Any, Any]:
+        """A worker's report is rebuilt: share what it has in common with its item's others."""
+        self.controller.slimmer.before_rebuild(data)
+        report = yield
+        self.controller.slimmer.after_rebuild(report)
+        return report

@@ -1,0 +1,89 @@
+"""The public fixtures (DESIGN §3): ``episode``, ``openenv_episode``, ``openenv_env``,
+``openenv_policy``, ``openenv_snapshot``.
+
+Registered by ``plugin.py`` (``pytest_plugins``) in every run, so importing this
+module must stay cheap: the episode machinery loads when an episode first runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .defaults import DEFAULT_ENV, DEFAULT_POLICY, SuiteDefault
+
+if TYPE_CHECKING:
+    from ..episode.result import Episode
+
+#: the fixture episodes are parametrized on; ``episode`` is its short name for episode
+#: tests, and a suite's own ``episode`` fixture (one not built on it) is left alone
+EPISODE_FIXTURE = "openenv_episode"
+#: the fixtures an episode item needs; an override of any of them may need other fixtures
+OWN_FIXTURES = ("openenv_episode", "openenv_env", "openenv_policy")
+
+
+def fixture_is_ours(node: pytest.Item, name: str) -> bool:
+    """Whether ``node`` gets fixture ``name`` from this module, not from an override.
+
+    pytest has no public way to ask which definition of a fixture a test will get
+    before its setup (``request`` exists only then), and both the policy checks at
+    collection and run-ahead must know it earlier. So this reads the item's
+    ``_fixtureinfo``, here and nowhere else; ``tests/worker/test_fixtures.py`` fails
+    if pytest renames it. Without it, nothing is treated as ours (no run-ahead).
+    """
+    info = getattr(node, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.get(name) if info is not None else None
+    if not defs:
+        return False
+    return getattr(defs[-1].func, "__module__", None) == __name__
+
+
+# Session-scoped and dependency-free: each episode resolves the default when it starts
+# (``defaults.resolve``), which spares pytest two fixture setups and teardowns per item.
+@pytest.fixture(scope="session")
+def openenv_env() -> SuiteDefault:
+    """The env factory: each episode gets the env its marker or ``--openenv-env`` names.
+
+    Override with any object that has ``family`` and ``open(spec)`` (e.g. an
+    ``EnvFactory``), or ``for_episode(spec)`` returning one (or this default).
+    """
+    return DEFAULT_ENV
+
+
+@pytest.fixture(scope="session")
+def openenv_policy() -> SuiteDefault:
+    """The policy: each episode gets the one its marker or ``--openenv-policy`` names.
+
+    Override with a ``Policy``, a callable ``policy(messages, tools)``, or an object
+    with ``for_episode(spec)`` returning one of those (or this default).
+    """
+    return DEFAULT_POLICY
+
+
+@pytest.fixture
+def openenv_snapshot(snapshot: Any) -> Any:
+    """syrupy's ``snapshot`` storing one readable JSON file per episode test."""
+    from ..testing.snapshots import TrajectorySnapshotExtension
+
+    return snapshot.use_extension(TrajectorySnapshotExtension)
+
+
+@pytest.fixture
+def episode(openenv_episode: Episode) -> Episode:
+    """The finished episode (``openenv_episode`` by its short name, DESIGN §3).
+
+    A suite whose conftest defines its own ``episode`` keeps it: tests using that one
+    are not episode tests; its episode tests request ``openenv_episode``.
+    """
+    return openenv_episode
+
+
+@pytest.fixture
+def openenv_episode(
+    request: pytest.FixtureRequest, openenv_env: Any, openenv_policy: Any
+) -> Episode:
+    """Run the episode during setup and return it finished."""
+    from .plugin import WorkerPlugin
+
+    return WorkerPlugin.of(request.config).play(request.node, openenv_env, openenv_policy)

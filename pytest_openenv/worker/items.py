@@ -1,0 +1,25 @@
+"""What a worker keeps on each episode item between its hooks (pytest's per-item stash).
+
+The spec is set at collection and read by the ``episode`` fixture, run-ahead and the
+report; the finished episode and the episode error live from setup until the item's
+last report has them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from ..episode.result import Episode
+    from ..episode.spec import EpisodeSpec
+
+SPEC_KEY: pytest.StashKey[EpisodeSpec] = pytest.StashKey()
+EPISODE_KEY: pytest.StashKey[Episode] = pytest.StashKey()
+ERROR_KEY: pytest.StashKey[str] = pytest.StashKey()
+
+
+def spec_of(item: pytest.Item) -> EpisodeSpec | None:
+    """The episode an item plays; None for an item that is not an episode."""
+    return item.stash.get(SPEC_KEY, None)

@@ -1,0 +1,191 @@
+"""Worker side: the plugin of every process that plays episodes.
+
+An xdist worker, or the single pytest process with ``-n 0`` (where the controller
+side lives too). ``WorkerPlugin`` turns episode tests into items, plays each item's
+episode (inline, or ahead on a pool: ``runahead.py``) and puts the finished episode
+on its reports for the controller. Nothing here writes files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from ..config.settings import Settings
+from ..episode.spec import EpisodeSpec
+from ..util import heap
+from ..util.secrets import KnownSecrets
+from .bundled import bundled_items
+from .fixtures import EPISODE_FIXTURE
+from .items import EPISODE_KEY, ERROR_KEY, SPEC_KEY, spec_of
+from .marker import parametrize
+from .reporting import attach_to_report, message_only_report, shows_message_only
+from .runahead import Runahead
+from .service import EpisodeService
+from .xdist_queue import WorkerQueue
+
+if TYPE_CHECKING:
+    from ..episode.result import Episode
+
+WORKER_KEY: pytest.StashKey[WorkerPlugin] = pytest.StashKey()
+
+
+class WorkerPlugin:
+    """The worker side's state for one run, and its hooks."""
+
+    name = "openenv-worker"
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        service: EpisodeService,
+        *,
+        bundled: bool,
+        resumed: frozenset[str],
+    ) -> None:
+        self.config = config
+        self.settings: Settings = service.settings
+        #: this process's families and policies (shared with the controller under -n 0)
+        self.service = service
+        #: set on an xdist worker: what its controller handed over
+        self.workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+        on_worker = self.workerinput is not None
+        run = self.settings.run
+        self.runahead = Runahead(
+            config,
+            service,
+            concurrency=run.concurrency,
+            timeout=run.timeout,
+            worker_queue=WorkerQueue(config) if on_worker else None,
+            queue_is_certain=bool((self.workerinput or {}).get("openenv_queue_is_certain")),
+            warm_up=not on_worker,
+        )
+        #: the run plays the bundled episode test (``--openenv-env`` and no paths)
+        self.bundled = bundled
+        #: node ids already in results.jsonl (``--openenv-resume``): skipped
+        self.resumed = resumed
+        self.secrets = KnownSecrets.from_settings(self.settings)
+        self.tool_arguments = self.settings.output.tool_arguments or "string"
+        #: the collection holds episode items (decided once it is made)
+        self.has_episodes = False
+
+    @classmethod
+    def start(
+        cls,
+        config: pytest.Config,
+        service: EpisodeService,
+        *,
+        bundled: bool,
+        resumed: frozenset[str] | None,
+    ) -> WorkerPlugin:
+        """Make and register the plugin; ``resumed``: the controller's resume set (``-n 0``),
+        or None on an xdist worker, which is handed it with the servers that drop seeds."""
+        workerinput = getattr(config, "workerinput", None)
+        if workerinput is not None:
+            service.remote.learn_unseeded(workerinput.get("openenv_unseeded", ()))
+            resumed = frozenset(workerinput.get("openenv_resume_done", ()))
+        plugin = cls(config, service, bundled=bundled, resumed=resumed or frozenset())
+        config.stash[WORKER_KEY] = plugin
+        config.pluginmanager.register(plugin, cls.name)
+        if plugin.runahead.adaptive is not None and workerinput is None:
+            config.pluginmanager.register(plugin.runahead, "openenv-runahead")  # its summary
+        return plugin
+
+    @staticmethod
+    def of(config: pytest.Config) -> WorkerPlugin:
+        return config.stash[WORKER_KEY]
+
+    # -- collection --------------------------------------------------------------
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        if EPISODE_FIXTURE in metafunc.fixturenames:
+            parametrize(metafunc, self.settings, self.service)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        if self.bundled:
+            items[:0] = bundled_items(session)
+        self.has_episodes = self.mark_episode_items(items)
+
+    def mark_episode_items(self, items: list[pytest.Item]) -> bool:
+        """Stash each episode item's spec, skip what ``--openenv-resume`` has; any found?"""
+        found = False
+        for item in items:
+            callspec = getattr(item, "callspec", None)
+            spec = callspec.params.get(EPISODE_FIXTURE) if callspec is not None else None
+            if not isinstance(spec, EpisodeSpec):
+                continue
+            found = True
+            item.stash[SPEC_KEY] = spec
+            if item.nodeid in self.resumed:
+                item.add_marker(
+                    pytest.mark.skip(reason=f"{spec.episode_id} already in results.jsonl (resume)")
+                )
+        return found
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if self.has_episodes:
+            heap.freeze(self.config)  # the items live until the session ends
+            # kept between episodes, a worker's sessions could starve another on a small server
+            self.service.remote.keep_sessions(self.workerinput is None)
+
+    # -- playing -----------------------------------------------------------------
+    def play(self, item: pytest.Item, env: Any, policy: Any) -> Episode:
+        """The ``openenv_episode`` fixture: play ``item``'s episode with these fixtures."""
+        from ..episode.loop import EpisodeError, as_env_factory
+        from ..policies.adapt import as_policy
+        from .defaults import resolve
+
+        spec = spec_of(item)
+        if spec is None:
+            raise pytest.UsageError(
+                f"{item.nodeid} uses an openenv fixture but is not an episode test: "
+                "request the `episode` (or `openenv_episode`) fixture and set --openenv-env or "
+                "@pytest.mark.openenv(...)"
+            )
+        try:
+            factory = as_env_factory(resolve(env, spec, self.service.env_factory))
+            chosen = as_policy(resolve(policy, spec, self.service.policy_for))
+            finished = self.runahead.episode(item, spec, factory, chosen)
+        except EpisodeError as exc:
+            error = str(exc)
+        else:
+            error = None
+        if error is not None:
+            # failed outside the except block, so the report shows the message, not its chain
+            item.stash[ERROR_KEY] = error
+            pytest.fail(f"episode error: {error}", pytrace=False)
+        item.stash[EPISODE_KEY] = finished
+        return finished
+
+    # -- reports -----------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True, specname="pytest_runtest_makereport")
+    def pytest_runtest_makereport_message_only(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> pytest.TestReport | None:
+        """A failed episode that shows only its message skips pytest's traceback walk."""
+        return message_only_report(item, call) if shows_message_only(item, call) else None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        attach_to_report(item, report, self.tool_arguments)
+        if self.secrets.active:
+            # one choke point for what JUnit XML, the terminal and the controller receive
+            self.secrets.scrub_report(report)
+        if getattr(report, "openenv_record", None) is not None:
+            from . import html_extras
+
+            if html_extras.wanted(item.config):
+                html_extras.attach_transcript(report)  # pytest-html: the transcript per item
+        return report
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.runahead.close()
+        self.service.remote.close()  # kept sessions go back to their servers

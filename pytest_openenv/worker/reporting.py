@@ -1,0 +1,110 @@
+"""What a worker puts on an episode item's reports: the episode, as JSON text.
+
+The controller is the only writer of files, so each finished episode travels to it
+on the call (or setup) report: ``openenv_record`` (the row), ``openenv_brief`` (the
+few figures the live line and the tally need) and ``openenv_episode_id``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+
+from ..episode.record import brief, dumps_record, placeholder_row, with_failure
+from .items import EPISODE_KEY, ERROR_KEY, spec_of
+
+
+def failure_message(report: pytest.TestReport) -> str:
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", None)
+    text = message if message else str(report.longrepr)
+    return text[-4000:]
+
+
+def attach_to_report(
+    item: pytest.Item, report: pytest.TestReport, tool_arguments: str = "string"
+) -> None:
+    """Put the episode on the report as JSON text: the controller is the only writer.
+
+    ``tool_arguments`` (``--openenv-tool-arguments``): how the row's messages carry them.
+    """
+    spec = spec_of(item)
+    if spec is None:
+        return
+    report.openenv_episode_id = spec.episode_id  # type: ignore[attr-defined]
+    episode = item.stash.get(EPISODE_KEY, None)
+    record: dict[str, Any] | None = None
+    if report.when == "setup" and report.failed:
+        reason = item.stash.get(ERROR_KEY, None) or failure_message(report)
+        if episode is None:
+            record = placeholder_row(spec, reason, test=item.nodeid, tool_arguments=tool_arguments)
+        else:
+            record = episode.record(test=item.nodeid, passed=False, tool_arguments=tool_arguments)
+            with_failure(record, "error", reason)
+    elif report.when == "call" and episode is not None:
+        record = episode.record(
+            test=item.nodeid, passed=report.passed, tool_arguments=tool_arguments
+        )
+        if not report.passed:
+            with_failure(record, "failed", failure_message(report))
+    elif report.when == "call" and report.failed:
+        # the test failed without ever building the episode (e.g. it raised before use)
+        record = placeholder_row(spec, failure_message(report), test=item.nodeid)
+    if record is not None:
+        report.openenv_record = dumps_record(record)  # type: ignore[attr-defined]
+        report.openenv_brief = brief(record)  # type: ignore[attr-defined]
+        # junitxml writes the teardown report's user_properties, copied from the item
+        # when that report is made; a few scalars only, never the record itself.
+        item.user_properties.extend(
+            [
+                ("openenv.reward", record["reward"]),
+                ("openenv.turns", record["metrics"]["turns"]),
+                ("openenv.outcome", record["verify_metrics"]["outcome"]),
+            ]
+        )
+    if report.when == "teardown" and EPISODE_KEY in item.stash:
+        # release the transcript: items live for the whole session
+        del item.stash[EPISODE_KEY]
+
+
+# -- failures that show only their message ---------------------------------------------
+# pytest filters the whole traceback of every failure (some 30 frames, each path
+# resolved) even for ``pytest.fail(..., pytrace=False)``, whose report is the message
+# alone. Failed episodes are common in an eval (the bundled test fails that way), and
+# that walk was most of what each one cost. ``--fulltrace`` keeps pytest's own path.
+
+
+def shows_message_only(item: pytest.Item, call: pytest.CallInfo[None]) -> bool:
+    """A test body's ``pytest.fail(..., pytrace=False)`` on an episode item."""
+    if call.when != "call" or call.excinfo is None or spec_of(item) is None:
+        return False
+    failed = call.excinfo.value
+    return (
+        isinstance(failed, pytest.fail.Exception)
+        and not failed.pytrace
+        and not item.config.getoption("fulltrace", False)
+    )
+
+
+class _MessageOnly:
+    """``item`` for ``TestReport.from_item_and_call``, whose failure repr is the message.
+
+    ``repr_failure`` is the method pytest asks an item for its failure's text; this
+    answers it without the traceback walk and hands every other attribute to the item.
+    """
+
+    def __init__(self, item: pytest.Item) -> None:
+        self._item = item
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._item, name)
+
+    @staticmethod
+    def repr_failure(excinfo: pytest.ExceptionInfo[BaseException]) -> Any:
+        return excinfo.getrepr(style="value", tbfilter=False)
+
+
+def message_only_report(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    """The report pytest would make, with the failure shown as its message (no walk)."""
+    return pytest.TestReport.from_item_and_call(cast(pytest.Item, _MessageOnly(item)), call)

@@ -1,0 +1,156 @@
+"""``Accounts``: each episode report counted once, with its final outcome."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from pytest_openenv.config.settings import RunSettings, Settings
+from pytest_openenv.controller.accounts import Accounts, episode_id_from_nodeid
+from pytest_openenv.episode.record import brief, dumps_record, placeholder_row
+from pytest_openenv.episode.spec import EpisodeSpec
+from pytest_openenv.worker.service import EpisodeService
+
+ENV = "openspiel:tic_tac_toe"
+TEST = "test_x.py::test_ep"
+
+
+def accounts(earlier: dict[str, dict[str, Any]] | None = None, **run: Any) -> Accounts:
+    settings = Settings(run=RunSettings(**run))
+    return Accounts(settings, EpisodeService(settings), earlier or {})
+
+
+def record(index: int, *, seed: int, reward: float = 1.0) -> str:
+    spec = EpisodeSpec(
+        env=ENV, index=index, seed=seed, repeat=0, repeats=1, policy="random", config="{}"
+    )
+    row = placeholder_row(spec, "why", test=f"{TEST}[{spec.episode_id}]")
+    row["reward"] = reward
+    return dumps_record(row)
+
+
+def report(
+    index: int, when: str, outcome: str, *, line: str | None = None, **extra: Any
+) -> pytest.TestReport:
+    nodeid = f"{TEST}[ep-{index:06d}]"
+    fields: dict[str, Any] = {"openenv_episode_id": f"ep-{index:06d}", **extra}
+    if line is not None:
+        fields["openenv_record"] = line
+        fields["openenv_brief"] = {**brief(json.loads(line)), "prompt_tokens": 7}
+    return pytest.TestReport(nodeid, ("test_x.py", 0, "test_ep"), {}, outcome, None, when, **fields)  # type: ignore[arg-type]
+
+
+def test_a_passed_call_is_counted_and_its_row_taken_off_the_report() -> None:
+    books = accounts()
+    books.count(report(0, "setup", "passed"))
+    passed = report(0, "call", "passed", line=record(0, seed=0, reward=1.0))
+    row = books.count(passed)
+    assert row is not None and row.passed
+    assert row.key == ("ep-000000", f"{TEST}[ep-000000]")
+    assert json.loads(row.line)["reward"] == 1.0
+    assert not hasattr(passed, "openenv_record")  # the controller keeps no transcript
+    books.count(report(0, "teardown", "passed"))
+    tally = books.tally
+    assert (tally.passed, tally.failed, tally.errored) == (1, 0, 0)
+    assert tally.reward.mean == 1.0 and tally.prompt_tokens == 7
+    assert tally.envs == {ENV} and tally.policies == {"random"}
+    assert books.active and books.failed_episodes == set()
+
+
+def test_a_setup_error_is_an_errored_episode_written_as_a_failure() -> None:
+    books = accounts()
+    row = books.count(report(1, "setup", "failed", line=record(1, seed=1)))
+    assert row is not None and not row.passed
+    assert books.tally.errored == 1 and books.failed_episodes == {f"{TEST}[ep-000001]"}
+    assert books.passk.result().problems == 1
+    assert books.other_failures == 0  # the gate may excuse it
+
+
+def test_a_rerun_attempt_counts_nothing_and_writes_nothing() -> None:
+    books = accounts()
+    attempt = report(2, "call", "rerun", line=record(2, seed=2))
+    assert books.count(attempt) is None
+    assert not hasattr(attempt, "openenv_record")
+    assert books.tally.total == 0 and books.active
+    assert books.count(report(2, "call", "failed", line=record(2, seed=2))) is not None
+    assert books.tally.failed == 1  # the last attempt is the one that counts
+
+
+def test_failures_the_gate_never_excuses() -> None:
+    books = accounts()
+    books.count(report(3, "teardown", "failed"))  # an episode's teardown
+    plain = pytest.TestReport(
+        "test_y.py::test_plain", ("test_y.py", 0, "x"), {}, "failed", None, "call"
+    )
+    books.count(plain)  # a test that is not an episode
+    assert books.other_failures == 2
+    assert books.tally.total == 0
+
+
+def test_a_resumed_pass_counts_once_as_passed_with_the_earlier_figures() -> None:
+    nodeid = f"{TEST}[ep-000004]"
+    earlier = {nodeid: {"reward": 0.5, "turns": 3, "env": ENV, "policy": "expert", "model": None}}
+    books = accounts(earlier)
+    books.count(report(4, "setup", "skipped"))
+    books.count(report(4, "teardown", "passed"))
+    assert (books.tally.passed, books.tally.resumed, books.tally.skipped) == (1, 1, 0)
+    assert books.tally.reward.mean == 0.5 and books.tally.policies == {"expert"}
+    books.count(report(5, "setup", "skipped"))  # skipped, with no earlier row
+    assert books.tally.skipped == 1
+
+
+def test_the_expected_count_is_taken_from_the_first_collection_only() -> None:
+    books = accounts()
+    assert not books.expect(["test_y.py::test_plain"])
+    assert books.expected == 0
+    assert not books.expect([f"{TEST}[ep-000000]"])  # a second worker's list changes nothing
+    fresh = accounts()
+    assert fresh.expect([f"{TEST}[ep-000000]", f"{TEST}[ep-000001-r2]", "test_y.py::test_plain"])
+    assert fresh.expected == 2
+
+
+def test_a_crashed_worker_s_report_is_given_its_episode_from_a_sibling() -> None:
+    books = accounts(concurrency=4)
+    books.count(report(0, "call", "passed", line=record(0, seed=100)))  # base seed 100
+    crash = pytest.TestReport(
+        f"{TEST}[ep-000007]",
+        ("test_x.py", None, "test_x.py"),
+        {},
+        "failed",
+        "worker 'gw0' crashed",
+        "???",
+    )
+    books.decorate_crash_report(crash, crash.nodeid)
+    row = json.loads(crash.openenv_record)  # type: ignore[attr-defined]
+    assert crash.openenv_episode_id == "ep-000007"  # type: ignore[attr-defined]
+    assert (row["env"], row["policy"], row["seed"]) == (ENV, "random", 107)
+    assert "worker 'gw0' crashed" in row["failure"]["message"]
+    assert "other episodes of that worker were in flight" in row["failure"]["message"]
+    assert crash.openenv_brief["outcome"] == "error"  # type: ignore[attr-defined]
+    books.count(crash)
+    assert books.tally.errored == 1
+
+
+def test_a_crash_of_an_item_that_is_no_episode_is_left_as_xdist_made_it() -> None:
+    books = accounts()
+    crash = pytest.TestReport(
+        "test_y.py::test_plain", ("test_y.py", None, "x"), {}, "failed", "gone", "???"
+    )
+    books.decorate_crash_report(crash, crash.nodeid)
+    assert not hasattr(crash, "openenv_record")
+
+
+@pytest.mark.parametrize(
+    ("nodeid", "episode_id"),
+    [
+        ("t.py::test[ep-000012]", "ep-000012"),
+        ("t.py::test[ep-000012-r3]", "ep-000012-r3"),
+        ("t.py::test[smoke-ep-000001]", "ep-000001"),
+        ("t.py::test[ep-000001-extra]", "ep-000001"),
+        ("t.py::test[3]", None),
+    ],
+)
+def test_episode_ids_are_read_from_node_ids(nodeid: str, episode_id: str | None) -> None:
+    assert episode_id_from_nodeid(nodeid) == episode_id
