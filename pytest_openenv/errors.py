@@ -39,6 +39,7 @@ Hierarchy::
      │    ├── ServerMismatch          a server hosts another env than the run names
      │    ├── TemplateNotFound        (ValueError) no chat template where the user pointed
      │    ├── TemplateFailure         the chat template does not compile or cannot render
+     │    ├── CheckpointProblem       ``--openenv-model`` names no checkpoint transformers can load
      │    └── ViewError               ``python -m pytest_openenv view``: bad folder, host, port
      ├── InfrastructureFault          -> the item ERRORS (setup), row in failures.jsonl
      │    ├── EpisodeError            what run_episode raises for any fault below
@@ -124,6 +125,10 @@ class TemplateFailure(BadInput):
     Found before the run it is a usage error; rendering a row after it, a problem the
     check reports for that row.
     """
+
+
+class CheckpointProblem(BadInput):
+    """``--openenv-model`` names no usable checkpoint; the message says why and what would do."""
 
 
 class ViewError(BadInput):

@@ -31,6 +31,7 @@ OUTCOME = {
         "ServerMismatch",
         "TemplateNotFound",
         "TemplateFailure",
+        "CheckpointProblem",
         "ViewError",
     ],
     errors.InfrastructureFault: [
@@ -67,6 +68,7 @@ OLD_HOMES = {
     "pytest_openenv.dataset.chat_template.source": ["TemplateNotFound"],
     "pytest_openenv.dataset.chat_template.render": ["TemplateFailure"],
     "pytest_openenv.report.view": ["ViewError"],
+    "pytest_openenv.policies.llm.checkpoint": ["CheckpointProblem"],
 }
 
 

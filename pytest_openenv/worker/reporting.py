@@ -22,6 +22,26 @@ def failure_message(report: pytest.TestReport) -> str:
     return text[-4000:]
 
 
+def shorten_crash_message(report: pytest.TestReport) -> None:
+    """One line for pytest's short test summary, whatever the environment.
+
+    On a terminal pytest shows the first line of the crash message; under ``CI`` it
+    shows all of it, so each failed episode's whole transcript would fill the summary
+    of a CI log. The row keeps the full message; the report's longrepr is unchanged.
+    """
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", None)
+    if not isinstance(message, str) or "\n" not in message:
+        return
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if not lines:
+        return
+    reason = next(
+        (line for line in lines[1:] if line.startswith(("reason:", "episode error:"))), ""
+    )
+    crash.message = f"{lines[0]} - {reason}" if reason else lines[0]  # type: ignore[union-attr]
+
+
 def attach_to_report(
     item: pytest.Item, report: pytest.TestReport, tool_arguments: str = "string"
 ) -> None:
@@ -53,6 +73,7 @@ def attach_to_report(
         record = placeholder_row(spec, failure_message(report), test=item.nodeid)
     if record is not None:
         report.openenv_record = dumps_record(record)  # type: ignore[attr-defined]
+        shorten_crash_message(report)
         report.openenv_brief = brief(record)  # type: ignore[attr-defined]
         # junitxml writes the teardown report's user_properties, copied from the item
         # when that report is made; a few scalars only, never the record itself.

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...errors import CheckpointProblem
+
 #: the files that say what a checkpoint is and how it speaks; fetched for a Hub id at start
 DESCRIPTIVE_FILES = (
     "config.json",
@@ -36,10 +38,6 @@ TEMPLATE_FIX = (
     "open('template.jinja').read(); tokenizer.save_pretrained(PATH) (it writes "
     "chat_template.jinja)"
 )
-
-
-class CheckpointProblem(Exception):
-    """``--openenv-model`` names no usable checkpoint; the message says why and what would do."""
 
 
 @dataclass(frozen=True)
