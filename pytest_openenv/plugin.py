@@ -39,8 +39,9 @@ HAS_EPISODES_KEY = pytest.StashKey[bool]()
 SECRETS_KEY: pytest.StashKey[KnownSecrets] = pytest.StashKey()
 
 MARKER_HELP = (
-    "openenv(env=None, *, n=None, seed=None, policy=None, **env_config): run this test once "
-    "per episode of the env; what it leaves out comes from --openenv-* options or ini"
+    "openenv(env=None, *, n=None, seed=None, policy=None, min_reward=None, judge_at=None, "
+    "**env_config): run this test once per episode of the env; what it leaves out comes "
+    "from --openenv-* options or ini"
 )
 
 
@@ -411,7 +412,9 @@ def pytest_report_teststatus(
     brief = getattr(report, "openenv_brief", None)
     if brief is None or report.when != "call":
         return None
-    detail = f"reward={brief['reward']:g} turns={brief['turns']} {brief['outcome']}"
+    detail = brief.get("detail") or (
+        f"reward={brief['reward']:g} turns={brief['turns']} {brief['outcome']}"
+    )
     if report.passed:
         return "passed", ".", (f"PASSED ({detail})", {"green": True})
     if report.failed:

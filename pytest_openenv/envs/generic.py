@@ -29,6 +29,7 @@ from .base import (
     StepResult,
     ToolSpec,
 )
+from .verdict import PassRule
 
 TOOL_NAME = "step"
 SCHEMA_TIMEOUT = 10.0
@@ -104,7 +105,7 @@ def list_server_tools(server: str) -> str:
 
 class GenericFamily(EnvFamily):
     name: ClassVar[str] = "openenv"
-    #: the verdict is "reward > 0" (see ``passes``); 0.0 is what summaries show
+    #: the verdict is "reward > 0" (see ``pass_rule``)
     default_min_reward: ClassVar[float] = 0.0
     system_prompt: ClassVar[str] = (
         "You are an agent acting in an environment. Each observation is JSON. On each turn "
@@ -227,13 +228,5 @@ class GenericFamily(EnvFamily):
             )
         return None
 
-    def passes(self, reward: float) -> bool:
-        return reward > 0
-
-    def pass_rule(self) -> str | None:
-        return "reward > 0"
-
-    def outcome(self, reward: float, done: bool) -> str:
-        if not done:
-            return "unfinished"
-        return "pass" if self.passes(reward) else "fail"
+    def pass_rule(self) -> PassRule:
+        return PassRule(self.default_min_reward, above=True)

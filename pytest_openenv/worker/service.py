@@ -86,6 +86,7 @@ class EpisodeService:
             max_turns=self.settings.run.max_turns,
             timeout=self.settings.run.timeout,
             min_reward=self.settings.run.min_reward,
+            judge_at=self.settings.run.judge_at,
         )
 
     def run(self, spec: EpisodeSpec, env: Any, policy: Policy) -> Episode:
@@ -167,6 +168,8 @@ def attach_to_report(
     if record is not None:
         report.openenv_record = dumps_record(record)  # type: ignore[attr-defined]
         report.openenv_brief = brief(record)  # type: ignore[attr-defined]
+        if episode is not None:  # the verdict's own words for the item status line
+            report.openenv_brief["detail"] = episode.status_line()  # type: ignore[attr-defined]
         # junitxml writes the teardown report's user_properties, copied from the item
         # when that report is made; a few scalars only, never the record itself.
         item.user_properties.extend(

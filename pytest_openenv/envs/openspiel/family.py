@@ -296,7 +296,7 @@ class OpenSpielFamily(EnvFamily):
             for a in current.observation.get("legal_actions") or []
         ]
 
-    def outcome(self, reward: float, done: bool) -> str:
+    def outcome(self, reward: float, done: bool, status: str | None = None) -> str:
         if not done:
             return "unfinished"
         if self._players == 1:
