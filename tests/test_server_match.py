@@ -127,20 +127,35 @@ def test_one_mismatched_server_among_several_is_named_alone(
             "openspiel:tic_tac_toe",
             "{}",
             "tictactoe",
-            {"game_name": "tic_tac_toe", "game_params": {}, "agent_player": 0},
+            {
+                "game_name": "tic_tac_toe",
+                "game_params": {},
+                "agent_player": 0,
+                "opponent_policy": "random",
+            },
         ),
         # a server spelling out a default parameter hosts the same game
         (
             "openspiel:catch",
             "{}",
             "catch_rows10",
-            {"game_name": "catch", "game_params": {"rows": 10}, "agent_player": 0},
+            {
+                "game_name": "catch",
+                "game_params": {"rows": 10},
+                "agent_player": 0,
+                "opponent_policy": "random",  # as the server says, though catch has no opponent
+            },
         ),
         (
             "openspiel:catch",
             '{"game_params": {"rows": 5}}',
             "catch_rows5",
-            {"game_name": "catch", "game_params": {"rows": 5}, "agent_player": 0},
+            {
+                "game_name": "catch",
+                "game_params": {"rows": 5},
+                "agent_player": 0,
+                "opponent_policy": "random",
+            },
         ),
     ],
 )
