@@ -83,7 +83,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     from .controller.plugin import Controller, read_resume_set
-    from .controller.preflight import check_hosting, check_seeding, check_servers
+    from .controller.preflight import check_servers, check_sessions
     from .envs.base import EnvConfigError
     from .util import heap
     from .worker.runahead import Runahead
@@ -100,6 +100,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     config.stash[SECRETS_KEY] = KnownSecrets.from_settings(settings)
     config.stash[SERVICE_KEY] = EpisodeService(settings)
+    if is_worker(config):  # what the controller read of its servers: one schema per run
+        config.stash[SERVICE_KEY].remote.learn(config.workerinput.get("openenv_servers", {}))  # type: ignore[attr-defined]
     config.stash[RUNAHEAD_KEY] = Runahead.from_settings(config, config.stash[SERVICE_KEY])
     if settings.servers.urls and not is_worker(config):
         check_servers(settings)  # one GET /health each: a down server is one usage error
@@ -113,8 +115,8 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"--openenv-env={settings.run.env!r}: {exc}") from None
         if settings.servers.urls and not is_worker(config):
             remote = config.stash[SERVICE_KEY].remote  # what the episodes of -n 0 will use
-            check_hosting(config, settings, family, remote)  # hosting another env: usage error
-            check_seeding(config, settings, family, remote)  # drops the seed: one warning
+            # one session each: hosting another env is a usage error, dropping the seed a warning
+            check_sessions(config, settings, family, remote)
     # the run's policy: named, else the env family's best teacher (expert where it plays)
     run_policy = settings.run.policy or (family.default_policy() if settings.run.env else None)
     policy = config.stash[SERVICE_KEY].policy(run_policy or "scripted")  # fail fast on a bad one
@@ -146,8 +148,6 @@ def pytest_configure(config: pytest.Config) -> None:
         leave_out_idle_plugins(config)
         config.args[:] = []
     if is_worker(config):
-        unseeded = config.workerinput.get("openenv_unseeded", ())  # type: ignore[attr-defined]
-        config.stash[SERVICE_KEY].remote.learn_unseeded(unseeded)
         done = config.workerinput.get("openenv_resume_done", ())  # type: ignore[attr-defined]
         config.stash[RESUME_KEY] = frozenset(done)
         return
@@ -190,7 +190,7 @@ def pytest_configure_node(node: Any) -> None:
     if settings is not None:
         node.workerinput["openenv_tool_arguments"] = settings.output.tool_arguments
     service = node.config.stash.get(SERVICE_KEY, None)
-    node.workerinput["openenv_unseeded"] = service.remote.unseeded.listed() if service else []
+    node.workerinput["openenv_servers"] = service.remote.handover() if service else {}
 
 
 @pytest.hookimpl(optionalhook=True)

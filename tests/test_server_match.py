@@ -207,7 +207,8 @@ def openenv_policy():
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # the policy never says the word
     found = all_rows(pytester.path / "openenv-results")
-    assert [reported(r) for r in found] == [{"name": "echo_env"}] * 2
+    # the metadata name, and the env_name the server's app was made with
+    assert [reported(r) for r in found] == [{"name": "echo_env", "env_names": ["echo"]}] * 2
 
 
 def test_a_server_that_cannot_say_runs_with_one_warning(

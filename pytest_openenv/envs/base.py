@@ -322,6 +322,9 @@ class Hosting:
     action_fields: ClassVar[tuple[str, ...]] = ()
     #: the ``--openenv-server`` URLs episodes run on (``bind_servers``); empty: embedded
     servers: tuple[str, ...] = ()
+    #: what the process knows of its servers (``remote.hosting.KnownServers``: schemas and
+    #: metadata read once per run), set before ``bind_servers``; None: read them yourself
+    known: Any = None
 
     def bind_servers(self, servers: tuple[str, ...]) -> None:
         """The ``--openenv-server`` URLs episodes will run on (empty: embedded).

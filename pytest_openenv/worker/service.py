@@ -53,7 +53,11 @@ class EpisodeService:
         with self._lock:
             if key not in self._families:
                 self._families[key] = build_family(
-                    env, json.loads(config), self.servers(), self.settings.run.prompt_style
+                    env,
+                    json.loads(config),
+                    self.servers(),
+                    self.settings.run.prompt_style,
+                    known=self.remote.known,
                 )
             return self._families[key]
 
