@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 pytest_plugins = ("pytest_openenv.worker.fixtures",)
 
 MARKER_HELP = (
-    "openenv(env=None, *, n=None, seed=None, policy=None, **env_config): run this test once "
-    "per episode of the env; what it leaves out comes from --openenv-* options or ini"
+    "openenv(env=None, *, n=None, seed=None, policy=None, min_reward=None, judge_at=None, "
+    "**env_config): run this test once per episode of the env; what it leaves out comes "
+    "from --openenv-* options or ini"
 )
 
 
@@ -86,7 +87,10 @@ def start_service(config: pytest.Config) -> tuple[EpisodeService, TemplateCheck 
     service = EpisodeService(read_settings(config))
     config.add_cleanup(service.close)
     template = None
-    if not is_worker(config):
+    if is_worker(config):
+        # what the controller read of its servers (one schema per run), before any family
+        service.remote.learn(config.workerinput.get("openenv_servers", {}))  # type: ignore[attr-defined]
+    else:
         check_deployed_servers(config, service)  # before any episode; workers trust it
     policy = check_run_policy(config, service)  # fail fast on a bad one
     if not is_worker(config):

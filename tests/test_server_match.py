@@ -127,20 +127,35 @@ def test_one_mismatched_server_among_several_is_named_alone(
             "openspiel:tic_tac_toe",
             "{}",
             "tictactoe",
-            {"game_name": "tic_tac_toe", "game_params": {}, "agent_player": 0},
+            {
+                "game_name": "tic_tac_toe",
+                "game_params": {},
+                "agent_player": 0,
+                "opponent_policy": "random",
+            },
         ),
         # a server spelling out a default parameter hosts the same game
         (
             "openspiel:catch",
             "{}",
             "catch_rows10",
-            {"game_name": "catch", "game_params": {"rows": 10}, "agent_player": 0},
+            {
+                "game_name": "catch",
+                "game_params": {"rows": 10},
+                "agent_player": 0,
+                "opponent_policy": "random",  # as the server says, though catch has no opponent
+            },
         ),
         (
             "openspiel:catch",
             '{"game_params": {"rows": 5}}',
             "catch_rows5",
-            {"game_name": "catch", "game_params": {"rows": 5}, "agent_player": 0},
+            {
+                "game_name": "catch",
+                "game_params": {"rows": 5},
+                "agent_player": 0,
+                "opponent_policy": "random",
+            },
         ),
     ],
 )
@@ -192,7 +207,8 @@ def openenv_policy():
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # the policy never says the word
     found = all_rows(pytester.path / "openenv-results")
-    assert [reported(r) for r in found] == [{"name": "echo_env"}] * 2
+    # the metadata name, and the env_name the server's app was made with
+    assert [reported(r) for r in found] == [{"name": "echo_env", "env_names": ["echo"]}] * 2
 
 
 def test_a_server_that_cannot_say_runs_with_one_warning(

@@ -26,6 +26,8 @@ AUTO_CEILING = 64
 TOOL_ARGUMENT_FORMS = ("string", "object")
 #: whose wording the prompts follow (``--openenv-prompt-style``); first = default
 PROMPT_STYLES = ("native", "openenv")
+#: ``--openenv-judge-at``: when an episode is judged (``envs/verdict.py``)
+JUDGE_AT = ("done", "turn-limit")
 #: an episode id prefix: it sits in node ids (``test[P-ep-000000]``) and dataset rows
 ID_PREFIX = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._-]{0,63}")
 _LICENSE = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")

@@ -21,6 +21,7 @@ from .convert import (
     AUTO_START,
     DEFAULT_FAILURE_REPORTS,
     DEFAULT_PROGRESS_SECONDS,
+    JUDGE_AT,
     KIND,
     MAX_CONCURRENCY,
     MAX_ITEMS,
@@ -174,6 +175,16 @@ OPTIONS: list[Option] = [
         None,
         "R",
         into="run.min_reward",
+    ),
+    Option(
+        "judge-at",
+        "when an episode is judged: done (when the env ends it; out of turns is unfinished, "
+        "never a pass) or turn-limit (the env has no terminal state: an episode the turn limit "
+        "ends is judged on its reward too) (default: the family's; done for the built-in ones)",
+        one_of(*JUDGE_AT),
+        None,
+        "WHEN",
+        into="run.judge_at",
     ),
     # -- evaluation: gates, repeats, baseline (report/gates.py, report/passk.py) --
     Option(

@@ -43,6 +43,8 @@ class RunSettings:
     """``--openenv-max-turns``; None: the family's (``EnvFamily.default_max_turns``)."""
     min_reward: float | None = default_of("min-reward")
     """``--openenv-min-reward``; None: the family's verdict."""
+    judge_at: str | None = default_of("judge-at")
+    """``--openenv-judge-at``: ``done`` or ``turn-limit``; None: the family's."""
     repeats: int = default_of("repeats")
     """``--openenv-repeats``: runs per seed (pass@k)."""
     timeout: float | None = default_of("timeout")
@@ -220,6 +222,7 @@ class Settings:
             "output": str(self.output.folder),
             "resume": self.output.resume,
             "min_reward": run.min_reward,
+            "judge_at": run.judge_at,
             "tool_arguments": self.output.tool_arguments,
             "chat_template": self.output.chat_template,
             "prompt_style": run.prompt_style,

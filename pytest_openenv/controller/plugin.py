@@ -143,7 +143,9 @@ class ControllerPlugin:
         brief = getattr(report, "openenv_brief", None)
         if brief is None or report.when != "call":
             return None
-        detail = f"reward={brief['reward']:g} turns={brief['turns']} {brief['outcome']}"
+        detail = brief.get("detail") or (
+            f"reward={brief['reward']:g} turns={brief['turns']} {brief['outcome']}"
+        )
         if report.passed:
             return "passed", ".", (f"PASSED ({detail})", {"green": True})
         if report.failed:

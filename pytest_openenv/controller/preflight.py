@@ -1,29 +1,33 @@
 """Controller side: check the deployed servers once, before any episode runs.
 
 A server that is down must be one clear usage error at start-up, not N episode
-timeouts later. A server that ignores the reset seed is one warning, and its
-records say so (``extra.seeded: false``). Runs in the process that configures the session (the xdist
-controller, or the single process with ``-n 0``), never on workers.
+timeouts later (``check_servers``). Then one session with each server, opened as an
+episode opens it (``check_sessions``): one that hosts another env is one usage error;
+one that ignores the reset seed is one warning, and its records say so
+(``extra.seeded: false``, ``null`` where the probe could not tell). Runs in the
+process that configures the session (the xdist controller, or the single process
+with ``-n 0``), never on workers.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pytest
 
 from ..config.settings import Settings
-from ..envs.base import Backend, EnvFamily
+from ..envs.base import Backend, EnvFamily, StepResult
 from ..envs.remote.servers import RemoteServers
-from ..util.endpoints import ServerURL, check_health
+from ..util.endpoints import ServerURL, check_health, redact
 
 if TYPE_CHECKING:
     from ..worker.service import EpisodeService
 
 
 def check_deployed_servers(config: pytest.Config, service: EpisodeService) -> None:
-    """Every ``--openenv-server`` is up, hosts the run's env, and (one warning) honours seeds.
+    """Every ``--openenv-server`` is up and hosts the run's env; one honouring no seed warns.
 
     Health comes first: a down server would otherwise fail the env family's build
     (a generic family reads ``GET /schema``) with a less helpful message.
@@ -34,9 +38,8 @@ def check_deployed_servers(config: pytest.Config, service: EpisodeService) -> No
     check_servers(settings)
     family = service.run_family()
     if family is not None:
-        remote = service.remote  # what the episodes of -n 0 will use, and xdist hands on
-        check_hosting(config, settings, family, remote)  # hosting another env: usage error
-        check_seeding(config, settings, family, remote)  # drops the seed: one warning
+        # one session each, as an episode opens it; what it reads, xdist hands on
+        check_sessions(config, settings, family, service.remote)
 
 
 #: seconds one ``GET /health`` may take (an HF Space waking from sleep is slow to answer)
@@ -61,99 +64,235 @@ def check_servers(settings: Settings) -> None:
         )
 
 
-def check_hosting(
-    config: pytest.Config, settings: Settings, family: EnvFamily, remote: RemoteServers
-) -> None:
-    """Ask every ``--openenv-server`` what it hosts (``GET /metadata``, ``/schema``, ``/state``).
-
-    A server hosting another env than ``--openenv-env`` is one usage error naming
-    both; servers that cannot say get one warning (their records say
-    ``extra.server_reports: null``). Each episode checks again (``envs/hosting``);
-    ``remote`` keeps what was read for the episodes of this process.
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    from ..envs.remote.hosting import ServerMismatch, check_report, read_report
-
-    servers = [ServerURL.parse(url) for url in settings.servers.urls]
-    timeout = HEALTH_TIMEOUT
-    if settings.run.timeout:
-        timeout = min(timeout, float(settings.run.timeout))
-    with ThreadPoolExecutor(max_workers=min(16, len(servers))) as pool:
-        reports = list(pool.map(lambda s: read_report(s, timeout=timeout, state=True), servers))
-    problems, silent = [], []
-    for server, report in zip(servers, reports, strict=True):
-        remote.known.remember(server, report)
-        try:
-            if check_report(family, report) is None:
-                silent.append(report.server)
-        except ServerMismatch as exc:
-            problems.append(str(exc))
-    if problems:
-        listed = "\n  ".join(problems)
-        raise pytest.UsageError(
-            f"--openenv-env={family.spec}: {len(problems)} of {len(servers)} --openenv-server(s) "
-            f"host another env (asked before any episode ran):\n  {listed}\n"
-            f"Point --openenv-server at a server that hosts {family.spec}, or set "
-            "--openenv-env (and --openenv-env-config) to what the server hosts."
-        )
-    if silent:
-        config.issue_config_time_warning(
-            pytest.PytestWarning(
-                f"--openenv-server {', '.join(silent)} does not say what it hosts (nothing in "
-                f"GET /state or /metadata names it), so it cannot be checked against "
-                f"{family.spec}; its records say extra.server_reports: null"
-            ),
-            stacklevel=2,
-        )
-
-
+#: seconds the whole before-the-run session with one server may take (reset, state and the
+#: seed probe's resets and moves); ``--openenv-timeout`` bounds it further
+SESSION_TIMEOUT = 30.0
 #: resets with one seed, each played a few scripted moves: one difference proves the seed
 #: is ignored. Several, because one chance draw or opponent move may agree by luck.
 SEED_PROBE_RESETS = 6
 SEED_PROBE_STEPS = 4
-SEED_PROBE_TIMEOUT = 30.0
+#: the preflight episode's id (the server may log it)
+PREFLIGHT_EPISODE = "preflight"
 
 
-def probe_seeding(
-    family: EnvFamily, server: str, seed: int, *, keep: bool, remote: RemoteServers
-) -> bool | None:
-    """Does ``server`` give the same episode for the same seed? None: could not tell.
+def session_timeout(settings: Settings) -> float:
+    """``SESSION_TIMEOUT``, or ``--openenv-timeout`` when that is shorter."""
+    if settings.run.timeout:
+        return min(SESSION_TIMEOUT, float(settings.run.timeout))
+    return SESSION_TIMEOUT
 
-    One session, reset ``SEED_PROBE_RESETS`` times with ``seed`` and stepped with the
-    family's scripted (or first legal) move. ``keep``: hand the session to the next
-    episode of this process (``remote``'s kept sessions) instead of closing it, so the
-    probe costs no session.
+
+@dataclass
+class ServerCheck:
+    """What one server's session before the run showed."""
+
+    server: str
+    #: why it does not host the run's env (a usage error), or None
+    mismatch: str | None = None
+    #: it could not say what it hosts
+    silent: bool = False
+    #: honours the seed: True, False, or None (could not tell)
+    seeded: bool | None = None
+    #: how the seed probe went, for the warning
+    seed_note: str = ""
+    #: why no session could be used (the checks fell back to plain HTTP), or ""
+    problem: str = ""
+
+
+def check_sessions(
+    config: pytest.Config, settings: Settings, family: EnvFamily, remote: RemoteServers
+) -> None:
+    """One session with every ``--openenv-server`` before any episode, as episodes open them.
+
+    It resets with the run's seed and the family's reset fields and reads the session's
+    ``state`` frame: a server hosting another env than ``--openenv-env`` (another game,
+    game parameters, agent player or opponent) is one usage error naming both; one that
+    cannot say gets one warning (its records say ``extra.server_reports: null``). The same
+    session then probes the seed (``probe_seeding``): a server that ignores it, or whose
+    seeding the probe cannot tell, gets one warning and its records say
+    ``extra.seeded: false`` / ``null``. ``remote`` keeps what was learnt for this process's
+    episodes, and xdist hands it to the workers. Each session is bounded by
+    ``session_timeout`` (``--openenv-timeout`` when shorter).
     """
-    from ..envs.base import ActionRejected, EnvConfigError, EnvUnavailable
+    from concurrent.futures import ThreadPoolExecutor
 
-    backend = family.remote_backend(server)
+    # with workers (-n, or --tx gateways) the controller runs no episode: a kept session
+    # would sit idle on the server for the whole run
+    workers = config.getoption("numprocesses", None) or config.getoption("tx", None)
+    urls = list(settings.servers.urls)
+    timeout = session_timeout(settings)
+    seed = settings.run.seed
+
+    def check(url: str) -> ServerCheck:
+        return check_one(family, url, seed, timeout=timeout, keep=not workers, remote=remote)
+
+    with ThreadPoolExecutor(max_workers=min(16, len(urls))) as pool:
+        checks = list(pool.map(check, urls))
+    problems = [c.mismatch for c in checks if c.mismatch]
+    if problems:
+        listed = "\n  ".join(problems)
+        raise pytest.UsageError(
+            f"--openenv-env={family.spec}: {len(problems)} of {len(urls)} --openenv-server(s) "
+            f"host another env (asked before any episode ran):\n  {listed}\n"
+            f"Point --openenv-server at a server that hosts {family.spec}, or set "
+            "--openenv-env (and --openenv-env-config) to what the server hosts."
+        )
+    for found in checks:
+        if found.problem:
+            warn(
+                config,
+                f"--openenv-server {found.server}: no session could be used before the run "
+                f"({found.problem}); what it hosts was asked over plain HTTP only, and whether "
+                "it honours the seed is unknown (its records say extra.seeded: null)",
+            )
+    silent = [c.server for c in checks if c.silent]
+    if silent:
+        warn(
+            config,
+            f"--openenv-server {', '.join(silent)} does not say what it hosts (neither its "
+            f"session's state and first observation nor GET /metadata name it), so it cannot "
+            f"be checked against {family.spec}; its records say extra.server_reports: null",
+        )
+    for found in checks:
+        if found.seeded is False:
+            remote.learn_unseeded([found.server])
+            warn(
+                config,
+                f"--openenv-server {found.server} ignores the reset seed: {found.seed_note}, so "
+                "a rerun will not repeat its episodes; its records say extra.seeded=false",
+            )
+        elif found.seeded is None:
+            remote.learn_seeding_unknown([found.server])
+            if not found.problem:
+                warn(
+                    config,
+                    f"--openenv-server {found.server}: whether it honours the reset seed could "
+                    f"not be told ({found.seed_note}); its records say extra.seeded: null",
+                )
+
+
+def warn(config: pytest.Config, message: str) -> None:
+    config.issue_config_time_warning(pytest.PytestWarning(message), stacklevel=3)
+
+
+def check_one(
+    family: EnvFamily,
+    url: str,
+    seed: int,
+    *,
+    timeout: float,
+    keep: bool,
+    remote: RemoteServers,
+) -> ServerCheck:
+    """The before-the-run session with one server (see ``check_sessions``). ``keep``: hand
+    the session to the next episode of this process instead of closing it, so the check
+    costs no session of its own."""
+    from ..envs.base import ActionRejected, EnvUnavailable
+    from ..envs.remote.hosting import ServerMismatch, check_backend, check_report, read_report
+
+    public = redact(url)
+    found = ServerCheck(public)
+    backend = family.remote_backend(url)
     attach = getattr(backend, "attach", None)
     if attach is not None:
         attach(remote)
-    backend.limit_time(SEED_PROBE_TIMEOUT)
-    traces: set[str] = set()
+    backend.limit_time(timeout)
     try:
-        for _ in range(SEED_PROBE_RESETS):
-            traces.add(_trace(family, backend, seed))
-            if len(traces) > 1:
-                return False
-    except (ActionRejected, EnvConfigError, EnvUnavailable):
-        return None
+        try:
+            first = _reset(family, backend, seed)
+        except ActionRejected as exc:
+            fields = family.reset_options(seed=seed, episode_id=PREFLIGHT_EPISODE)
+            found.mismatch = (
+                f"{public} refused the reset {family.spec} sends (seed {seed}, reset fields "
+                f"{json.dumps(fields, sort_keys=True, default=str)}): {exc}"
+            )
+            return found
+        except EnvUnavailable as exc:
+            return _over_http(found, family, url, timeout, str(exc))
+        try:
+            hosted = check_backend(family, backend, first)
+            if hosted is None and getattr(backend, "server_report", None) is None:
+                # a backend that cannot ask its session: what plain HTTP says
+                report = read_report(ServerURL.parse(url), timeout=timeout, state=True)
+                hosted = check_report(family, report)
+        except ServerMismatch as mismatch:
+            found.mismatch = str(mismatch)
+            return found
+        except EnvUnavailable as exc:  # the session broke while asked for its state
+            return _over_http(found, family, url, timeout, str(exc))
+        found.silent = hosted is None
+        found.seeded, found.seed_note = probe_seeding(family, backend, seed, first)
+        return found
     finally:
-        with remote.sessions.enabled_while(keep):
+        with remote.sessions.enabled_while(keep and not found.mismatch):
             backend.close()
-    return True
 
 
-def _trace(family: EnvFamily, backend: Backend, seed: int) -> str:
-    """One short scripted episode as text (observations, rewards, done; not metadata,
-    which may carry clocks or ids that differ on every reset)."""
-    episode_id = "seed-probe"
-    current = backend.reset(
-        seed=seed, episode_id=episode_id, **family.reset_options(seed=seed, episode_id=episode_id)
-    )
+def _over_http(
+    found: ServerCheck, family: EnvFamily, url: str, timeout: float, problem: str
+) -> ServerCheck:
+    """No session could be used: what the server hosts as plain HTTP says, seeding unknown."""
+    from ..envs.remote.hosting import ServerMismatch, check_report, read_report
+
+    found.problem, found.seed_note = problem, "no session"
+    report = read_report(ServerURL.parse(url), timeout=timeout, state=True)
+    try:
+        found.silent = check_report(family, report) is None
+    except ServerMismatch as mismatch:
+        found.mismatch = str(mismatch)
+    return found
+
+
+def _reset(family: EnvFamily, backend: Backend, seed: int) -> StepResult:
+    options = family.reset_options(seed=seed, episode_id=PREFLIGHT_EPISODE)
+    return backend.reset(seed=seed, episode_id=PREFLIGHT_EPISODE, **options)
+
+
+def probe_seeding(
+    family: EnvFamily, backend: Backend, seed: int, first: StepResult
+) -> tuple[bool | None, str]:
+    """Does the server give the same episode for the same seed? (True/False/None: could
+    not tell, and how the probe went.)
+
+    ``first`` is the session's reset with ``seed``; the probe plays it and
+    ``SEED_PROBE_RESETS - 1`` more resets with the same seed a few moves each, with the
+    family's scripted (or first legal) move. Resets that all look alike prove nothing when
+    no move could be played: the env's randomness may only show later (an unseeded
+    opponent's reply), so the answer is then None.
+    """
+    from ..envs.base import ActionRejected, EnvConfigError, EnvUnavailable
+
+    traces: set[str] = set()
+    played = finished = False
+    try:
+        current: StepResult | None = first
+        for _ in range(SEED_PROBE_RESETS):
+            if current is None:
+                current = _reset(family, backend, seed)
+            trace, moved, done = _trace(family, backend, current)
+            current = None
+            traces.add(trace)
+            played, finished = played or moved, finished or done
+            if len(traces) > 1:
+                return False, (
+                    f"{SEED_PROBE_RESETS} resets with seed {seed} gave different episodes"
+                )
+    except (ActionRejected, EnvConfigError, EnvUnavailable) as exc:
+        return None, f"the probe stopped: {exc}"
+    if not played and not finished:
+        return None, (
+            f"{SEED_PROBE_RESETS} resets with seed {seed} looked alike, but {family.spec} "
+            "has no scripted move to play on, and what follows a reset may still differ"
+        )
+    return True, f"{SEED_PROBE_RESETS} resets with seed {seed} played alike"
+
+
+def _trace(family: EnvFamily, backend: Backend, current: StepResult) -> tuple[str, bool, bool]:
+    """One short scripted episode from ``current`` as text (observations, rewards, done; not
+    metadata, which may carry clocks or ids that differ on every reset), whether a move was
+    played, and whether it reached the end."""
     seen = [current]
+    moved = False
     for _ in range(SEED_PROBE_STEPS):
         if current.done:
             break
@@ -164,33 +303,9 @@ def _trace(family: EnvFamily, backend: Backend, seed: int) -> str:
         if call is None:
             break
         current = backend.step(family.to_action(call, current))
+        moved = True
         seen.append(current)
-    return json.dumps(
+    text = json.dumps(
         [[s.observation, s.reward, s.done] for s in seen], sort_keys=True, default=str
     )
-
-
-def check_seeding(
-    config: pytest.Config, settings: Settings, family: EnvFamily, remote: RemoteServers
-) -> None:
-    """Probe every ``--openenv-server``; warn once per server that ignores the seed, and
-    mark it in ``remote`` (xdist hands that to each worker)."""
-    from ..util.endpoints import redact
-
-    # with workers (-n, or --tx gateways) the controller runs no episode: a kept probe
-    # session would sit idle on the server for the whole run
-    workers = config.getoption("numprocesses", None) or config.getoption("tx", None)
-    for server in settings.servers.urls:
-        probed = probe_seeding(family, server, settings.run.seed, keep=not workers, remote=remote)
-        if probed is not False:
-            continue
-        public = redact(server)
-        remote.learn_unseeded([public])
-        config.issue_config_time_warning(
-            pytest.PytestWarning(
-                f"--openenv-server {public} ignores the reset seed: {SEED_PROBE_RESETS} resets "
-                f"with seed {settings.run.seed} gave different episodes, so a rerun will not "
-                "repeat them; its records say extra.seeded=false"
-            ),
-            stacklevel=2,
-        )
+    return text, moved, current.done

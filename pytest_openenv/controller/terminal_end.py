@@ -43,7 +43,10 @@ def one_line(report: Any) -> str:
     lines = [_ERROR_PREFIX.sub("", line).strip() for line in text.splitlines() if line.strip()]
     reason = next((line for line in lines if line.startswith(("reason:", "episode error:"))), "")
     if brief is not None:
-        summary = f"reward={brief['reward']:g} turns={brief['turns']} {brief['outcome']}"
+        # the verdict's own words (``Episode.status_line``), as the item status line shows them
+        summary = brief.get("detail") or (
+            f"reward={brief['reward']:g} turns={brief['turns']} {brief['outcome']}"
+        )
         message = f"{summary}: {reason.removeprefix('reason: ')}" if reason else summary
     else:
         message = reason or (lines[-1] if lines else report.outcome)

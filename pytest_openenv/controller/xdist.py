@@ -41,9 +41,9 @@ class XdistController:
         # workers see --dist as "no"; run-ahead needs to know whether items can be taken back
         dist = node.config.getoption("dist", None)
         node.workerinput["openenv_queue_is_certain"] = keeps_queued_items(dist)
-        # the row form --openenv-chat-template chose, and the servers that drop the seed
+        # the row form --openenv-chat-template chose, and what preflight read of the servers
         node.workerinput["openenv_tool_arguments"] = controller.settings.output.tool_arguments
-        node.workerinput["openenv_unseeded"] = controller.service.remote.unseeded.listed()
+        node.workerinput["openenv_servers"] = controller.service.remote.handover()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:

@@ -40,6 +40,7 @@ IDENTITY_OPTIONS = {
     "max_tokens": "--openenv-max-tokens",
     "max_turns": "--openenv-max-turns",
     "min_reward": "--openenv-min-reward",
+    "judge_at": "--openenv-judge-at",
     "tool_arguments": "--openenv-tool-arguments",
     "prompt_style": "--openenv-prompt-style",
     # not an option: the row layout this version writes (``episode/result.py``)
@@ -50,6 +51,7 @@ FIELD_BEFORE_IT_EXISTED = {
     "tool_arguments": TOOL_ARGUMENT_FORMS[0],
     "prompt_style": PROMPT_STYLES[0],
     "schema_version": 1,
+    "judge_at": None,
 }
 
 
@@ -74,6 +76,7 @@ def run_identity(settings: Settings, policy: str | None) -> dict[str, Any]:
             "max_tokens": settings.llm.max_tokens,
             "max_turns": settings.run.max_turns,
             "min_reward": settings.run.min_reward,
+            "judge_at": settings.run.judge_at,
             "tool_arguments": settings.output.tool_arguments,
             "prompt_style": settings.run.prompt_style,
             "schema_version": SCHEMA_VERSION,

@@ -11,7 +11,7 @@ the rest to their defaults:
 - ``Prompts``: the system prompt, the task, each action's result (``describe_*``);
 - ``ToolCalls``: the tools and the action a call becomes (``tools``, ``to_action``);
 - ``Backends``: a fresh backend per episode (``embedded_backend``, ``remote_backend``);
-- ``Verdict``: turns allowed and the default verdict (a threshold on reward);
+- ``Verdict``: turns allowed and what a passing episode needs (``verdict.PassRule``);
 - ``Teachers``: the scripted, random and expert policies' moves (none);
 - ``Hosting``: whether a deployed server hosts this env (any server that fits).
 
@@ -31,6 +31,7 @@ from ..errors import ActionRejected as ActionRejected
 from ..errors import EnvConfigError as EnvConfigError
 from ..errors import EnvUnavailable as EnvUnavailable
 from ..util.memo import BoundedMemo
+from .verdict import PassRule
 
 #: ``--openenv-max-turns`` when neither the user nor the family says otherwise
 DEFAULT_MAX_TURNS = 10
@@ -215,28 +216,39 @@ class Backends(ABC):
 
 
 class Verdict:
-    """How many turns an episode gets and how its total reward is judged.
+    """How many turns an episode gets and what a passing one needs.
 
-    The default: ``DEFAULT_MAX_TURNS``, and a pass at reward >= ``default_min_reward``.
+    The default: ``DEFAULT_MAX_TURNS``, and a pass at reward >= ``default_min_reward`` once
+    the env says done. ``pass_rule`` is the family's rule; ``envs/verdict.decide`` applies
+    it (with the run's and the marker's overrides), and ``outcome`` names the result.
     """
 
     #: An episode passes iff reward >= this, unless ``--openenv-min-reward`` says otherwise.
     default_min_reward: ClassVar[float] = 0.0
+    #: False: the env never ends an episode itself (it has no terminal state), so an episode
+    #: is judged when the turn limit ends it instead of counting as unfinished
+    has_terminal_state: ClassVar[bool] = True
 
     def default_max_turns(self) -> int:
         """Policy turns an episode gets when ``--openenv-max-turns`` is not set."""
         return DEFAULT_MAX_TURNS
 
+    def pass_rule(self) -> PassRule:
+        """What a passing episode needs, when neither the run nor the marker says otherwise."""
+        return PassRule(self.default_min_reward, at_turn_limit=not self.has_terminal_state)
+
     def passes(self, reward: float) -> bool:
-        """The family's default verdict on a finished episode's total reward."""
-        return reward >= self.default_min_reward
+        """``pass_rule``'s test of a total reward (success fields aside)."""
+        return self.pass_rule().holds(reward)
 
-    def pass_rule(self) -> str | None:
-        """Words for ``passes`` when it is not ``reward >= default_min_reward``."""
-        return None
+    def outcome(self, reward: float, done: bool, status: str | None = None) -> str:
+        """The family's word for how an episode went, for records, summaries and snapshots.
 
-    def outcome(self, reward: float, done: bool) -> str:
-        """A one-word outcome for summaries and snapshots."""
+        ``status`` is the verdict (``pass``, ``fail``, ``unfinished``) when it is known; the
+        default words are the verdict itself.
+        """
+        if status is not None:
+            return status
         if not done:
             return "unfinished"
         return "pass" if self.passes(reward) else "fail"
@@ -310,6 +322,9 @@ class Hosting:
     action_fields: ClassVar[tuple[str, ...]] = ()
     #: the ``--openenv-server`` URLs episodes run on (``bind_servers``); empty: embedded
     servers: tuple[str, ...] = ()
+    #: what the process knows of its servers (``remote.hosting.KnownServers``: schemas and
+    #: metadata read once per run), set before ``bind_servers``; None: read them yourself
+    known: Any = None
 
     def bind_servers(self, servers: tuple[str, ...]) -> None:
         """The ``--openenv-server`` URLs episodes will run on (empty: embedded).

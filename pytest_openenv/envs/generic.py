@@ -1,12 +1,28 @@
 """The generic ``openenv`` family: any OpenEnv server, no adapter code.
 
 ``--openenv-env=openenv:<label> --openenv-server URL`` reads the server's
-``GET /schema`` once per process and exposes one tool, ``step``, whose
-parameters are the server's action JSON schema. Observations are shown to the
-model as JSON; reward and done come from the server, and the server validates
-actions (its ``VALIDATION_ERROR`` reaches the model as a tool error). An episode
-passes when its total reward is positive. ``<label>`` only names the env in
-records and summaries.
+``GET /schema`` once per run (the controller's read, handed to every worker) and
+exposes one tool, ``step``, whose parameters are the server's action JSON schema
+and whose description is the schema's own (the action's docstring, where OpenEnv
+envs say what the fields mean). Action fields the env fixes itself (an optional
+field that its state also holds, such as the game of OpenEnv's openspiel server)
+are filled in from that state, not asked of the model.
+
+``--openenv-env-config`` is sent as reset fields (OpenEnv's ``reset_kwargs``):
+``{"dataset_name": "chain_sum", "size": 1}`` for OpenEnv's reasoning_gym server,
+``{"context": ..., "task_prompt": ..., "expected_answer": ...}`` for its REPL env.
+Where the server says which reset fields it takes (a ``reset`` schema in
+``/schema``), or its state holds a field of the config after the reset, a field it
+did not take is a usage error.
+
+Observations are shown to the model as JSON; reward and done come from the
+server, and the server validates actions (its ``VALIDATION_ERROR`` reaches the
+model as a tool error). An episode passes when the env ends it with the full
+reward (a total of at least 1: a solved reasoning_gym question, a won TextArena
+game) or, where its last observation carries one of ``SUCCESS_FIELDS`` as true
+or false, as that field says. ``<label>`` names the env in records; it must be a
+name the server goes by (its ``/metadata`` name or the ``env_name`` its app was
+made with, e.g. ``coding_env``).
 
 There is no scripted move: drive it with an LLM policy or your own
 ``openenv_policy`` fixture.
@@ -18,7 +34,7 @@ import json
 import re
 from typing import Any, ClassVar
 
-from ..util.endpoints import ServerUnreachable, ServerURL
+from ..util.endpoints import ServerURL
 from .base import (
     ActionRejected,
     Backend,
@@ -29,18 +45,30 @@ from .base import (
     StepResult,
     ToolSpec,
 )
+from .remote.hosting import KnownServers, ServerFacts, Survey
+from .verdict import PassRule
 
 TOOL_NAME = "step"
 SCHEMA_TIMEOUT = 10.0
 #: fields every OpenEnv Action has that are plumbing, not the agent's choice
 PLUMBING_FIELDS = ("metadata",)
+#: reset fields set per episode, never by the env config
+PER_EPISODE_FIELDS = ("seed", "episode_id")
+#: where a server's ``GET /schema`` may describe its reset request (OpenEnv's own servers
+#: publish none; their ``reset`` takes what the env's ``reset()`` names)
+RESET_SCHEMA_KEYS = ("reset", "reset_request")
+#: boolean observation fields in which an env gives its own verdict on the episode. Not
+#: ``success``: OpenEnv's git, jupyter, terminal and REPL envs use it for "the last command
+#: ran", which says nothing of the task
+SUCCESS_FIELDS = ("solved", "won", "is_solved", "is_correct")
 
 
-def action_parameters(schema: dict[str, Any]) -> dict[str, Any]:
-    """The server's action JSON schema as function-tool parameters."""
+def action_parameters(schema: dict[str, Any], fixed: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The server's action JSON schema as function-tool parameters, without plumbing and
+    without the fields the env fixes (``fixed``)."""
     params = {k: v for k, v in schema.items() if k not in ("title", "description")}
     properties = dict(params.get("properties") or {})
-    for name in PLUMBING_FIELDS:
+    for name in (*PLUMBING_FIELDS, *fixed):
         properties.pop(name, None)
     params["type"] = "object"
     params["properties"] = properties
@@ -69,29 +97,27 @@ def plain_name(name: str) -> str:
     return plain
 
 
-def list_server_tools(server: str) -> str:
+def env_description(metadata: dict[str, Any] | None) -> str:
+    """``/metadata``'s description, unless it is OpenEnv's filler (``"EchoEnvironment
+    environment"``, made from the class name when an env gives none)."""
+    metadata = metadata or {}
+    text = str(metadata.get("description") or "").strip()
+    name = str(metadata.get("name") or "").strip()
+    if not text or (name and text == f"{name} environment"):
+        return ""
+    return text
+
+
+def tools_prompt(tools: list[Any] | None) -> str:
     """An MCP-style env's tools (its ``list_tools`` action), as prompt lines; "" if none.
 
     Its one action carries ``tool_name`` and ``arguments``; without the names a model
     can only guess them.
     """
-    from .remote.backend import RemoteBackend
-
-    backend = RemoteBackend(server)
-    backend.limit_time(SCHEMA_TIMEOUT)
-    try:
-        backend.reset(seed=0, episode_id="list-tools")
-        tools = backend.step({"type": "list_tools"}).observation.get("tools")
-    except (ActionRejected, EnvUnavailable):
-        return ""
-    finally:
-        backend.close()
-    if not isinstance(tools, list):
-        return ""
     lines = [
         f"- {tool.get('name')}: {tool.get('description') or ''} "
         f"(arguments: {show(tool.get('input_schema') or tool.get('inputSchema') or {})})"
-        for tool in tools
+        for tool in tools or ()
         if isinstance(tool, dict) and tool.get("name")
     ]
     if not lines:
@@ -102,10 +128,20 @@ def list_server_tools(server: str) -> str:
     )
 
 
+def reset_fields_accepted(schema: dict[str, Any]) -> tuple[set[str], bool] | None:
+    """The reset fields ``/schema`` says the server takes, and whether it takes others too;
+    None: it does not say."""
+    for key in RESET_SCHEMA_KEYS:
+        reset = schema.get(key)
+        if isinstance(reset, dict) and isinstance(reset.get("properties"), dict):
+            return set(reset["properties"]), reset.get("additionalProperties") is not False
+    return None
+
+
 class GenericFamily(EnvFamily):
     name: ClassVar[str] = "openenv"
-    #: the verdict is "reward > 0" (see ``passes``); 0.0 is what summaries show
-    default_min_reward: ClassVar[float] = 0.0
+    #: the full reward of OpenEnv's graded envs (see ``pass_rule``)
+    default_min_reward: ClassVar[float] = 1.0
     system_prompt: ClassVar[str] = (
         "You are an agent acting in an environment. Each observation is JSON. On each turn "
         f"call the {TOOL_NAME} tool once with an action that follows its schema."
@@ -113,10 +149,25 @@ class GenericFamily(EnvFamily):
 
     def __init__(self, variant: str, config: dict[str, Any]) -> None:
         super().__init__(variant, config)
+        reserved = sorted(set(config) & set(PER_EPISODE_FIELDS))
+        if reserved:
+            raise EnvConfigError(
+                f"--openenv-env-config may not set {reserved} for {self.spec}: every episode "
+                "resets with its own seed and id (--openenv-seed); the env config holds the "
+                'env\'s other reset fields, e.g. {"dataset_name": "chain_sum", "size": 1}'
+            )
         self._tool: ToolSpec | None = None
         self._description = ""
         #: an MCP-style server's own tools (``list_tools``), shown in the first prompt
         self._server_tools = ""
+        #: action fields the env fixes (its state holds them), with the values sent
+        self._fixed: dict[str, Any] = {}
+
+    def pass_rule(self) -> PassRule:
+        """The env's own verdict where its last observation has one (``SUCCESS_FIELDS``), else
+        the full reward: a total of at least 1, as a solved reasoning_gym question or a won
+        TextArena game scores (a lost game's partial reward does not pass)."""
+        return PassRule(self.default_min_reward, success_fields=SUCCESS_FIELDS)
 
     def bind_servers(self, servers: tuple[str, ...]) -> None:
         super().bind_servers(servers)
@@ -125,37 +176,115 @@ class GenericFamily(EnvFamily):
                 f"the generic family ({self.spec}) runs on a deployed OpenEnv server: pass "
                 "--openenv-server URL (e.g. http://127.0.0.1:8000 or https://user-space.hf.space)"
             )
-        self._tool = self._read_schema(ServerURL.parse(servers[0]))
-        if "tool_name" in (self._tool.parameters.get("properties") or {}):
-            self._server_tools = list_server_tools(servers[0])
-
-    def _read_schema(self, server: ServerURL) -> ToolSpec:
-        try:
-            schemas = server.get_json("/schema", timeout=SCHEMA_TIMEOUT)
-        except ServerUnreachable as exc:
+        if self.known is None:
+            self.known = KnownServers()
+        server = ServerURL.parse(servers[0])
+        facts = self.known.facts(server)
+        action = (facts.schema or {}).get("action")
+        if facts.schema is None:
             raise EnvConfigError(
-                f"cannot read the action schema of {server.public}: {exc} (the generic family "
-                "needs an OpenEnv server that serves GET /schema)"
-            ) from None
-        action = schemas.get("action") if isinstance(schemas, dict) else None
+                f"cannot read the action schema of {server.public}: "
+                f"{facts.schema_problem or 'GET /schema failed'} (the generic family needs an "
+                "OpenEnv server that serves GET /schema)"
+            )
         if not isinstance(action, dict):
             raise EnvConfigError(
                 f"GET {server.public}/schema has no 'action' JSON schema; is it an OpenEnv server?"
             )
+        self._check_reset_fields(server, facts)
+        self._description = env_description(facts.metadata)
+        survey = self.known.survey(server, self.config_json, lambda: self._survey(servers[0]))
+        self._check_config_taken(server, survey)
+        self._fixed = self._fixed_fields(action, survey)
+        self._server_tools = tools_prompt(survey.tools)
+        self._tool = self._tool_for(action)
+
+    def _check_reset_fields(self, server: ServerURL, facts: ServerFacts) -> None:
+        accepted = reset_fields_accepted(facts.schema or {})
+        if accepted is None or not self.config:
+            return
+        names, open_ended = accepted
+        unknown = sorted(set(self.config) - names)
+        if unknown and not open_ended:
+            raise EnvConfigError(
+                f"--openenv-env-config sets reset field(s) {unknown} that {server.public} does "
+                f"not take (its GET /schema reset fields: {sorted(names)})"
+            )
+
+    def _survey(self, server: str) -> Survey:
+        """One session before the run: reset with the env config, read the state (and an
+        MCP-style env's tools). A refused reset is a usage error; a server that cannot be
+        reached now leaves it unknown (the episodes will say why)."""
+        from .remote.backend import RemoteBackend
+
+        backend = RemoteBackend(server)
+        backend.limit_time(SCHEMA_TIMEOUT)
         try:
-            metadata = server.get_json("/metadata", timeout=SCHEMA_TIMEOUT)
-        except ServerUnreachable:
-            metadata = {}
-        if isinstance(metadata, dict) and metadata.get("description"):
-            self._description = str(metadata["description"]).strip()
+            backend.reset(seed=0, episode_id="survey", **self.reset_options(seed=0, episode_id=""))
+            state = backend.state_or_none()
+            tools = None
+            properties = self._action_properties()
+            if "tool_name" in properties:
+                try:
+                    found = backend.step({"type": "list_tools"}).observation.get("tools")
+                except ActionRejected:
+                    found = None
+                tools = found if isinstance(found, list) else None
+            return Survey(state=state, tools=tools)
+        except ActionRejected as exc:
+            raise EnvConfigError(
+                f"{backend.location} refused a reset with the env config as reset fields "
+                f"({self.config_json}): {exc}"
+            ) from None
+        except EnvUnavailable as exc:
+            return Survey(problem=str(exc))
+        finally:
+            backend.close()
+
+    def _action_properties(self) -> dict[str, Any]:
+        server = ServerURL.parse(self.servers[0])
+        action = ((self.known.facts(server).schema if self.known else None) or {}).get("action")
+        return dict((action or {}).get("properties") or {}) if isinstance(action, dict) else {}
+
+    def _check_config_taken(self, server: ServerURL, survey: Survey) -> None:
+        """A config field the server's state also holds must read as sent after the reset:
+        OpenEnv's server drops reset fields its env's ``reset()`` does not name."""
+        state = survey.state or {}
+        for key, sent in self.config.items():
+            if key in state and state[key] is not None and show(state[key]) != show(sent):
+                raise EnvConfigError(
+                    f"{server.public} did not take the reset field {key}={show(sent)} from "
+                    f"--openenv-env-config: after the reset its state says {key}="
+                    f"{show(state[key])}"
+                )
+
+    @staticmethod
+    def _fixed_fields(action: dict[str, Any], survey: Survey) -> dict[str, Any]:
+        """Optional action fields the env's state holds (OpenEnv's openspiel server keeps
+        ``game_name`` and ``game_params`` there): the env fixes them, so the tool sends the
+        state's values and the model is not asked."""
+        properties = action.get("properties") or {}
+        required = set(action.get("required") or ())
+        state = survey.state or {}
+        return {
+            name: state[name]
+            for name in properties
+            if name not in required and name not in PLUMBING_FIELDS and state.get(name) is not None
+        }
+
+    def _tool_for(self, action: dict[str, Any]) -> ToolSpec:
         title = action.get("title") or "the action"
+        description = (
+            f"Send one action to the environment ({self.variant}); the arguments are the "
+            f"fields of {title}."
+        )
+        documented = str(action.get("description") or "").strip()
+        if documented:  # the only place many envs say what the fields mean
+            description += f"\n\n{documented}"
         return ToolSpec(
             name=TOOL_NAME,
-            description=(
-                f"Send one action to the environment ({self.variant}); the arguments are the "
-                f"fields of {title}."
-            ),
-            parameters=action_parameters(action),
+            description=description,
+            parameters=action_parameters(action, tuple(self._fixed)),
         )
 
     def tools(self) -> list[ToolSpec]:
@@ -173,17 +302,31 @@ class GenericFamily(EnvFamily):
 
         return RemoteBackend(server_url)
 
+    def reset_options(self, *, seed: int, episode_id: str) -> dict[str, Any]:
+        """The env config, sent as reset fields (OpenEnv's ``reset_kwargs``)."""
+        return dict(self.config)
+
     def hosted_by(self, report: Any) -> dict[str, Any] | None:
-        return {"name": report.name} if report.name else None
+        if not report.name and not report.env_names:
+            return None
+        hosted: dict[str, Any] = {"name": report.name}
+        if report.env_names:
+            hosted["env_names"] = list(report.env_names)
+        return hosted
 
     def hosting_mismatch(self, hosted: dict[str, Any]) -> str | None:
-        """The label must name what ``GET /metadata`` calls the env (``echo`` ~ ``echo_env``)."""
-        label, name = plain_name(self.variant), plain_name(hosted["name"])
-        if not label or not name or label in name or name in label:
-            return None
+        """The label must be a name the server goes by: its ``/metadata`` name or the
+        ``env_name`` its app was made with (``echo`` ~ ``echo_env``, ``coding_env``)."""
+        names = [n for n in (hosted.get("name"), *(hosted.get("env_names") or ())) if n]
+        label = plain_name(self.variant)
+        for name in names:
+            plain = plain_name(name)
+            if not label or not plain or label in plain or plain in label:
+                return None
+        known = " or ".join(repr(n) for n in names)
         return (
-            f"it calls itself {hosted['name']!r} (GET /metadata), which the label "
-            f"{self.variant!r} does not name; use --openenv-env=openenv:{hosted['name']}"
+            f"it goes by {known} (GET /metadata, /list_environments), which the label "
+            f"{self.variant!r} does not name; use --openenv-env=openenv:{names[-1]}"
         )
 
     def describe_task(self, first: StepResult) -> str:
@@ -213,7 +356,8 @@ class GenericFamily(EnvFamily):
         if call.name != TOOL_NAME:
             raise ActionRejected(f"unknown tool {call.name!r}; the only tool is {TOOL_NAME}")
         # The server validates against its own schema; its error comes back as a tool error.
-        return dict(call.arguments)
+        # Fields the env fixes are the env's, whatever the model sent.
+        return {**call.arguments, **self._fixed}
 
     def scripted_call(self, current: StepResult) -> ProposedCall | None:
         return None
@@ -226,14 +370,3 @@ class GenericFamily(EnvFamily):
                 "openenv_policy fixture"
             )
         return None
-
-    def passes(self, reward: float) -> bool:
-        return reward > 0
-
-    def pass_rule(self) -> str | None:
-        return "reward > 0"
-
-    def outcome(self, reward: float, done: bool) -> str:
-        if not done:
-            return "unfinished"
-        return "pass" if self.passes(reward) else "fail"

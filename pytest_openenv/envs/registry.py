@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import functools
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .base import EnvConfigError, EnvFamily
+
+if TYPE_CHECKING:
+    from .remote.hosting import KnownServers
 
 GROUP = "pytest_openenv.envs"
 
@@ -49,9 +52,14 @@ def build_family(
     config: dict[str, Any],
     servers: tuple[str, ...] = (),
     prompt_style: str = "native",
+    known: KnownServers | None = None,
 ) -> EnvFamily:
+    """``known``: what the process knows of its servers (their schemas, read once per run);
+    None: the family reads what it needs itself."""
     name, variant = split_spec(spec)
     family = family_class(name)(variant, config)
+    if known is not None:
+        family.known = known
     family.bind_servers(tuple(servers))
     family.use_prompt_style(prompt_style)
     return family

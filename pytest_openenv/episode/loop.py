@@ -18,6 +18,7 @@ from typing import Any
 from ..envs.base import Backend, EnvFamily, ProposedCall, StepResult
 from ..envs.remote.hosting import check_backend
 from ..envs.remote.servers import RemoteServers
+from ..envs.verdict import Decision, decide
 from ..errors import (
     ActionRejected,
     ContextExhausted,
@@ -43,6 +44,8 @@ class Limits:
     max_turns: int | None = None
     timeout: float | None = None
     min_reward: float | None = None
+    #: ``--openenv-judge-at``: ``done`` or ``turn-limit``; None: the family's
+    judge_at: str | None = None
 
 
 #: one encoder for every step: json.dumps with options builds a new encoder per call
@@ -183,6 +186,8 @@ class _Loop:
         self.stopped: str | None = None
         self.server_reports: dict[str, Any] | None = None
         self.backend: Backend | None = None
+        #: the latest observation: the verdict may read the env's own success field in it
+        self.current: StepResult | None = None
 
     def check_time(self) -> None:
         if self.deadline is not None and self.clock() > self.deadline:
@@ -281,6 +286,7 @@ class _Loop:
         self.steps.append({"turn": 0, "observation": task})
         self.done = current.done
         self.reward += float(current.reward or 0.0)
+        self.current = current
         final_text = task
         while not self.done and self.turns < self.max_turns:
             self.check_time()
@@ -297,7 +303,7 @@ class _Loop:
                 self.remind(reply)
                 continue
             for call in reply.tool_calls:
-                current = self.apply(backend, current, call)
+                current = self.current = self.apply(backend, current, call)
                 if "observation" in self.steps[-1]:
                     final_text = self.steps[-1]["observation"]
         self.check_time()
@@ -334,29 +340,8 @@ class _Loop:
     def finish(self, final_text: str) -> Episode:
         spec = self.spec
         family = self.family
-        min_reward = (
-            family.default_min_reward if self.limits.min_reward is None else self.limits.min_reward
-        )
-        if self.limits.min_reward is None:
-            passed = self.done and family.passes(self.reward)
-        else:
-            passed = self.done and self.reward >= min_reward
-        outcome = family.outcome(self.reward, self.done)
-        reason = None
-        mistakes = (
-            f"{self.tool_errors} tool error(s), {self.silent_turns} turn(s) without a tool call"
-        )
-        if not self.done and self.stopped:
-            reason = f"{self.stopped} ({mistakes})"
-        elif not self.done:
-            reason = (
-                f"ran out of turns: the episode did not end within --openenv-max-turns="
-                f"{self.max_turns} ({mistakes})"
-            )
-        elif not passed and self.limits.min_reward is None and family.pass_rule():
-            reason = f"{outcome}: reward {self.reward:g} fails the rule {family.pass_rule()}"
-        elif not passed:
-            reason = f"{outcome}: reward {self.reward:g} is below the pass threshold {min_reward:g}"
+        decision = self.decide()
+        min_reward = decision.rule.min_reward
         # the server the session really ran on (rotation may have moved it)
         server = getattr(self.backend, "location", None) if self.backend else None
         if server is None:
@@ -368,10 +353,10 @@ class _Loop:
             seed=spec.seed,
             env=family.spec,
             reward=self.reward,
-            passed=passed,
+            passed=decision.passed,
             done=self.done,
             turns=self.turns,
-            outcome=outcome,
+            outcome=decision.label,
             min_reward=min_reward,
             messages=self.messages,
             tool_trace=self.tool_trace,
@@ -394,10 +379,34 @@ class _Loop:
             backend="remote" if server else "embedded",
             server=server,
             server_reports=self.server_reports,
-            reason=reason,
+            reason=decision.reason,
             steps=self.steps,
             final_observation=final_text,
-            seeded=self.remote is None or self.remote.seeded(server),
+            seeded=True if self.remote is None else self.remote.seeded(server),
+            decision=decision,
+        )
+
+    def decide(self) -> Decision:
+        """The episode's verdict (``envs/verdict.decide``): the family's rule under the
+        marker's overrides, then the run's."""
+        family, spec, limits = self.family, self.spec, self.limits
+        rule = family.pass_rule().overridden(
+            min_reward=spec.min_reward if spec.min_reward is not None else limits.min_reward,
+            judge_at=spec.judge_at or limits.judge_at,
+        )
+        last = self.current
+        return decide(
+            rule,
+            reward=self.reward,
+            done=self.done,
+            label=family.outcome,
+            observation=last.observation if last is not None else None,
+            metadata=last.metadata if last is not None else None,
+            stopped=self.stopped,
+            turn_limit=self.max_turns,
+            mistakes=(
+                f"{self.tool_errors} tool error(s), {self.silent_turns} turn(s) without a tool call"
+            ),
         )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..envs.verdict import Decision, shown_reward
 from ..policies.base import Usage
 
 # the row and its line live with the row schema; importable here as they always were
@@ -43,14 +44,27 @@ class Episode:
     reason: str | None = None
     steps: list[dict[str, Any]] = field(default_factory=list)
     final_observation: str = ""
-    #: False when the server ignores the reset seed: the seed does not repeat the episode
-    seeded: bool = True
+    #: False when the server ignores the reset seed (the seed does not repeat the episode),
+    #: None when the controller's probe could not tell
+    seeded: bool | None = True
+    #: the verdict every outcome text is made from (None: a stand-in for an errored episode)
+    decision: Decision | None = None
 
     def __repr__(self) -> str:
         return (
-            f"Episode({self.episode_id} {self.env} seed={self.seed} reward={self.reward:g} "
-            f"outcome={self.outcome} passed={self.passed})"
+            f"Episode({self.episode_id} {self.env} seed={self.seed} "
+            f"reward={self.reward_text()} outcome={self.outcome} passed={self.passed})"
         )
+
+    def reward_text(self) -> str:
+        """The reward as a reader should see it next to the threshold (``shown_reward``)."""
+        return shown_reward(self.reward, self.min_reward)
+
+    def status_line(self) -> str:
+        """The item status line's detail, ``reward=1 turns=3 win``, from the verdict."""
+        if self.decision is not None:
+            return self.decision.status_line(self.turns)
+        return f"reward={self.reward_text()} turns={self.turns} {self.outcome}"
 
     @property
     def trajectory(self) -> dict[str, Any]:
@@ -66,11 +80,19 @@ class Episode:
 
     def explain(self) -> str:
         """A short story of the episode, for assertion messages."""
+        decision = self.decision
+        if decision is not None:
+            verdict = f"outcome={self.outcome}"
+            if decision.status != self.outcome:  # a family word (win, partial...) beside it
+                verdict += f" verdict={decision.status}"
+            needs = decision.needs()
+        else:
+            verdict = f"outcome={self.outcome}"
+            needs = f"pass needs reward >= {self.min_reward:g}"
         lines = [
             f"{self.episode_id} {self.env} seed={self.seed} policy={self.policy}"
             + (f" model={self.model}" if self.model else ""),
-            f"outcome={self.outcome} reward={self.reward:g} (pass needs >= {self.min_reward:g})"
-            f" turns={self.turns} done={self.done}",
+            f"{verdict} reward={self.reward_text()} ({needs}) turns={self.turns} done={self.done}",
         ]
         if self.reason:
             lines.append(f"reason: {self.reason}")

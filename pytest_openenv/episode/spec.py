@@ -20,6 +20,10 @@ class EpisodeSpec:
     config: str = "{}"
     #: ``--openenv-id-prefix``: ids become ``{prefix}-ep-000000``
     prefix: str = ""
+    #: the marker's ``min_reward`` (over ``--openenv-min-reward``); None: not set there
+    min_reward: float | None = None
+    #: the marker's ``judge_at`` (over ``--openenv-judge-at``); None: not set there
+    judge_at: str | None = None
 
     @cached_property  # asked on every turn and report; frozen fields, so it never changes
     def episode_id(self) -> str:

@@ -14,6 +14,7 @@ import pytest
 from ..config.convert import check_item_count
 from ..config.settings import Settings
 from ..envs.base import EnvConfigError
+from ..envs.verdict import JUDGE_AT
 from ..episode.spec import EpisodeSpec
 from .fixtures import EPISODE_FIXTURE, fixture_is_ours
 from .service import EpisodeService
@@ -32,6 +33,9 @@ class EpisodeTest:
     policy: str | None
     #: which setting named ``policy``, for messages
     policy_source: str | None
+    #: the marker's verdict overrides (``min_reward``, ``judge_at``); None: not set there
+    min_reward: float | None = None
+    judge_at: str | None = None
 
     def specs(self, policy: str, settings: Settings) -> list[EpisodeSpec]:
         repeats = settings.run.repeats
@@ -45,6 +49,8 @@ class EpisodeTest:
                 policy=policy,
                 config=self.config,
                 prefix=settings.run.id_prefix or "",
+                min_reward=self.min_reward,
+                judge_at=self.judge_at,
             )
             for i in range(self.n)
             for r in range(repeats)
@@ -86,6 +92,21 @@ def episode_test(settings: Settings, marker: pytest.Mark | None) -> EpisodeTest:
         policy, source = settings.run.policy, f"--openenv-policy={settings.run.policy}"
     else:
         policy, source = None, None
+    min_reward = kwargs.pop("min_reward", None)
+    if min_reward is not None and (
+        isinstance(min_reward, bool) or not isinstance(min_reward, (int, float))
+    ):
+        raise EnvConfigError(
+            f"openenv marker min_reward={min_reward!r} is invalid: expected a number (an "
+            "episode passes iff its reward is at least it)"
+        )
+    judge_at = kwargs.pop("judge_at", None)
+    if judge_at is not None and judge_at not in JUDGE_AT:
+        raise EnvConfigError(
+            f"openenv marker judge_at={judge_at!r} is invalid: expected one of "
+            f"{', '.join(map(repr, JUDGE_AT))} (turn-limit: the env never says done, so an "
+            "episode is judged when its turns run out)"
+        )
     too_many = check_item_count(n, settings.run.repeats, f"openenv marker n={n}")
     if too_many:
         raise EnvConfigError(too_many)
@@ -97,6 +118,8 @@ def episode_test(settings: Settings, marker: pytest.Mark | None) -> EpisodeTest:
         seed=seed,
         policy=policy,
         policy_source=source,
+        min_reward=None if min_reward is None else float(min_reward),
+        judge_at=judge_at,
     )
 
 

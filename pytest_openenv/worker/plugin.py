@@ -81,10 +81,9 @@ class WorkerPlugin:
         resumed: frozenset[str] | None,
     ) -> WorkerPlugin:
         """Make and register the plugin; ``resumed``: the controller's resume set (``-n 0``),
-        or None on an xdist worker, which is handed it with the servers that drop seeds."""
+        or None on an xdist worker, which is handed it."""
         workerinput = getattr(config, "workerinput", None)
         if workerinput is not None:
-            service.remote.learn_unseeded(workerinput.get("openenv_unseeded", ()))
             resumed = frozenset(workerinput.get("openenv_resume_done", ()))
         plugin = cls(config, service, bundled=bundled, resumed=resumed or frozenset())
         config.stash[WORKER_KEY] = plugin

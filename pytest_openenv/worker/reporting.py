@@ -75,6 +75,8 @@ def attach_to_report(
         report.openenv_record = dumps_record(record)  # type: ignore[attr-defined]
         shorten_crash_message(report)
         report.openenv_brief = brief(record)  # type: ignore[attr-defined]
+        if episode is not None:  # the verdict's own words for the item status line
+            report.openenv_brief["detail"] = episode.status_line()  # type: ignore[attr-defined]
         # junitxml writes the teardown report's user_properties, copied from the item
         # when that report is made; a few scalars only, never the record itself.
         item.user_properties.extend(

@@ -48,7 +48,11 @@ class EpisodeService:
         with self._lock:
             if key not in self._families:
                 self._families[key] = build_family(
-                    env, json.loads(config), self.servers(), self.settings.run.prompt_style
+                    env,
+                    json.loads(config),
+                    self.servers(),
+                    self.settings.run.prompt_style,
+                    known=self.remote.known,
                 )
             return self._families[key]
 
@@ -97,6 +101,7 @@ class EpisodeService:
             max_turns=self.settings.run.max_turns,
             timeout=self.settings.run.timeout,
             min_reward=self.settings.run.min_reward,
+            judge_at=self.settings.run.judge_at,
         )
 
     def run(self, spec: EpisodeSpec, env: Any, policy: Policy) -> Episode:

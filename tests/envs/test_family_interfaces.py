@@ -21,6 +21,7 @@ from pytest_openenv.envs.base import (
     ToolSpec,
     Verdict,
 )
+from pytest_openenv.envs.verdict import PassRule
 from pytest_openenv.episode.loop import EnvFactory, run_episode
 from pytest_openenv.episode.spec import EpisodeSpec
 from pytest_openenv.policies.base import Policy, Reply, ToolCall, Turn
@@ -97,8 +98,9 @@ def test_a_family_of_five_methods_plays_an_episode_with_every_default() -> None:
     assert episode.passed and episode.outcome == "pass" and episode.reward == 1.0
     assert episode.messages[0]["content"] == Prompts.system_prompt
     assert episode.task["answer"] is None  # Prompts.task_info
-    # Verdict: a threshold at default_min_reward, the default turn budget
-    assert family.passes(0.0) and family.pass_rule() is None and family.default_max_turns() == 10
+    # Verdict: a threshold at default_min_reward once the env says done, the default turns
+    assert family.passes(0.0) and family.pass_rule() == PassRule(0.0)
+    assert family.default_max_turns() == 10
     assert family.outcome(0.0, done=False) == "unfinished"
     # Teachers: no legal list, so no scripted move, and no expert
     current = StepResult({"hint": "heads"})

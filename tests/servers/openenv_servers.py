@@ -52,11 +52,31 @@ from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 from pydantic import Field
 
-KINDS = ("tictactoe", "reasoning_gym", "echo", "openspiel", "maze", "mcp_echo", "silent_tictactoe")
+KINDS = (
+    "tictactoe",
+    "reasoning_gym",
+    "echo",
+    "openspiel",
+    "maze",
+    "mcp_echo",
+    "silent_tictactoe",
+    "reset_task",
+    "arena",
+    "endless",
+    "puzzle",
+)
 
 
 # -- tic-tac-toe with OpenEnv's openspiel schema ------------------------------------------
 class OpenSpielAction(Action):
+    """Action for OpenSpiel environments.
+
+    Attributes:
+        action_id: The integer action ID to take (from legal_actions).
+        game_name: Name of the OpenSpiel game (e.g., "catch", "tic_tac_toe").
+        game_params: Optional game-specific parameters (e.g., {"rows": 8, "columns": 6}).
+    """
+
     action_id: int = Field(..., description="The id of a legal action")
     game_name: str = Field(default="tic_tac_toe", description="OpenSpiel game name")
     game_params: dict[str, Any] = Field(default_factory=dict, description="Game parameters")
@@ -197,8 +217,9 @@ class ReasoningGymEnvironment(Environment):
                 dataset_name, size=size, seed=seed, **(dataset_config or {})
             )
             self._iterator = iter(self._dataset)
-        if self._dataset is None:
-            raise RuntimeError("No dataset configured. Call reset() with dataset_name.")
+        if self._dataset is None:  # as OpenEnv's: reset without a dataset serves leg_counting
+            self._dataset = reasoning_gym.create_dataset("leg_counting", size=100, seed=42)
+            self._iterator = iter(self._dataset)
         try:
             self._entry = next(self._iterator)
         except StopIteration:
@@ -296,12 +317,22 @@ class EchoEnvironment(Environment):
 # -- OpenEnv's openspiel server as deployed: no seed, info_state only ----------------------
 class DeployedOpenSpielEnvironment(Environment):
     """Like OpenEnv's ``OpenSpielEnvironment``: ``reset()`` has no seed parameter, so
-    OpenEnv's server drops the seed a client sends; chance and the opponent are unseeded."""
+    OpenEnv's server drops the seed a client sends; chance and the random opponent are
+    unseeded. Its state names the game, its params, the agent player and the opponent
+    policy (``OPENSPIEL_OPPONENT_POLICY``: random, first, last), but only in the session's
+    ``state`` frame: OpenEnv's app is made without a state class, so ``GET /state``
+    answers with the base ``State`` fields alone."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
     def __init__(
-        self, step_delay: float = 0.0, game: str = "catch", game_params: dict | None = None
+        self,
+        step_delay: float = 0.0,
+        game: str = "catch",
+        game_params: dict | None = None,
+        opponent_policy: str = "random",
+        agent_player: int = 0,
+        reset_delay: float = 0.0,
     ) -> None:
         super().__init__()
         from open_spiel.python import rl_environment
@@ -310,16 +341,28 @@ class DeployedOpenSpielEnvironment(Environment):
         self._env = rl_environment.Environment(game, **self._game_params)
         self._game_name = game
         self._players = self._env.num_players
+        self._agent = agent_player
+        self._opponent_policy = opponent_policy
+        self._reset_delay = reset_delay
         self._rng = random.Random()  # unseeded, as OpenEnv's random opponent
         self._last_opponent: int | None = None
         self._time_step: Any = None
-        self._state = OpenSpielState(game_name=game, game_params=self._game_params)
+        self._state = self._fresh_state()
+
+    def _fresh_state(self) -> OpenSpielState:
+        return OpenSpielState(
+            game_name=self._game_name,
+            game_params=self._game_params,
+            num_players=self._players,
+            agent_player=self._agent,
+            opponent_policy=self._opponent_policy,
+        )
 
     def reset(self) -> OpenSpielObservation:  # type: ignore[override]
+        if self._reset_delay:
+            time.sleep(self._reset_delay)
         self._last_opponent = None
-        self._state = OpenSpielState(
-            game_name=self._game_name, game_params=self._game_params, num_players=self._players
-        )
+        self._state = self._fresh_state()
         self._time_step = self._opponents(self._env.reset())
         return self._observe()
 
@@ -327,7 +370,7 @@ class DeployedOpenSpielEnvironment(Environment):
         self, action: Action, timeout_s: float | None = None, **kwargs: Any
     ) -> OpenSpielObservation:
         assert isinstance(action, OpenSpielAction)
-        legal = self._time_step.observations["legal_actions"][0]
+        legal = self._time_step.observations["legal_actions"][self._agent]
         if action.action_id not in legal:
             raise ValueError(f"action_id {action.action_id} is not legal; legal: {legal}")
         self._state.step_count += 1
@@ -337,9 +380,15 @@ class DeployedOpenSpielEnvironment(Environment):
     def _opponents(self, time_step: Any) -> Any:
         while self._players > 1 and not time_step.last():
             player = time_step.observations["current_player"]
-            if player == 0:
+            if player == self._agent:
                 break
-            move = self._rng.choice(time_step.observations["legal_actions"][player])
+            legal = time_step.observations["legal_actions"][player]
+            if self._opponent_policy == "first":
+                move = legal[0]
+            elif self._opponent_policy == "last":
+                move = legal[-1]
+            else:
+                move = self._rng.choice(legal)
             self._last_opponent = move
             time_step = self._env.step([move])
         return time_step
@@ -347,10 +396,10 @@ class DeployedOpenSpielEnvironment(Environment):
     def _observe(self) -> OpenSpielObservation:
         time_step = self._time_step
         phase = "terminal" if time_step.last() else "initial" if time_step.first() else "playing"
-        reward = None if time_step.rewards is None else float(time_step.rewards[0])
+        reward = None if time_step.rewards is None else float(time_step.rewards[self._agent])
         return OpenSpielObservation(
-            info_state=[float(x) for x in time_step.observations["info_state"][0]],
-            legal_actions=list(time_step.observations["legal_actions"][0]),
+            info_state=[float(x) for x in time_step.observations["info_state"][self._agent]],
+            legal_actions=list(time_step.observations["legal_actions"][self._agent]),
             game_phase=phase,
             current_player_id=int(time_step.observations["current_player"]),
             opponent_last_action=self._last_opponent,
@@ -361,6 +410,14 @@ class DeployedOpenSpielEnvironment(Environment):
     @property
     def state(self) -> OpenSpielState:
         return self._state
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        # what OpenEnv's default gives its OpenSpielEnvironment: the class name, and filler
+        return EnvironmentMetadata(
+            name="OpenSpielEnvironment",
+            description="OpenSpielEnvironment environment",
+            version="1.0.0",
+        )
 
 
 # -- maze: what a generic env keeps in the observation's metadata ---------------------------
@@ -470,6 +527,212 @@ class McpEchoEnvironment(Environment):
         return self._state
 
 
+# -- a task that lives in reset fields, as OpenEnv's REPL env -------------------------------
+class TaskAction(Action):
+    """Action carrying the final answer to the task.
+
+    Attributes:
+        answer: The final answer; it is compared with the expected answer given at reset.
+    """
+
+    answer: str = Field(..., description="The final answer")
+
+
+class TaskObservation(Observation):
+    task_prompt: str | None = None
+    context: str | None = None
+    feedback: str | None = None
+
+
+class TaskState(State):
+    context: str | None = None
+    task_prompt: str | None = None
+
+
+class ResetTaskEnvironment(Environment):
+    """Like OpenEnv's ``REPLEnvironment``: the task, its context and the expected answer
+    come only from reset fields (``task_prompt``, ``context``, ``expected_answer`` through
+    ``**kwargs``); reset without them there is no task and every answer scores 0."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, step_delay: float = 0.0) -> None:
+        super().__init__()
+        self._expected: str | None = None
+        self._state = TaskState()
+
+    def reset(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        context: str | None = None,
+        task_prompt: str | None = None,
+        **kwargs: Any,
+    ) -> TaskObservation:
+        self._expected = kwargs.get("expected_answer")
+        self._state = TaskState(
+            episode_id=episode_id, step_count=0, context=context, task_prompt=task_prompt
+        )
+        return TaskObservation(task_prompt=task_prompt, context=context, done=False, reward=0.0)
+
+    def step(
+        self, action: Action, timeout_s: float | None = None, **kwargs: Any
+    ) -> TaskObservation:
+        assert isinstance(action, TaskAction)
+        self._state.step_count += 1
+        right = self._expected is not None and action.answer.strip() == str(self._expected)
+        return TaskObservation(
+            feedback="correct" if right else "wrong", done=True, reward=1.0 if right else 0.0
+        )
+
+    @property
+    def state(self) -> TaskState:
+        return self._state
+
+
+# -- a game lost with partial reward, as OpenEnv's TextArena env ------------------------------
+class ArenaAction(Action):
+    message: str = Field(..., description="Your move: a guess in square brackets, e.g. [3]")
+
+
+class ArenaObservation(Observation):
+    prompt: str = ""
+    guesses: list[int] = Field(default_factory=list)
+    info: dict[str, Any] = Field(default_factory=dict)
+
+
+class ArenaEnvironment(Environment):
+    """Guess the number from 1 to 5 in three tries: a win scores 1, a loss the partial
+    reward TextArena gives a lost game (0.5). No field of the observation says who won."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+    TRIES = 3
+
+    def __init__(self, step_delay: float = 0.0) -> None:
+        super().__init__()
+        self._target = 1
+        self._guesses: list[int] = []
+        self._state = State()
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> ArenaObservation:
+        self._target = random.Random(seed).randint(1, 5)
+        self._guesses = []
+        self._state = State(episode_id=episode_id, step_count=0)
+        return ArenaObservation(prompt="Guess the number from 1 to 5.", done=False, reward=0.0)
+
+    def step(
+        self, action: Action, timeout_s: float | None = None, **kwargs: Any
+    ) -> ArenaObservation:
+        assert isinstance(action, ArenaAction)
+        self._state.step_count += 1
+        digits = "".join(c for c in action.message if c.isdigit())
+        guess = int(digits) if digits else 0
+        self._guesses.append(guess)
+        won = guess == self._target
+        over = won or len(self._guesses) >= self.TRIES
+        reward = 1.0 if won else 0.5 if over else 0.0
+        return ArenaObservation(
+            prompt="higher" if guess < self._target else "lower",
+            guesses=list(self._guesses),
+            done=over,
+            reward=reward,
+        )
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+
+# -- no terminal state, as OpenEnv's coding env ---------------------------------------------
+class CodeAction(Action):
+    """Action containing Python code to execute.
+
+    Attributes:
+        code: The Python code to run; its output comes back in the observation.
+    """
+
+    code: str = Field(..., description="Python code to run")
+
+
+class CodeObservation(Observation):
+    stdout: str = ""
+    exit_code: int = 0
+
+
+class EndlessCodeEnvironment(Environment):
+    """Like OpenEnv's ``PythonCodeActEnv``: every step scores 0.1 and no step ends the
+    episode (``done`` is never true). Its ``/metadata`` names the class, its app the
+    env's folder (``env_name="coding_env"``)."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+    STEP_REWARD = 0.1
+
+    def __init__(self, step_delay: float = 0.0) -> None:
+        super().__init__()
+        self._state = State()
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> CodeObservation:
+        self._state = State(episode_id=episode_id, step_count=0)
+        return CodeObservation(done=False, reward=0.0)
+
+    def step(
+        self, action: Action, timeout_s: float | None = None, **kwargs: Any
+    ) -> CodeObservation:
+        assert isinstance(action, CodeAction)
+        self._state.step_count += 1
+        return CodeObservation(stdout=f"ran {len(action.code)} chars", done=False, reward=0.1)
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        return EnvironmentMetadata(
+            name="PythonCodeActEnv", description="PythonCodeActEnv environment", version="1.0.0"
+        )
+
+
+# -- an env that says whether the episode was solved ------------------------------------------
+class PuzzleAction(Action):
+    move: str = Field(..., description="solve or give_up")
+
+
+class PuzzleObservation(Observation):
+    solved: bool | None = None
+
+
+class PuzzleEnvironment(Environment):
+    """One move ends it: ``solve`` is solved with reward 0.5, ``give_up`` unsolved with
+    reward 1.0 (a reward that misleads; the ``solved`` field is the env's verdict)."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, step_delay: float = 0.0) -> None:
+        super().__init__()
+        self._state = State()
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> PuzzleObservation:
+        self._state = State(episode_id=episode_id, step_count=0)
+        return PuzzleObservation(done=False, reward=0.0)
+
+    def step(
+        self, action: Action, timeout_s: float | None = None, **kwargs: Any
+    ) -> PuzzleObservation:
+        assert isinstance(action, PuzzleAction)
+        solved = action.move == "solve"
+        return PuzzleObservation(solved=solved, done=True, reward=0.5 if solved else 1.0)
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+
 # -- tic-tac-toe that does not say what it hosts --------------------------------------------
 class SilentTicTacToeEnvironment(TicTacToeEnvironment):
     """The ``tictactoe`` env with a bare ``State``: no game name anywhere."""
@@ -489,15 +752,18 @@ ENVS: dict[str, tuple[type[Environment], type[Action], type[Observation], type[S
         State,
     ),
     "echo": (EchoEnvironment, EchoAction, EchoObservation, State),
-    "openspiel": (
-        DeployedOpenSpielEnvironment,
-        OpenSpielAction,
-        OpenSpielObservation,
-        OpenSpielState,
-    ),
+    # OpenEnv's openspiel app is made without a state class: GET /state is the base State
+    "openspiel": (DeployedOpenSpielEnvironment, OpenSpielAction, OpenSpielObservation, State),
     "maze": (MazeEnvironment, MazeAction, MazeObservation, State),
     "mcp_echo": (McpEchoEnvironment, McpAction, McpObservation, State),
+    "reset_task": (ResetTaskEnvironment, TaskAction, TaskObservation, TaskState),
+    "arena": (ArenaEnvironment, ArenaAction, ArenaObservation, State),
+    "endless": (EndlessCodeEnvironment, CodeAction, CodeObservation, State),
+    "puzzle": (PuzzleEnvironment, PuzzleAction, PuzzleObservation, State),
 }
+#: the ``env_name`` each kind's app is made with (``GET /list_environments``), as OpenEnv's
+#: ``create_app(..., env_name=...)`` calls give it; other kinds use their own name
+ENV_NAMES = {"openspiel": "openspiel_env", "endless": "coding_env", "reset_task": "repl_env"}
 
 
 # -- app -----------------------------------------------------------------------------------
@@ -506,22 +772,24 @@ def build_app(
     *,
     max_sessions: int = 64,
     step_delay: float = 0.0,
-    game: str | None = None,
-    game_params: dict[str, Any] | None = None,
+    reset_schema: dict[str, Any] | None = None,
+    schema_drift: bool = False,
+    **env_options: Any,
 ) -> Any:
     """OpenEnv's HTTP + WebSocket server for one env kind (what ``create_app`` builds).
 
-    ``game``: the OpenSpiel game of the ``openspiel`` kind (as OpenEnv's ``OPENSPIEL_GAME``);
-    ``game_params``: its parameters (reported in its state, as OpenEnv's server does).
+    ``env_options`` go to the env's constructor: for the ``openspiel`` kind ``game`` (as
+    OpenEnv's ``OPENSPIEL_GAME``), ``game_params``, ``opponent_policy``
+    (``OPENSPIEL_OPPONENT_POLICY``), ``agent_player`` (``OPENSPIEL_AGENT_PLAYER``) and
+    ``reset_delay`` (a reset that hangs). ``reset_schema``: a JSON schema of the reset
+    fields, published in ``GET /schema`` under ``reset`` (OpenEnv's servers publish none);
+    ``schema_drift``: ``GET /schema`` answers a changed action schema after its first
+    answer (a server redeployed while a run goes on).
     """
     from fastapi import FastAPI
 
     env_cls, action_cls, observation_cls, state_cls = ENVS[kind]
-    options: dict[str, Any] = {"step_delay": step_delay}
-    if game is not None:
-        options["game"] = game
-    if game_params is not None:
-        options["game_params"] = game_params
+    options: dict[str, Any] = {"step_delay": step_delay, **env_options}
 
     def factory() -> Environment:
         return env_cls(**options)
@@ -533,10 +801,10 @@ def build_app(
         action_cls,
         observation_cls,
         max_concurrent_envs=max_sessions,
-        env_name=kind,
+        env_name=ENV_NAMES.get(kind, kind),
         state_cls=state_cls,
     )
-    stats = {"sessions_opened": 0, "refused_sessions": 0, "peak_sessions": 0}
+    stats = {"sessions_opened": 0, "refused_sessions": 0, "peak_sessions": 0, "schema_reads": 0}
     create_session = server._create_session
 
     async def counting_create_session() -> Any:
@@ -550,6 +818,26 @@ def build_app(
         return created
 
     server._create_session = counting_create_session  # type: ignore[method-assign]
+
+    def schema() -> dict[str, Any]:
+        stats["schema_reads"] += 1
+        answer: dict[str, Any] = {
+            "action": action_cls.model_json_schema(),
+            "observation": observation_cls.model_json_schema(),
+            "state": state_cls.model_json_schema(),
+        }
+        if reset_schema is not None:
+            answer["reset"] = reset_schema
+        if schema_drift and stats["schema_reads"] > 1:
+            answer["action"] = {
+                **answer["action"],
+                "description": f"redeployed (schema read {stats['schema_reads']})",
+            }
+        return answer
+
+    if reset_schema is not None or schema_drift:
+        # registered before OpenEnv's routes, so this /schema is the one that answers
+        app.get("/schema")(schema)
     server.register_routes(app, mode="simulation")
 
     @app.get("/test/stats")

@@ -22,12 +22,26 @@ from . import openenv_style
 from .engine import OPPONENTS, OpenSpielEngine, load_game
 from .expert import ExpertError, ExpertSearch, move_seed, rebuild_state
 from .remote import ALTERNATING_GAMES
-from .render import DRAWINGS_KEPT, DRAWN_GAMES, Drawings, render_board, tensor_view
+from .render import (
+    DRAWINGS_KEPT,
+    DRAWN_GAMES,
+    Drawings,
+    fixed_action_names,
+    render_board,
+    tensor_view,
+)
 
 #: a family default past this would let one stuck LLM episode run (and bill) for long
 MOST_DEFAULT_TURNS = 50
 
 CONFIG_KEYS = ("agent_player", "opponent", "game_params")
+#: each opponent (``engine.OPPONENTS``) as the prompt names it
+OPPONENT_WORDS = {
+    "random": "a random opponent",
+    "first": "an opponent that always plays its first legal action",
+    "last": "an opponent that always plays its last legal action",
+    "expert": "an expert opponent (a search bot)",
+}
 #: games whose view is a board every player sees whole
 BOARD_GAMES = DRAWN_GAMES | {"catch"}
 
@@ -172,6 +186,7 @@ class OpenSpielFamily(EnvFamily):
             game=self._game,
             game_params=self.game_params,
             agent=self.agent_player,
+            opponent=self.opponent,
         )
 
     def expert_problem(self) -> str | None:
@@ -231,23 +246,36 @@ class OpenSpielFamily(EnvFamily):
             lines.append("The game is over.")
         else:
             legal = obs.get("legal_actions") or []
-            names = result.metadata.get("action_names") or {}
-            if names and self.variant not in DRAWN_GAMES:
-                shown = ", ".join(f"{a} ({names.get(str(a), a)})" for a in legal)
-            else:
-                shown = ", ".join(str(a) for a in legal)
+            names: dict[str, str] = {}
+            if self.variant not in DRAWN_GAMES:
+                names = result.metadata.get("action_names") or self.fixed_names()
+            shown = ", ".join(
+                f"{a} ({names[str(a)]})" if str(a) in names else str(a) for a in legal
+            )
             lines.append(f"Legal actions: {shown}")
         return "\n".join(lines)
+
+    def fixed_names(self) -> dict[str, str]:
+        """The agent's action names that hold in every position (``fixed_action_names``), for
+        servers that send ids only; worked out once per family."""
+        names = self.__dict__.get("_fixed_names")
+        if names is None:
+            names = self.__dict__["_fixed_names"] = fixed_action_names(
+                self._game, self.agent_player
+            )
+        return names
 
     def _you_are(self) -> str:
         if self.variant == "tic_tac_toe":
             mark = "X" if self.agent_player == 0 else "O"
-            return (
-                f"You play {mark} (player {self.agent_player}) against a {self.opponent} opponent."
-            )
+            return f"You play {mark} (player {self.agent_player}) against {self._opponent_text()}."
         if self._players == 1:
             return "This is a single-player game."
-        return f"You are player {self.agent_player} against a {self.opponent} opponent."
+        return f"You are player {self.agent_player} against {self._opponent_text()}."
+
+    def _opponent_text(self) -> str:
+        """Who the agent plays against, in words: ``a random opponent``."""
+        return OPPONENT_WORDS.get(self.opponent, f"a {self.opponent} opponent")
 
     def describe_task(self, first: StepResult) -> str:
         if self.prompt_style == "openenv":
@@ -296,7 +324,7 @@ class OpenSpielFamily(EnvFamily):
             for a in current.observation.get("legal_actions") or []
         ]
 
-    def outcome(self, reward: float, done: bool) -> str:
+    def outcome(self, reward: float, done: bool, status: str | None = None) -> str:
         if not done:
             return "unfinished"
         if self._players == 1:

@@ -1,8 +1,9 @@
 """Which OpenSpiel game a deployed server hosts, and whether it is the one a run names.
 
 OpenEnv's openspiel server reports its game in its state (``OpenSpielState``:
-``game_name``, ``game_params``, ``agent_player``), over ``GET /state`` and the
-session's ``state`` frame; a server may also put ``game_name`` in an
+``game_name``, ``game_params``, ``agent_player``, ``opponent_policy``) in the
+session's ``state`` frame (its ``GET /state`` answers from a fresh env and, made
+without a state class, says none of it); a server may also put ``game_name`` in an
 observation's metadata. Parameters are compared as pyspiel resolves them, so a
 server that spells out a default (``{"rows": 10}`` for catch) still matches a
 run that leaves it out.
@@ -16,9 +17,14 @@ from typing import Any
 from ..remote.hosting import ServerReport
 from .engine import load_game
 
+#: the opponent policies OpenEnv's openspiel server plays (``OPENSPIEL_OPPONENT_POLICY``;
+#: its ``opponent_policies.get_opponent_policy``) that this family's engine plays too
+OPENENV_OPPONENTS = ("random", "first", "last")
+
 
 def hosted_game(report: ServerReport) -> dict[str, Any] | None:
-    """``{"game_name", "game_params"?, "agent_player"?}`` as the server reports them, or None."""
+    """``{"game_name", "game_params"?, "agent_player"?, "opponent_policy"?}`` as the server
+    reports them, or None."""
     state = report.state or {}
     first = report.first
     name = state.get("game_name")
@@ -32,6 +38,9 @@ def hosted_game(report: ServerReport) -> dict[str, Any] | None:
     agent = state.get("agent_player")
     if isinstance(agent, int) and not isinstance(agent, bool):
         hosted["agent_player"] = agent
+    opponent = state.get("opponent_policy")
+    if isinstance(opponent, str) and opponent:
+        hosted["opponent_policy"] = opponent
     return hosted
 
 
@@ -48,7 +57,13 @@ def _shown(params: dict[str, Any]) -> str:
 
 
 def game_mismatch(
-    hosted: dict[str, Any], *, variant: str, game: Any, game_params: dict[str, Any], agent: int
+    hosted: dict[str, Any],
+    *,
+    variant: str,
+    game: Any,
+    game_params: dict[str, Any],
+    agent: int,
+    opponent: str,
 ) -> str | None:
     """Why the hosted game differs from ``variant`` with ``game_params``; both are named."""
     name = hosted["game_name"]
@@ -68,5 +83,18 @@ def game_mismatch(
         return (
             f"its agent is player {hosted['agent_player']} of {name}, but the env config says "
             f"agent_player {agent}"
+        )
+    theirs = hosted.get("opponent_policy")
+    if theirs is not None and game.num_players() > 1 and theirs != opponent:
+        if opponent in OPENENV_OPPONENTS:
+            fix = f"or start the server with OPENSPIEL_OPPONENT_POLICY={opponent}"
+        else:
+            fix = (
+                f"OpenEnv's server has no {opponent!r} opponent: play it on the embedded "
+                "engine (leave out --openenv-server)"
+            )
+        return (
+            f"its opponent plays {theirs!r}, but the env config says opponent {opponent!r} "
+            f"(set opponent in --openenv-env-config to {theirs!r}, {fix})"
         )
     return None

@@ -155,3 +155,37 @@ def _connect_four(t: Sequence[float], agent_player: int) -> str:
         lines.append(" ".join(line))
     lines.append(" ".join(str(c) for c in range(cols)))
     return "\n".join(lines)
+
+
+#: playouts and moves each that ``fixed_action_names`` samples
+NAME_PLAYOUTS = 16
+NAME_PLAYOUT_MOVES = 300
+
+
+def fixed_action_names(game: Any, player: int) -> dict[str, str]:
+    """Names of ``player``'s actions that read the same wherever the player meets them.
+
+    A server sends only action ids (OpenEnv's openspiel server); where an id's name does
+    not depend on the position (kuhn poker's 0 Pass / 1 Bet, catch's LEFT / STAY / RIGHT)
+    the prompt can name it as the embedded engine does. Found from seeded random playouts;
+    an id seen with two names, or never seen, stays a bare number.
+    """
+    import random
+
+    rng = random.Random(0)
+    seen: dict[int, set[str]] = {}
+    for _ in range(NAME_PLAYOUTS):
+        state = game.new_initial_state()
+        for _ in range(NAME_PLAYOUT_MOVES):
+            if state.is_terminal():
+                break
+            if state.is_chance_node():
+                action = rng.choice([a for a, _ in state.chance_outcomes()])
+            else:
+                legal = state.legal_actions()
+                if state.current_player() == player:
+                    for a in legal:
+                        seen.setdefault(a, set()).add(state.action_to_string(player, a))
+                action = rng.choice(legal)
+            state.apply_action(action)
+    return {str(a): next(iter(names)) for a, names in seen.items() if len(names) == 1}

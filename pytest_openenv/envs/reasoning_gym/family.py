@@ -308,9 +308,10 @@ class ReasoningGymFamily(EnvFamily):
     def task_info(self, first: StepResult, prompt: str) -> dict[str, Any]:
         return {"prompt": prompt, "answer": self._oracle_answer(first)}
 
-    def outcome(self, reward: float, done: bool) -> str:
+    def outcome(self, reward: float, done: bool, status: str | None = None) -> str:
+        # words for the answer (a score of 1 is correct), whatever threshold the run sets
         if not done:
             return "unanswered"
-        if self.passes(reward):
+        if reward >= self.default_min_reward:
             return "correct"
         return "partial" if reward > 0 else "wrong"

@@ -176,11 +176,17 @@ class RemoteBackend(Backend):
         remote = self.remote
         known, state = remote.session_states.known(ws)
         if not known:  # one session is used by one episode at a time: no race on ``ws``
-            frame = self._request({"type": "state"}, refusal_ok=True)
-            data = frame.get("data") if frame.get("type") == "state" else None
-            state = data if isinstance(data, dict) else None
+            state = self.state_or_none()
             remote.session_states.remember(ws, state)
         return remote.known.session_report(self.server, state, first)
+
+    def state_or_none(self) -> dict[str, Any] | None:
+        """The session's ``state`` frame; None when the server answers it with an error."""
+        if self._ws is None:
+            raise EnvUnavailable("state before reset: no session is open")
+        frame = self._request({"type": "state"}, refusal_ok=True)
+        data = frame.get("data") if frame.get("type") == "state" else None
+        return data if isinstance(data, dict) else None
 
     def close(self) -> None:
         ws, self._ws = self._ws, None

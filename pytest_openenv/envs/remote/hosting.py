@@ -19,6 +19,7 @@ A server that cannot say is allowed: its records carry ``server_reports: null``.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,6 +29,41 @@ from ..base import EnvFamily, StepResult
 
 #: seconds one GET of /metadata, /schema or /state may take
 FACTS_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """What a server says of itself over plain HTTP: read once per run, by the controller,
+    and handed to each worker (``KnownServers.handover``), so every process of a run uses
+    one schema even if the server's changes while the run goes on."""
+
+    #: ``GET /metadata`` (OpenEnv's ``EnvironmentMetadata``)
+    metadata: dict[str, Any] | None = None
+    #: ``GET /schema``: ``{action, observation, state, reset_observation?}`` JSON schemas
+    schema: dict[str, Any] | None = None
+    #: ``GET /list_environments``: the ``env_name`` its app was made with (the env's folder
+    #: name in OpenEnv's repository, ``coding_env``), where the server serves it
+    env_names: tuple[str, ...] = ()
+    #: why ``GET /schema`` gave nothing ("" when it answered)
+    schema_problem: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "metadata": self.metadata,
+            "schema": self.schema,
+            "env_names": self.env_names,
+            "schema_problem": self.schema_problem,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ServerFacts:
+        metadata, schema = data.get("metadata"), data.get("schema")
+        return cls(
+            metadata=metadata if isinstance(metadata, dict) else None,
+            schema=schema if isinstance(schema, dict) else None,
+            env_names=tuple(str(n) for n in data.get("env_names") or ()),
+            schema_problem=str(data.get("schema_problem") or ""),
+        )
 
 
 @dataclass(frozen=True)
@@ -41,10 +77,13 @@ class ServerReport:
     action_fields: frozenset[str] | None = None
     #: property names of ``GET /schema``'s ``observation`` and ``reset_observation``
     observation_fields: frozenset[str] | None = None
-    #: the env's state: the session's ``state`` frame, or ``GET /state``
+    #: the env's state: the session's ``state`` frame (or, if no session could be opened
+    #: before the run, ``GET /state``, which OpenEnv's servers answer from a fresh env)
     state: dict[str, Any] | None = None
     #: the answer to the episode's reset
     first: StepResult | None = None
+    #: ``GET /list_environments``: the names the server's app was made with
+    env_names: tuple[str, ...] = ()
 
 
 def _properties(schema: Any) -> frozenset[str] | None:
@@ -60,11 +99,30 @@ def _get(server: ServerURL, path: str, timeout: float) -> Any:
         return None
 
 
-def read_report(server: ServerURL, *, timeout: float = FACTS_TIMEOUT, state: bool) -> ServerReport:
-    """``GET /metadata`` and ``/schema`` (and ``/state`` if asked); what fails stays unknown."""
+def read_facts(server: ServerURL, *, timeout: float = FACTS_TIMEOUT) -> ServerFacts:
+    """``GET /metadata``, ``/schema`` and ``/list_environments``; what fails stays unknown."""
     metadata = _get(server, "/metadata", timeout)
-    schema = _get(server, "/schema", timeout)
-    schema = schema if isinstance(schema, dict) else {}
+    problem = ""
+    try:
+        schema = server.get_json("/schema", timeout=timeout)
+    except ServerUnreachable as exc:
+        schema, problem = None, str(exc)
+    if schema is not None and not isinstance(schema, dict):
+        schema, problem = None, f"GET {server.public}/schema answered no JSON object"
+    names = _get(server, "/list_environments", timeout)
+    return ServerFacts(
+        metadata=metadata if isinstance(metadata, dict) else None,
+        schema=schema,
+        schema_problem=problem,
+        env_names=tuple(str(n) for n in names if isinstance(n, str) and n)
+        if isinstance(names, list)
+        else (),
+    )
+
+
+def report_of(public: str, facts: ServerFacts, state: dict[str, Any] | None = None) -> ServerReport:
+    """A server's report from its facts (and a state, if one was read)."""
+    schema = facts.schema or {}
     observation_fields = [
         fields
         for fields in (
@@ -73,46 +131,114 @@ def read_report(server: ServerURL, *, timeout: float = FACTS_TIMEOUT, state: boo
         )
         if fields is not None
     ]
-    http_state = _get(server, "/state", timeout) if state else None
-    name = metadata.get("name") if isinstance(metadata, dict) else None
+    name = (facts.metadata or {}).get("name")
     return ServerReport(
-        server=server.public,
+        server=public,
         name=str(name) if name else None,
         action_fields=_properties(schema.get("action")),
         observation_fields=frozenset().union(*observation_fields) if observation_fields else None,
-        state=http_state if isinstance(http_state, dict) else None,
+        state=state,
+        env_names=facts.env_names,
     )
 
 
-class KnownServers:
-    """Each server's metadata and schema, read once per process (they do not change).
+def read_report(server: ServerURL, *, timeout: float = FACTS_TIMEOUT, state: bool) -> ServerReport:
+    """``GET /metadata`` and ``/schema`` (and ``/state`` if asked); what fails stays unknown."""
+    http_state = _get(server, "/state", timeout) if state else None
+    return report_of(
+        server.public,
+        read_facts(server, timeout=timeout),
+        http_state if isinstance(http_state, dict) else None,
+    )
 
-    Part of the process's ``RemoteServers``; the preflight fills it on the controller.
+
+@dataclass(frozen=True)
+class Survey:
+    """What one session showed after a reset with a family's reset fields, before the run:
+    the env's state, and an MCP-style env's tools (its ``list_tools`` action). None: unknown."""
+
+    state: dict[str, Any] | None = None
+    tools: list[Any] | None = None
+    #: why the session could not be surveyed ("" when it was)
+    problem: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state, "tools": self.tools, "problem": self.problem}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Survey:
+        state, tools = data.get("state"), data.get("tools")
+        return cls(
+            state=state if isinstance(state, dict) else None,
+            tools=tools if isinstance(tools, list) else None,
+            problem=str(data.get("problem") or ""),
+        )
+
+
+class KnownServers:
+    """Each server's facts (metadata, schema) and surveys, read once per run.
+
+    Part of the process's ``RemoteServers``. The controller reads them (the families it
+    builds, its preflight); xdist hands them to each worker (``handover`` / ``learn``), so
+    a worker never reads a schema of its own. A process that was handed nothing (a
+    ``RemoteServers`` used on its own) reads them on first use.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._reports: dict[ServerURL, ServerReport] = {}
+        self._facts: dict[str, ServerFacts] = {}
+        self._surveys: dict[tuple[str, str], Survey] = {}
 
-    def report(self, server: ServerURL) -> ServerReport:
+    def facts(self, server: ServerURL) -> ServerFacts:
         with self._lock:
-            known = self._reports.get(server)
+            known = self._facts.get(server.public)
         if known is None:
-            known = read_report(server, state=False)
+            known = read_facts(server)
             with self._lock:
-                known = self._reports.setdefault(server, known)
+                known = self._facts.setdefault(server.public, known)
         return known
 
-    def remember(self, server: ServerURL, report: ServerReport) -> None:
-        """What the preflight read: episodes in this process need not read it again."""
-        with self._lock:
-            self._reports.setdefault(server, replace(report, state=None))
+    def report(self, server: ServerURL) -> ServerReport:
+        return report_of(server.public, self.facts(server))
 
     def session_report(
         self, server: ServerURL, state: dict[str, Any] | None, first: StepResult
     ) -> ServerReport:
         """One episode's view: the server's schema and metadata, its session state, its reset."""
         return replace(self.report(server), state=state, first=first)
+
+    def survey(self, server: ServerURL, key: str, read: Callable[[], Survey]) -> Survey:
+        """The survey of ``server`` for reset fields ``key`` (canonical JSON): handed over, or
+        made now with ``read`` (once per process)."""
+        with self._lock:
+            known = self._surveys.get((server.public, key))
+        if known is None:
+            known = read()
+            with self._lock:
+                known = self._surveys.setdefault((server.public, key), known)
+        return known
+
+    def handover(self) -> dict[str, Any]:
+        """What this process read, as JSON for an xdist worker (``workerinput``)."""
+        with self._lock:
+            return {
+                "facts": {url: facts.to_json() for url, facts in self._facts.items()},
+                "surveys": [
+                    [url, key, survey.to_json()] for (url, key), survey in self._surveys.items()
+                ],
+            }
+
+    def learn(self, handed: dict[str, Any]) -> None:
+        """What the controller read (``handover``): used instead of reading it again."""
+        facts = handed.get("facts") if isinstance(handed, dict) else None
+        surveys = handed.get("surveys") if isinstance(handed, dict) else None
+        with self._lock:
+            for url, data in (facts or {}).items():
+                if isinstance(data, dict):
+                    self._facts[str(url)] = ServerFacts.from_json(data)
+            for entry in surveys or ():
+                if isinstance(entry, list) and len(entry) == 3 and isinstance(entry[2], dict):
+                    self._surveys[(str(entry[0]), str(entry[1]))] = Survey.from_json(entry[2])
 
 
 def kind_mismatch(family: EnvFamily, report: ServerReport) -> str | None:

@@ -6,21 +6,24 @@ Every episode of a process that runs on deployed servers shares this view:
   out of rotation after a fault (``rotation.py``);
 * ``sessions``: open sessions kept between episodes for the next one to reset, and
   ``session_states``: what each open session said it hosts (``sessions.py``);
-* ``known``: each server's metadata and schema, read once (``hosting.py``);
-* ``unseeded``: the servers the controller found to ignore the reset seed
-  (``seeding.py``), which xdist hands from the controller to each worker;
+* ``known``: each server's metadata and schema, and what a session showed before the run
+  (``hosting.py``), read once per run;
+* ``unseeded``: the servers the controller found to ignore the reset seed, or could not
+  tell about (``seeding.py``);
 * ``overload``: where a ``CAPACITY_REACHED`` refusal is told, for
   ``--openenv-concurrency auto`` (``util/overload.py``).
 
 The worker side makes one per process (``EpisodeService``) and hands it to every
 ``EnvFactory`` it builds, which attaches it to each ``RemoteBackend`` it opens; the
-controller's preflight fills it before any episode. An ``EnvFactory`` or a
+controller's preflight fills it before any episode, and xdist hands what the controller
+learnt to each worker (``handover`` / ``learn``). An ``EnvFactory`` or a
 ``RemoteBackend`` made without one has its own, shared with nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ...util.overload import OverloadSignal
 from .hosting import KnownServers
@@ -46,13 +49,34 @@ class RemoteServers:
         """Hold a server in rotation for episode number ``index``."""
         return self.rotation.lease(servers, index=index)
 
-    def seeded(self, server: str | None) -> bool:
-        """False for an episode on a server that ignores the seed (``server``: public URL)."""
+    def seeded(self, server: str | None) -> bool | None:
+        """False for an episode on a server that ignores the seed, None where that could not
+        be told (``server``: public URL)."""
         return self.unseeded.seeded(server)
 
     def learn_unseeded(self, servers: Iterable[str]) -> None:
-        """What the controller found (an xdist worker is told in its ``workerinput``)."""
+        """Servers the controller found to ignore the seed."""
         self.unseeded.add(servers)
+
+    def learn_seeding_unknown(self, servers: Iterable[str]) -> None:
+        """Servers whose seeding the controller's probe could not tell."""
+        self.unseeded.add_unknown(servers)
+
+    def handover(self) -> dict[str, Any]:
+        """What the controller learnt of its servers, as JSON for an xdist worker."""
+        return {
+            "unseeded": self.unseeded.listed(),
+            "seeding_unknown": self.unseeded.unknown_listed(),
+            "known": self.known.handover(),
+        }
+
+    def learn(self, handed: dict[str, Any]) -> None:
+        """What the controller learnt (``handover``, from a worker's ``workerinput``)."""
+        if not isinstance(handed, dict):
+            return
+        self.learn_unseeded(handed.get("unseeded") or ())
+        self.learn_seeding_unknown(handed.get("seeding_unknown") or ())
+        self.known.learn(handed.get("known") or {})
 
     def keep_sessions(self, keep: bool) -> None:
         """Keep finished episodes' sessions for the next episode (never in xdist workers)."""
