@@ -7,6 +7,21 @@ from helpers import assert_clean
 
 pytest_plugins = ["pytester"]
 
+#: printed in the header, so a CI log says what each run was tested against
+HEADER_PACKAGES = ("huggingface_hub", "websockets", "open-spiel", "openai", "anthropic", "openenv")
+
+
+def pytest_report_header() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "absent"
+
+    return "dependencies: " + ", ".join(f"{n}-{installed(n)}" for n in HEADER_PACKAGES)
+
 
 #: set in xdist workers; a child pytest that inherits them believes it is a worker too
 #: (syrupy then skips its snapshot report and writes), so the child must not see them

@@ -90,6 +90,16 @@ def test_env_properties_embedded_and_remote(tmp_path):
     assert "5 passed" in out
 
 
+def test_env_properties_without_a_server_stack_names_the_extra(tmp_path):
+    """With only ``[all]`` (no uvicorn), the remote properties say what to install."""
+    (tmp_path / "no_uvicorn.py").write_text("import sys\n\nsys.modules['uvicorn'] = None\n")
+    path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)
+    code, out = run_suite("env_properties", tmp_path, "-p", "no_uvicorn", env={"PYTHONPATH": path})
+    assert code == 1, out[-4000:]
+    assert "which needs uvicorn: python -m pip install -e '../..[examples]'" in out, out[-4000:]
+    assert "3 passed, 2 errors" in out  # the embedded properties still run
+
+
 def test_tic_tac_toe_gate_replays_its_committed_cache_like_its_workflow(tmp_path):
     workflow = EXAMPLES / "tic_tac_toe_gate" / ".github" / "workflows" / "tic-tac-toe-gate.yml"
     command = "python -m pytest --openenv-replay -n 2"

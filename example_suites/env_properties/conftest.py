@@ -2,7 +2,8 @@
 
 Set ``OPENENV_TICTACTOE_URL`` to check a deployed server (a Hugging Face Space,
 a container); otherwise the suite starts ``tictactoe_server.py`` on a free
-127.0.0.1 port for the session and stops it at the end.
+127.0.0.1 port for the session and stops it at the end. That server is built with
+the ``openenv`` package and served by ``uvicorn``: the ``examples`` extra brings both.
 """
 
 from __future__ import annotations
@@ -36,8 +37,16 @@ def tictactoe_server_url() -> Iterator[str]:
     if deployed:
         yield deployed
         return
-    import uvicorn
-    from tictactoe_server import build_app
+    try:
+        import uvicorn
+        from tictactoe_server import build_app
+    except ModuleNotFoundError as exc:
+        pytest.fail(
+            f"the remote properties run a local OpenEnv server, which needs {exc.name}: "
+            "python -m pip install -e '../..[examples]' (in a clone of pytest-openenv), "
+            "or set OPENENV_TICTACTOE_URL to a deployed server",
+            pytrace=False,
+        )
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))

@@ -22,6 +22,18 @@ AUTO = "auto"
 AUTO_START = 4
 #: most episodes in flight an auto run reaches (per pytest process)
 AUTO_CEILING = 64
+#: episodes queued or running per unit of concurrency (at most C of them running): a
+#: worker's run-ahead window, and the queue length the controller's scheduler keeps
+WINDOW_FACTOR = 4
+
+
+def concurrency_ceiling(value: Any) -> int:
+    """Most episodes a process may keep in flight for a ``--openenv-concurrency`` value."""
+    if value == AUTO:
+        return AUTO_CEILING
+    return int(value or 1)
+
+
 #: how the written messages carry tool-call arguments (``--openenv-tool-arguments``)
 TOOL_ARGUMENT_FORMS = ("string", "object")
 #: whose wording the prompts follow (``--openenv-prompt-style``); first = default

@@ -32,8 +32,7 @@ from typing import Any
 import pytest
 from xdist.scheduler import LoadScheduling
 
-from ..worker.adaptive import concurrency_ceiling
-from ..worker.runahead import WINDOW_FACTOR
+from ..config.convert import WINDOW_FACTOR, concurrency_ceiling
 from .accounts import episode_id_from_nodeid
 from .stopping import xdist_should_stop
 

@@ -66,15 +66,53 @@ def hub_timeout() -> float:
 @contextlib.contextmanager
 def bounded_hub_requests(seconds: float) -> Iterator[None]:
     """Every request of huggingface_hub's shared client bounded by ``seconds`` meanwhile."""
-    from huggingface_hub import get_session
+    import huggingface_hub
 
-    session = get_session()
-    before = session.timeout
+    session = huggingface_hub.get_session()
+    if not hasattr(session, "timeout"):  # huggingface_hub < 1.0: requests, one per thread
+        with _bounded_requests_sessions(huggingface_hub, seconds):
+            yield
+        return
+    before = session.timeout  # huggingface_hub >= 1.0: one httpx client
     session.timeout = seconds
     try:
         yield
     finally:
         session.timeout = before
+
+
+@contextlib.contextmanager
+def _bounded_requests_sessions(huggingface_hub: Any, seconds: float) -> Iterator[None]:
+    """huggingface_hub 0.x: each thread's ``requests`` session, made by its backend factory,
+    gets ``seconds`` as the timeout of every request that sets none."""
+    import requests
+    from huggingface_hub.utils import _http
+
+    previous = getattr(_http, "_GLOBAL_BACKEND_FACTORY", None)
+    make = previous or requests.Session
+
+    def bounded_session() -> Any:
+        session = make()
+        request = session.request
+
+        def request_with_timeout(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+            # requests' Session.request(method, url, params, data, headers, cookies, files,
+            # auth, timeout, ...): huggingface_hub passes all but method and url by name
+            if len(args) < 7 and kwargs.get("timeout") is None:
+                kwargs["timeout"] = seconds
+            return request(method, url, *args, **kwargs)
+
+        session.request = request_with_timeout
+        return session
+
+    huggingface_hub.configure_http_backend(backend_factory=bounded_session)
+    try:
+        yield
+    finally:
+        if previous is None:
+            huggingface_hub.configure_http_backend()
+        else:
+            huggingface_hub.configure_http_backend(backend_factory=previous)
 
 
 def find_token() -> str | None:

@@ -22,23 +22,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
 
-#: ``--openenv-concurrency auto``
-AUTO = "auto"
-#: episodes in flight when an auto run starts
-AUTO_START = 4
-#: most episodes in flight an auto run reaches (per pytest process)
-AUTO_CEILING = 64
+from ..config.convert import AUTO, AUTO_CEILING, AUTO_START, concurrency_ceiling
+
+__all__ = ["AUTO", "AUTO_CEILING", "AUTO_START", "AdaptiveLimit", "concurrency_ceiling"]
+
 #: a round whose median seconds per turn exceeds the best round's times this stops growth
 LATENCY_TOLERANCE = 1.5
-
-
-def concurrency_ceiling(value: Any) -> int:
-    """Most episodes a process may keep in flight for a ``--openenv-concurrency`` value."""
-    if value == AUTO:
-        return AUTO_CEILING
-    return int(value or 1)
 
 
 class AdaptiveLimit:

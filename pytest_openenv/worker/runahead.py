@@ -48,6 +48,7 @@ from typing import Any
 
 import pytest
 
+from ..config.convert import WINDOW_FACTOR
 from ..episode.loop import EpisodeTimeout
 from ..episode.result import Episode
 from ..episode.spec import EpisodeSpec
@@ -60,8 +61,6 @@ from .xdist_queue import WorkerQueue
 
 #: seconds past --openenv-timeout before the waiting item gives up on the episode thread
 GRACE = 0.5
-#: episodes queued or running per unit of concurrency (at most C of them running)
-WINDOW_FACTOR = 4
 
 
 class Job:

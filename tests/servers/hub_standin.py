@@ -63,6 +63,19 @@ class Repo:
     commits: list[Commit] = field(default_factory=list)
 
 
+def as_visibility(payload: dict[str, Any]) -> dict[str, Any]:
+    """A create-repo payload in the ``visibility`` form huggingface_hub >= 1.0 sends.
+
+    huggingface_hub 0.x sends a boolean ``private`` instead, which the Hub takes too; any
+    other ``private`` (0.26 and older send ``null`` for "the default") is left as sent.
+    """
+    private = payload.get("private")
+    if not isinstance(private, bool):
+        return payload
+    rest = {key: value for key, value in payload.items() if key != "private"}
+    return {**rest, "visibility": "private" if private else "public"}
+
+
 class HubStandIn:
     def __init__(self, token: str, port: int = 0) -> None:
         self.token = token
@@ -181,6 +194,7 @@ class HubStandIn:
         failure = self._failure("create")
         if failure:
             return failure
+        payload = as_visibility(payload)
         self.create_payloads.append(payload)
         repo_id = f"{payload.get('organization')}/{payload.get('name')}"
         repo_type = f"{payload.get('type') or 'model'}s"

@@ -1,0 +1,111 @@
+"""The CI jobs' own pieces: the lowest-versions constraints and the scripts' failure modes."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CI = ROOT / ".ci"
+
+
+def load_generator():
+    spec = importlib.util.spec_from_file_location(
+        "lowest_constraints", CI / "lowest_constraints.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def project(dependencies: list[str], **extras: list[str]) -> dict:
+    return {
+        "project": {
+            "name": "pytest-openenv",
+            "dependencies": dependencies,
+            "optional-dependencies": extras,
+        }
+    }
+
+
+def test_floors_of_the_core_and_the_named_extras_only() -> None:
+    floors = load_generator().floors
+    pyproject = project(
+        ["pytest>=8.3", "huggingface_hub >= 0.27, <2", "websockets>=15.0; python_version>'3'"],
+        openai=["openai>=1.40"],
+        all=["pytest-openenv[openai]", "reasoning-gym>=0.1.19"],
+        test=["ruff>=0.6"],
+    )
+    assert floors(pyproject, ["openai", "all"]) == {
+        "pytest": "8.3",
+        "huggingface-hub": "0.27",
+        "websockets": "15.0",
+        "openai": "1.40",
+        "reasoning-gym": "0.1.19",
+    }
+
+
+@pytest.mark.parametrize(
+    ("dependencies", "extras", "message"),
+    [
+        (["pytest"], [], "'pytest' declares no floor"),
+        (["pytest<9"], [], "'pytest<9' declares no floor"),
+        (["pytest>=8.3"], ["nope"], "no such extra in pyproject.toml: ['nope']"),
+    ],
+)
+def test_a_claim_that_cannot_be_checked_stops_the_job(
+    dependencies: list[str], extras: list[str], message: str
+) -> None:
+    with pytest.raises(SystemExit, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_generator().floors(project(dependencies), extras)
+
+
+def test_the_constraints_pin_every_core_dependency_at_its_floor() -> None:
+    out = subprocess.run(
+        [sys.executable, str(CI / "lowest_constraints.py"), "openspiel", "openai", "anthropic"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    names = {line.split("==")[0] for line in out}
+    assert {"pytest", "pytest-xdist", "syrupy", "hypothesis", "huggingface-hub"} <= names
+    assert {"websockets", "open-spiel", "openai", "anthropic"} <= names
+    assert all("==" in line for line in out), out
+
+
+@pytest.mark.parametrize("script", ["run", "lowest", "package"])
+def test_each_job_stops_at_the_first_failure(script: str) -> None:
+    """A failing step, pytest's exit 5 (nothing collected) included, fails the job."""
+    text = (CI / script).read_text(encoding="utf-8")
+    assert "set -euo pipefail" in text.splitlines()[:20]
+    subprocess.run(["bash", "-n", str(CI / script)], check=True)
+
+
+@pytest.mark.parametrize(
+    ("code", "rows", "passes"),
+    [(0, 200, True), (0, 163, False), (1, 200, False), (1, 163, False), (5, 0, False)],
+)
+def test_the_headline_check_wants_exit_0_and_200_rows(
+    tmp_path: Path, code: int, rows: int, passes: bool
+) -> None:
+    fake = tmp_path / "python"  # stands in for a venv's python: writes rows, exits with code
+    fake.write_text(
+        "#!/bin/sh\nmkdir -p openenv-results\n"
+        f"i=0; while [ $i -lt {rows} ]; do echo '{{}}'; i=$((i+1)); done"
+        " > openenv-results/results.jsonl\n"
+        f"exit {code}\n"
+    )
+    fake.chmod(0o755)
+    result = subprocess.run(
+        ["bash", "-c", f"set -euo pipefail; source .ci/lib.sh; headline {fake} 2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert f"headline: exit {code}, {rows} rows" in result.stdout, result.stdout + result.stderr
+    assert (result.returncode == 0) == passes, result.stdout + result.stderr
