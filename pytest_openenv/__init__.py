@@ -21,7 +21,7 @@ _EXPORTS = {
     "Backend": "pytest_openenv.envs.base",
     "StepResult": "pytest_openenv.envs.base",
     "ToolSpec": "pytest_openenv.envs.base",
-    "ProposedCall": "pytest_openenv.envs.base",
+    "ProposedCall": "pytest_openenv.proposals",
     "OpenEnvError": "pytest_openenv.errors",
     "ActionRejected": "pytest_openenv.errors",
     "EnvUnavailable": "pytest_openenv.errors",
@@ -35,7 +35,7 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
-    from .envs.base import Backend, EnvFamily, ProposedCall, StepResult, ToolSpec
+    from .envs.base import Backend, EnvFamily, StepResult, ToolSpec
     from .episode.loop import EnvFactory, Limits, run_episode
     from .episode.openenv_record import (
         episode_record_fields,
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from .episode.spec import EpisodeSpec
     from .errors import ActionRejected, EnvConfigError, EnvUnavailable, OpenEnvError
     from .policies.base import Policy, Reply, ToolCall, Turn, Usage
+    from .proposals import ProposedCall
 
 
 def __getattr__(name: str) -> Any:

@@ -60,8 +60,13 @@ def test_the_package_keeps_its_layers() -> None:
             "from ..policies import base as _policies",
             "pytest_openenv.envs is not allowed to import pytest_openenv.policies",
         ),
+        (
+            "policies/scripted.py",
+            "from ..envs import registry as _families",
+            "pytest_openenv.policies is not allowed to import pytest_openenv.envs",
+        ),
     ],
-    ids=["upward", "side-to-side", "envs-to-policies"],
+    ids=["upward", "side-to-side", "envs-to-policies", "policies-to-envs"],
 )
 def test_a_planted_import_across_the_layers_breaks_the_contract(
     tmp_path: Path, module: str, planted: str, broken: str

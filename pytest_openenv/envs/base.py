@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 from ..errors import ActionRejected as ActionRejected
 from ..errors import EnvConfigError as EnvConfigError
 from ..errors import EnvUnavailable as EnvUnavailable
+from ..proposals import ProposedCall as ProposedCall
 from ..util.memo import BoundedMemo
 from .verdict import PassRule
 
@@ -64,17 +65,6 @@ class ToolSpec:
                 "parameters": self.parameters,
             },
         }
-
-
-@dataclass(frozen=True)
-class ProposedCall:
-    """A tool call the env can suggest: scripted moves and legal-move lists."""
-
-    name: str
-    arguments: dict[str, Any]
-
-    def arguments_json(self) -> str:
-        return json.dumps(self.arguments, sort_keys=True)
 
 
 def single_argument(call: ProposedCall, tool: str, argument: str, what: str) -> Any:

@@ -12,11 +12,10 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..envs.base import ProposedCall
-
 # defined with every other exception; importable here, where implementers look for them
 from ..errors import ContextExhausted as ContextExhausted
 from ..errors import PolicyUnavailable as PolicyUnavailable
+from ..proposals import ProposedCall
 
 
 def content_text(content: Any) -> str:

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from ..envs.base import ProposedCall
+from ..proposals import ProposedCall
 from .base import Policy, Reply, ToolCall, Turn
 
 ACCEPTED = (

@@ -143,7 +143,7 @@ def parametrize(metafunc: pytest.Metafunc, settings: Settings, service: EpisodeS
         raise pytest.Collector.CollectError(f"{where}: {chosen_by} cannot be used: {exc}") from None
     # the test plays the policy it names only where no override stands in for it
     if fixture_is_ours(metafunc.definition, "openenv_policy"):
-        from ..policies.registry import check_fits, check_honoured
+        from .policy_fit import check_fits, check_honoured
 
         try:
             check_fits(service.policy(policy), family, chosen_by)

@@ -20,7 +20,7 @@ def check_run_policy(config: pytest.Config, service: EpisodeService) -> Policy:
     run_policy = service.run_policy_name()
     policy = service.policy(run_policy or "scripted")
     if family is not None and run_policy_in_use(config):
-        from ..policies.registry import check_fits, check_honoured
+        from .policy_fit import check_fits, check_honoured
 
         where = (
             f"--openenv-policy={run_policy}"
