@@ -120,7 +120,11 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
             trivial_suite(Path(a), args.n)
             trivial.append(timed(["test_trivial.py"], Path(a), args.tty))
-            run = ["--openenv-env=openspiel:tic_tac_toe", f"--openenv-n={args.n}"]
+            run = [
+                "--openenv-env=openspiel:tic_tac_toe",
+                "--openenv-policy=scripted",
+                f"--openenv-n={args.n}",
+            ]
             episodes.append(timed([*run, *args.episode_arg], Path(b), args.tty))
     t, e = min(trivial), min(episodes)
     print(
