@@ -21,6 +21,7 @@ from ..config.settings import Settings
 from ..envs.base import Backend, EnvFamily, StepResult
 from ..envs.remote.servers import RemoteServers
 from ..util.endpoints import ServerURL, check_health, redact
+from ..util.secrets import KnownSecrets
 
 if TYPE_CHECKING:
     from ..worker.service import EpisodeService
@@ -120,6 +121,7 @@ def check_sessions(
     # would sit idle on the server for the whole run
     workers = config.getoption("numprocesses", None) or config.getoption("tx", None)
     urls = list(settings.servers.urls)
+    secrets = KnownSecrets.from_settings(settings)
     timeout = session_timeout(settings)
     seed = settings.run.seed
 
@@ -132,10 +134,12 @@ def check_sessions(
     if problems:
         listed = "\n  ".join(problems)
         raise pytest.UsageError(
-            f"--openenv-env={family.spec}: {len(problems)} of {len(urls)} --openenv-server(s) "
-            f"host another env (asked before any episode ran):\n  {listed}\n"
-            f"Point --openenv-server at a server that hosts {family.spec}, or set "
-            "--openenv-env (and --openenv-env-config) to what the server hosts."
+            secrets.scrub(
+                f"--openenv-env={family.spec}: {len(problems)} of {len(urls)} --openenv-server(s) "
+                f"host another env (asked before any episode ran):\n  {listed}\n"
+                f"Point --openenv-server at a server that hosts {family.spec}, or set "
+                "--openenv-env (and --openenv-env-config) to what the server hosts."
+            )
         )
     for found in checks:
         if found.problem:
@@ -144,6 +148,7 @@ def check_sessions(
                 f"--openenv-server {found.server}: no session could be used before the run "
                 f"({found.problem}); what it hosts was asked over plain HTTP only, and whether "
                 "it honours the seed is unknown (its records say extra.seeded: null)",
+                secrets,
             )
     silent = [c.server for c in checks if c.silent]
     if silent:
@@ -152,6 +157,7 @@ def check_sessions(
             f"--openenv-server {', '.join(silent)} does not say what it hosts (neither its "
             f"session's state and first observation nor GET /metadata name it), so it cannot "
             f"be checked against {family.spec}; its records say extra.server_reports: null",
+            secrets,
         )
     for found in checks:
         if found.seeded is False:
@@ -160,6 +166,7 @@ def check_sessions(
                 config,
                 f"--openenv-server {found.server} ignores the reset seed: {found.seed_note}, so "
                 "a rerun will not repeat its episodes; its records say extra.seeded=false",
+                secrets,
             )
         elif found.seeded is None:
             remote.learn_seeding_unknown([found.server])
@@ -168,11 +175,13 @@ def check_sessions(
                     config,
                     f"--openenv-server {found.server}: whether it honours the reset seed could "
                     f"not be told ({found.seed_note}); its records say extra.seeded: null",
+                    secrets,
                 )
 
 
-def warn(config: pytest.Config, message: str) -> None:
-    config.issue_config_time_warning(pytest.PytestWarning(message), stacklevel=3)
+def warn(config: pytest.Config, message: str, secrets: KnownSecrets) -> None:
+    """One warning; what a server said in it may echo the credentials it was sent."""
+    config.issue_config_time_warning(pytest.PytestWarning(secrets.scrub(message)), stacklevel=3)
 
 
 def check_one(
