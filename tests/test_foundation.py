@@ -297,6 +297,8 @@ def test_import_does_not_load_heavy_modules() -> None:
         ('policy="nope"', "openenv marker policy='nope' cannot be used: *is unknown*"),
         ("n=-3", "openenv marker n=-3 is invalid: expected a positive integer"),
         ('seed="x"', "openenv marker seed='x' is invalid: expected an integer"),
+        # issue 21 #23: a policy that is not a string was a raw TypeError at collection
+        ("policy=5", "openenv marker policy=5 is invalid: expected a policy name*"),
     ],
 )
 def test_a_bad_marker_is_one_collection_error_naming_the_test(
