@@ -82,6 +82,7 @@ class SessionEnd:
             ran=tally.ran,
             reward=tally.reward,
             passk=self.accounts.passk.result(),
+            judged=tally.passed + tally.failed,
         )
         stopped = session.shouldfail or session.shouldstop
         self.verdict = evaluate(
