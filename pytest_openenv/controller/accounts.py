@@ -98,7 +98,8 @@ class Accounts:
         earlier = self.earlier.pop(report.nodeid, None) if report.skipped else None
         if earlier is not None:
             self.count_earlier_pass(report.nodeid, earlier)
-        elif report.when == "setup" and report.skipped:
+        elif report.skipped and not hasattr(report, "wasxfail"):
+            # a skip at setup (resume, a skip marker) or in the test body: out of the rate
             self.tally.add_outcome("skipped")
         elif report.when == "setup" and report.failed:
             self.tally.add_outcome("errored")
