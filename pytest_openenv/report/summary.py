@@ -48,6 +48,12 @@ def summary_lines(
             else ""
         ),
     ]
+    if f.get("rerun"):
+        lines.append(
+            f"reruns (pytest-rerunfailures): {f['rerun']} episode(s) re-run, "
+            f"{f.get('passed_on_rerun', 0)} passed on a later attempt; each episode counts "
+            "by its first attempt (pass@1 is one attempt, not best of N), as its row does"
+        )
     low, high = f["pass_rate_ci95"]
     lines.append(
         f"pass rate: {percent(f['pass_rate'])}  (95% Wilson CI {interval(low, high)}, n={f['ran']})"
