@@ -55,11 +55,32 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
+    @classmethod
+    def reported(cls, prompt_tokens: Any, completion_tokens: Any) -> Usage:
+        """What an endpoint reported, as counts (see ``token_count``)."""
+        return cls(token_count(prompt_tokens), token_count(completion_tokens))
+
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
         )
+
+
+def token_count(value: Any) -> int:
+    """A token count an endpoint (or a cache file) reported; 0 where it is not one.
+
+    Endpoints are not all careful: ``"abc"``, ``Infinity``, ``NaN`` (Python's JSON reads
+    both), ``-7000000`` or ``true`` are not a count. Usage is a figure of the run, not a
+    verdict, so such a value is taken as unknown (0): never a traceback, never negative.
+    """
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value if value >= 0 else 0
+    if isinstance(value, float) and value.is_integer() and value >= 0:  # NaN, inf: False
+        return int(value)
+    return 0
 
 
 @dataclass(frozen=True)

@@ -103,7 +103,7 @@ def reply_from_json(data: Any) -> Reply:
     return Reply(
         content=content,
         tool_calls=tuple(parsed),
-        usage=Usage(int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))),
+        usage=Usage.reported(usage.get("prompt_tokens"), usage.get("completion_tokens")),
     )
 
 

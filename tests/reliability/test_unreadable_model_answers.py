@@ -156,3 +156,34 @@ def test_retries_spent_are_counted_not_assumed(launcher: Launcher) -> None:
     [row] = read_rows(launcher.output / "failures.jsonl")
     assert requests == 3
     assert "HTTP 429 after 2 retries" in row["failure"]["message"], row["failure"]["message"]
+
+
+BAD_USAGE = {
+    "text": "abc",
+    "infinity": float("inf"),
+    "nan": float("nan"),
+    "negative": -7000000,
+    "fraction": 2.5,
+}
+
+
+@pytest.mark.parametrize("value", sorted(BAD_USAGE))
+@pytest.mark.parametrize("provider", sorted(SERVERS))
+def test_usage_that_is_not_a_count_is_no_traceback_and_never_negative(
+    launcher: Launcher, provider: str, value: str
+) -> None:
+    """issue 21 #9: ``"abc"``, Infinity, NaN were a raw traceback; -7000000 was printed."""
+    bad = BAD_USAGE[value]
+    names = (
+        ("prompt_tokens", "completion_tokens")
+        if provider == "openai"
+        else ("input_tokens", "output_tokens")
+    )
+    faults = Faults(usage=dict.fromkeys(names, bad))
+    code, failures = run(launcher, provider, faults, "--openenv-min-reward=-1")
+    assert code == 0, failures  # every game counts as passed: the answers were read
+    assert failures == []
+    figures = json.loads((launcher.output / "summary.json").read_text())["figures"]
+    assert (figures["prompt_tokens"], figures["completion_tokens"]) == (0, 0), figures
+    for row in read_rows(launcher.output / "results.jsonl"):
+        assert row["metrics"]["prompt_tokens"] == 0 == row["metrics"]["completion_tokens"]

@@ -62,6 +62,8 @@ class Faults:
     raw_200: tuple[str, str] | None = None
     turn_faults: dict[int, str] = field(default_factory=dict)
     every_turn: str | None = None
+    #: sent as the completion's ``usage`` instead of the counts (``"abc"``, NaN, negative ...)
+    usage: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         for kind in [*self.turn_faults.values(), self.every_turn]:
@@ -313,4 +315,6 @@ class ModelServer:
         with self._lock:
             self.statuses_sent.append(200)
         payload = self.completion(body, decision, (prompt_tokens, completion_tokens))
+        if faults.usage is not None:  # json.dumps writes NaN and Infinity as such
+            payload["usage"] = faults.usage
         self._send(handler, 200, payload)
