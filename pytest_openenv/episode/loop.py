@@ -29,7 +29,7 @@ from ..errors import (
     PolicyUnavailable,
     ServerMismatch,
 )
-from ..policies.base import Policy, Reply, ToolCall, Turn, Usage
+from ..policies.base import Policy, Reply, ToolCall, Turn, Usage, check_answer_size
 from ..util.endpoints import redact
 from ..util.memo import BoundedMemo
 from .record import metrics_section, task_section
@@ -313,6 +313,7 @@ class _Loop:
             except ContextExhausted as exc:
                 self.stopped = f"the model's context window is full: {exc}"
                 break
+            check_answer_size(reply, str(getattr(self.policy, "name", "") or "the policy"))
             if reply.usage.prompt_tokens or reply.usage.completion_tokens:
                 self.usage = self.usage + reply.usage
             self.messages.append(reply.to_openai())

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from ..envs.base import ProposedCall
 
 # defined with every other exception; importable here, where implementers look for them
+from ..errors import AnswerTooLarge
 from ..errors import ContextExhausted as ContextExhausted
 from ..errors import PolicyUnavailable as PolicyUnavailable
 
@@ -81,6 +82,30 @@ def token_count(value: Any) -> int:
     if isinstance(value, float) and value.is_integer() and value >= 0:  # NaN, inf: False
         return int(value)
     return 0
+
+
+def check_answer_size(reply: Reply, policy: str, max_bytes: int | None = None) -> None:
+    """A reply past ``MAX_ANSWER_BYTES`` (content and tool-call arguments) is refused.
+
+    Whatever policy made it (a callable, a local checkpoint, a cache entry): the row
+    would carry it whole, and every later turn would send it back to the model.
+    """
+    from ..util.jsonlimits import MAX_ANSWER_BYTES
+
+    cap = MAX_ANSWER_BYTES if max_bytes is None else max_bytes
+    # characters first: no encoding of a short answer is needed to see it is short
+    size = len(reply.content) + sum(len(c.arguments) + len(c.name) for c in reply.tool_calls)
+    if size * 4 <= cap:
+        return
+    size = len(reply.content.encode("utf-8", "surrogatepass")) + sum(
+        len(c.arguments.encode("utf-8", "surrogatepass")) + len(c.name.encode("utf-8"))
+        for c in reply.tool_calls
+    )
+    if size > cap:
+        raise AnswerTooLarge(
+            f"policy {policy} answered {size} bytes (content and tool-call arguments), over "
+            f"the {cap}-byte cap on one model answer; no --openenv-max-tokens comes near it"
+        )
 
 
 @dataclass(frozen=True)
