@@ -54,7 +54,12 @@ def cache_key(
     model: str | None,
     sampling: dict[str, Any],
     turn: Turn,
+    scrub: Callable[[str], str] | None = None,
 ) -> str:
+    """``scrub``: the cache's scrubber. An entry's reply is stored scrubbed, so a replay
+    sends ``***`` back where the recording's conversation held an echoed secret: the key
+    is made over the scrubbed text, so both find the same entry (without a secret in the
+    conversation scrubbing changes nothing, and keys are what they always were)."""
     payload = {
         "provider": provider,
         "model": model,
@@ -64,6 +69,8 @@ def cache_key(
         "episode_id": turn.episode_id,
     }
     text = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    if scrub is not None:
+        text = scrub(text)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -168,7 +175,7 @@ class CachedPolicy(Policy):
             self.inner.load(strict=strict)
 
     def act(self, turn: Turn) -> Reply:
-        key = cache_key(self.provider, self.model, self.sampling, turn)
+        key = cache_key(self.provider, self.model, self.sampling, turn, self.cache.secrets.scrub)
         corrupt = False
         try:
             hit = self.cache.load(key)

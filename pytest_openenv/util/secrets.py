@@ -113,6 +113,18 @@ def base64_cores(value: str) -> set[str]:
     return cores
 
 
+def basic_forms(value: str) -> set[str]:
+    """``value`` base64-encoded whole, as a Basic credential sends ``user:password``.
+
+    A pair shorter than ``MIN_SECRET`` (``u:pass1``) has no base64 core long enough to
+    hide inside any text, but its whole encoding after ``Basic`` (``dTpwYXNzMQ==``) is
+    what an endpoint echoes: these forms, padding and all, are long enough to hide.
+    """
+    encoded = base64.b64encode(value.encode("utf-8")).decode("ascii")
+    forms = {encoded, encoded.rstrip("="), encoded.replace("+", "-").replace("/", "_")}
+    return {form for form in forms if len(form) >= MIN_SECRET}
+
+
 def forms_of(value: str) -> set[str]:
     forms = {
         value,
@@ -148,6 +160,8 @@ class KnownSecrets:
                 forms |= forms_of(value)
             elif len(value) >= 4:
                 forms.add(value)  # short URL passwords: only as written
+            if len(value) >= 4:
+                forms |= basic_forms(value)
         return cls(tuple(sorted(forms, key=lambda form: (-len(form), form))))
 
     @classmethod
