@@ -33,35 +33,22 @@ def episode_id_from_nodeid(nodeid: str) -> str | None:
     return match.group(1) if match else None
 
 
-def same_episode_twice(nodeids: list[str], dist: str | None) -> str | None:
-    """Why the collection would count (and write) an episode more than once, if it would.
-
-    ``--dist each`` runs the whole collection on every worker; pytest-repeat's ``--count``
-    and any parametrization beyond the episode's give one test function two items with
-    one episode id. Both counted each episode several times (a narrower interval, rows
-    with one ``episode_id``); ``--openenv-repeats`` is how a seed is run K times.
-    """
-    fix = (
-        "to run each seed several times use --openenv-repeats K (ids ep-000000-r0 ..., "
-        "reported as pass@1, pass@k and pass^k)"
+def dist_each_problem(nodeids: list[str], dist: str | None) -> str | None:
+    """``--dist each`` runs the whole collection on every worker: each episode would be
+    counted (a narrower interval) and written once per worker."""
+    if dist != "each" or not any(episode_id_from_nodeid(nodeid) for nodeid in nodeids):
+        return None
+    return (
+        "--dist each runs every episode once on every worker, so each would be counted "
+        f"and written as many times; use --dist load (the default with -n), and {REPEATS_FIX}"
     )
-    episodes = [nodeid for nodeid in nodeids if episode_id_from_nodeid(nodeid)]
-    if dist == "each" and episodes:
-        return (
-            "--dist each runs every episode once on every worker, so each would be counted "
-            f"and written as many times; use --dist load (the default with -n), and {fix}"
-        )
-    seen: dict[tuple[str, str], str] = {}
-    for nodeid in episodes:
-        key = (nodeid.rpartition("[")[0], episode_id_from_nodeid(nodeid) or "")
-        first = seen.setdefault(key, nodeid)
-        if first != nodeid:
-            return (
-                f"{first} and {nodeid} are the same episode ({key[1]}): each would be counted "
-                "and written as its own row under one episode_id (pytest-repeat's --count, "
-                f"or a parametrization on top of the episode's); {fix}"
-            )
-    return None
+
+
+#: what the refusals of one episode played several times point at
+REPEATS_FIX = (
+    "to run each seed several times use --openenv-repeats K (ids ep-000000-r0 ..., "
+    "reported as pass@1, pass@k and pass^k)"
+)
 
 
 class Accounts:

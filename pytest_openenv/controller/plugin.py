@@ -105,9 +105,9 @@ class ControllerPlugin:
 
     def claim_output(self, nodeids: list[str]) -> None:
         """Once the collection is known: claim the folder if it holds episode tests."""
-        from .accounts import same_episode_twice
+        from .accounts import dist_each_problem
 
-        problem = same_episode_twice(nodeids, self.config.getoption("dist", None))
+        problem = dist_each_problem(nodeids, self.config.getoption("dist", None))
         if problem is not None:
             raise pytest.UsageError(problem)
         if self.accounts.expect(nodeids):
