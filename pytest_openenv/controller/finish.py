@@ -58,6 +58,8 @@ class SessionEnd:
         self.verdict: Verdict | None = None
         self.step_summary_error: str | None = None
         self.exit_status: int | None = None
+        #: the exit code pytest ends with (after the files and the push), for the summary
+        self.final_exit_status: int | None = None
         #: report.html was written (the end of run links each failed episode into it)
         self.report_written = False
 
@@ -82,6 +84,7 @@ class SessionEnd:
             ran=tally.ran,
             reward=tally.reward,
             passk=self.accounts.passk.result(),
+            judged=tally.passed + tally.failed,
         )
         stopped = session.shouldfail or session.shouldstop
         self.verdict = evaluate(
@@ -214,6 +217,7 @@ class SessionEnd:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.publisher is not None and self.publisher.interrupted:
             session.exitstatus = pytest.ExitCode.INTERRUPTED
+        self.final_exit_status = int(session.exitstatus)
 
     # -- the terminal summary ----------------------------------------------------
     def stronger_teacher(self) -> str | None:
@@ -236,6 +240,7 @@ class SessionEnd:
             str(self.settings.output.folder),
             gated=self.gate.active,
             teacher=self.stronger_teacher(),
+            exit_status=self.final_exit_status,
         )
         passk = self.accounts.passk.result()
         if passk.k > 1:

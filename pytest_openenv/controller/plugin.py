@@ -29,6 +29,7 @@ from ..dataset.hub import HubPublisher
 from ..report.gates import GateConfig
 from ..report.slim import ReportSlimmer
 from ..util.secrets import KnownSecrets
+from ..util.signals import TermAsInterrupt
 from .accounts import Accounts
 from .finish import SessionEnd
 from .metadata import RunMetadata
@@ -83,6 +84,7 @@ class ControllerPlugin:
             notes=notes,
         )
         self.stopper = RunStop(config)
+        self.sigterm = TermAsInterrupt()
         self.live: LiveStatus | None = None
         config.pluginmanager.register(
             EndOfRun(
@@ -103,8 +105,15 @@ class ControllerPlugin:
 
     def claim_output(self, nodeids: list[str]) -> None:
         """Once the collection is known: claim the folder if it holds episode tests."""
+        from .accounts import dist_each_problem
+
+        problem = dist_each_problem(nodeids, self.config.getoption("dist", None))
+        if problem is not None:
+            raise pytest.UsageError(problem)
         if self.accounts.expect(nodeids):
             self.output.claim(self.run)
+            # a cancelled CI job or `docker stop` finishes the files as Ctrl-C does
+            self.sigterm.install()
 
     def stop(self, reason: str) -> None:
         self.stopper.stop(reason)
@@ -176,3 +185,4 @@ class ControllerPlugin:
         if self.live is not None:
             self.live.close()
         self.output.release(wrote=self.accounts.active)
+        self.sigterm.restore()

@@ -121,9 +121,10 @@ def check_sessions(
     # would sit idle on the server for the whole run
     workers = config.getoption("numprocesses", None) or config.getoption("tx", None)
     urls = list(settings.servers.urls)
-    secrets = KnownSecrets.from_settings(settings)
     timeout = session_timeout(settings)
     seed = settings.run.seed
+    # what a server answered goes into the warnings (an error frame may quote credentials)
+    secrets = KnownSecrets.from_settings(settings)
 
     def check(url: str) -> ServerCheck:
         return check_one(family, url, seed, timeout=timeout, keep=not workers, remote=remote)
@@ -134,53 +135,50 @@ def check_sessions(
     if problems:
         listed = "\n  ".join(problems)
         raise pytest.UsageError(
-            secrets.scrub(
-                f"--openenv-env={family.spec}: {len(problems)} of {len(urls)} --openenv-server(s) "
-                f"host another env (asked before any episode ran):\n  {listed}\n"
-                f"Point --openenv-server at a server that hosts {family.spec}, or set "
-                "--openenv-env (and --openenv-env-config) to what the server hosts."
-            )
+            f"--openenv-env={family.spec}: {len(problems)} of {len(urls)} --openenv-server(s) "
+            f"host another env (asked before any episode ran):\n  {listed}\n"
+            f"Point --openenv-server at a server that hosts {family.spec}, or set "
+            "--openenv-env (and --openenv-env-config) to what the server hosts."
         )
     for found in checks:
         if found.problem:
             warn(
                 config,
+                secrets,
                 f"--openenv-server {found.server}: no session could be used before the run "
                 f"({found.problem}); what it hosts was asked over plain HTTP only, and whether "
                 "it honours the seed is unknown (its records say extra.seeded: null)",
-                secrets,
             )
     silent = [c.server for c in checks if c.silent]
     if silent:
         warn(
             config,
+            secrets,
             f"--openenv-server {', '.join(silent)} does not say what it hosts (neither its "
             f"session's state and first observation nor GET /metadata name it), so it cannot "
             f"be checked against {family.spec}; its records say extra.server_reports: null",
-            secrets,
         )
     for found in checks:
         if found.seeded is False:
             remote.learn_unseeded([found.server])
             warn(
                 config,
+                secrets,
                 f"--openenv-server {found.server} ignores the reset seed: {found.seed_note}, so "
                 "a rerun will not repeat its episodes; its records say extra.seeded=false",
-                secrets,
             )
         elif found.seeded is None:
             remote.learn_seeding_unknown([found.server])
             if not found.problem:
                 warn(
                     config,
+                    secrets,
                     f"--openenv-server {found.server}: whether it honours the reset seed could "
                     f"not be told ({found.seed_note}); its records say extra.seeded: null",
-                    secrets,
                 )
 
 
-def warn(config: pytest.Config, message: str, secrets: KnownSecrets) -> None:
-    """One warning; what a server said in it may echo the credentials it was sent."""
+def warn(config: pytest.Config, secrets: KnownSecrets, message: str) -> None:
     config.issue_config_time_warning(pytest.PytestWarning(secrets.scrub(message)), stacklevel=3)
 
 
