@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ..config.convert import check_item_count
+from ..config.convert import check_item_count, check_seed_range
 from ..config.settings import Settings
 from ..envs.base import EnvConfigError
 from ..envs.verdict import JUDGE_AT
@@ -110,6 +110,9 @@ def episode_test(settings: Settings, marker: pytest.Mark | None) -> EpisodeTest:
     too_many = check_item_count(n, settings.run.repeats, f"openenv marker n={n}")
     if too_many:
         raise EnvConfigError(too_many)
+    seeds = check_seed_range(seed, n, f"openenv marker seed={seed}, n={n}")
+    if seeds:
+        raise EnvConfigError(seeds)
     config = {**settings.run.config, **kwargs}
     return EpisodeTest(
         env=env,
