@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import pytest
 
 from ..config.settings import Settings, check_output_writable
-from ..dataset.folder import LOCK, ownership_problem, read_metadata
+from ..dataset.folder import LOCK, card_is_generated, ownership_problem, read_metadata
 from ..dataset.identity import resume_problem
 from ..dataset.jsonl import CorruptLine, scan
 from ..dataset.lock import FolderLocked, RunLock
@@ -159,7 +159,7 @@ class OutputFolder:
                 self.release(wrote=False)
                 raise pytest.UsageError(mismatch)
         try:
-            self.writer.move_earlier_run_aside()
+            self.writer.move_earlier_run_aside(card=card_is_generated(folder))
             self.writer.write_json(METADATA, run.to_json(finished=False))
         except OSError as exc:
             self.release(wrote=False)

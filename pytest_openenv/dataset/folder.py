@@ -6,7 +6,9 @@ The plugin writes only these names (DESIGN §4) and nothing else:
   ``README.md`` (the dataset card), ``report.html`` (the run report) and
   ``pass-rate.svg`` (the card's chart);
 - an earlier run's files moved aside: ``results.20250101T120000.jsonl``
-  (``-1``, ``-2`` ... on a clash), likewise ``failures``, ``metadata``, ``summary``;
+  (``-1``, ``-2`` ... on a clash), likewise ``failures``, ``metadata``, ``summary``, the
+  generated card ``README``, ``report`` and ``pass-rate`` (an earlier run's card and report
+  describe its data, so they go aside with it);
 - ``.openenv.lock`` while a run holds the folder, and ``.<name>.tmp-<pid>-<random>`` while
   one of those files is being replaced.
 
@@ -38,7 +40,9 @@ MARKER = {"written_by": WRITTEN_BY, "folder_format": FOLDER_FORMAT}
 OWNED_NAMES = frozenset((RESULTS, FAILURES, METADATA, SUMMARY, CARD, REPORT, CHART, LOCK))
 _BACKUP = re.compile(
     r"(?:(?:results|failures)\.\d{8}T\d{6}(?:-\d+)?\.jsonl"
-    r"|(?:metadata|summary)\.\d{8}T\d{6}(?:-\d+)?\.json)"
+    r"|(?:metadata|summary)\.\d{8}T\d{6}(?:-\d+)?\.json"
+    r"|README\.\d{8}T\d{6}(?:-\d+)?\.md|report\.\d{8}T\d{6}(?:-\d+)?\.html"
+    r"|pass-rate\.\d{8}T\d{6}(?:-\d+)?\.svg)"
 )
 #: at most this many foreign names in a message
 SHOWN = 8

@@ -31,8 +31,10 @@ CARD = "README.md"
 #: the run report (report/page/) and the card's chart, rewritten at every session end
 REPORT = "report.html"
 CHART = "pass-rate.svg"
-#: what an earlier run leaves that a new run (without --openenv-resume) moves aside
-EARLIER_RUN = (RESULTS, FAILURES, METADATA, SUMMARY)
+#: what an earlier run leaves that a new run (without --openenv-resume) moves aside: its
+#: data, and the card and report that describe it (left in place, a run killed before its
+#: end would show the old card beside the new metadata)
+EARLIER_RUN = (RESULTS, FAILURES, METADATA, SUMMARY, REPORT, CHART)
 
 #: the files a run replaces whole (``util/atomic.py``), so whose temp files are ours
 REPLACED = frozenset((RESULTS, FAILURES, METADATA, SUMMARY, CARD, REPORT, CHART))
@@ -112,11 +114,14 @@ class DatasetWriter:
         #: set when the folder or its files vanished mid-run and the rows were written back
         self.restored: list[Path] = []
 
-    def move_earlier_run_aside(self) -> None:
-        """Without --openenv-resume: an earlier run's files are renamed, never overwritten."""
+    def move_earlier_run_aside(self, *, card: bool) -> None:
+        """Without --openenv-resume: an earlier run's files are renamed, never overwritten.
+
+        ``card``: the card is a generated one (a hand-edited card stays where it is).
+        """
         if self.resume:
             return
-        for name in EARLIER_RUN:
+        for name in (*EARLIER_RUN, *((CARD,) if card else ())):
             moved = move_aside(self.folder / name)
             if moved is not None:
                 self.moved.append(moved)

@@ -79,7 +79,7 @@ def test_rerun_moves_every_earlier_file_aside(launcher: Launcher, workers: str) 
     assert first.returncode in (0, 1), first.stdout[-3000:]
     earlier = {
         name: (launcher.output / name).read_bytes()
-        for name in ("metadata.json", "summary.json", "results.jsonl")
+        for name in ("metadata.json", "summary.json", "results.jsonl", "README.md", "report.html")
     }
     assert json.loads(earlier["metadata.json"])["written_by"] == "pytest-openenv"
 
@@ -97,6 +97,34 @@ def test_rerun_moves_every_earlier_file_aside(launcher: Launcher, workers: str) 
 
     third = launcher.run("-n", workers, *RUN)  # a folder of backups is still ours
     assert third.returncode in (0, 1), third.stdout[-3000:]
+
+
+def test_a_killed_rerun_never_shows_the_earlier_card(launcher: Launcher) -> None:
+    """Issue 21 #27: the card and report describe the earlier run's data, so they go aside
+    with it; a rerun killed before its end left the old card beside the new metadata."""
+    import signal
+    import time
+
+    launcher.write_episode_test()
+    assert launcher.run(*RUN).returncode in (0, 1)
+    card = (launcher.output / "README.md").read_bytes()
+    run = launcher.start(*RUN, "--openenv-seed=50", env={"FAULT_DELAY": "0.3"})
+    results = launcher.output / "results.jsonl"
+    deadline = time.monotonic() + 60
+    # the rerun's first row: its claim has moved the earlier files aside
+    while not (results.exists() and b'"seed":50' in results.read_bytes()):
+        assert run.proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    run.signal_group(signal.SIGKILL)
+    run.wait()
+    assert not (launcher.output / "README.md").exists()
+    assert not (launcher.output / "report.html").exists()
+    assert [p.read_bytes() for p in launcher.output.glob("README.*.md")] == [card]
+    assert json.loads((launcher.output / "metadata.json").read_text())["settings"]["seed"] == 50
+
+    again = launcher.run(*RUN)  # the backups leave the folder ours
+    assert again.returncode in (0, 1), again.text[-3000:]
+    assert (launcher.output / "README.md").exists()
 
 
 def test_hand_edited_card_is_kept(launcher: Launcher) -> None:
