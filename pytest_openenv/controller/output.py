@@ -44,13 +44,17 @@ def folder_in_use(folder: Path, holder: str) -> str:
 
 
 def read_resume_set(settings: Settings) -> tuple[set[str], bool]:
-    """Node ids already in results.jsonl; repairs a torn last line (older crash)."""
+    """Node ids already in results.jsonl, and whether it ends in a torn line (an older crash).
+
+    Reads only: the torn line is cut off when the run claims the folder, so a
+    ``--collect-only`` or a refused resume leaves the file as it was.
+    """
     path = settings.output.folder / "results.jsonl"
     holder = RunLock(settings.output.folder / LOCK).live_holder()
-    if holder is not None:  # its last line may be half-written now: repair nothing
+    if holder is not None:  # its last line may be half-written now
         raise pytest.UsageError(folder_in_use(settings.output.folder, holder))
     try:
-        rows, torn = scan(path, repair_torn_tail=True)
+        rows, torn = scan(path, repair_torn_tail=False)
     except CorruptLine as exc:
         raise pytest.UsageError(
             f"--openenv-resume cannot read {exc.path}:{exc.line}: {exc}. Fix or move that "
@@ -94,17 +98,11 @@ class OutputFolder:
         check_output_writable(self.folder)
         #: --openenv-resume: node ids already in results.jsonl (their items are skipped)
         self.resumed: frozenset[str] = frozenset()
+        #: results.jsonl ends in a torn line, cut off once the folder is claimed
+        self.torn = False
         if settings.output.resume:
-            done, torn = read_resume_set(settings)
+            done, self.torn = read_resume_set(settings)
             self.resumed = frozenset(done)
-            if torn:
-                config.issue_config_time_warning(
-                    pytest.PytestWarning(
-                        f"{self.folder / 'results.jsonl'} ended in a torn line (an earlier run "
-                        "was killed mid-write); the partial line was removed and will be re-run"
-                    ),
-                    stacklevel=2,
-                )
         self.writer = DatasetWriter(self.folder, resume=settings.output.resume, secrets=secrets)
         self.lock = RunLock(self.folder / LOCK)
         self.claimed = False
@@ -159,6 +157,8 @@ class OutputFolder:
                 self.release(wrote=False)
                 raise pytest.UsageError(mismatch)
         try:
+            if self.torn:
+                self.repair_torn_line()
             self.writer.move_earlier_run_aside(card=card_is_generated(folder))
             self.writer.write_json(METADATA, run.to_json(finished=False))
         except OSError as exc:
@@ -166,6 +166,16 @@ class OutputFolder:
             raise pytest.UsageError(
                 f"--openenv-output={str(folder)!r} is not writable: {exc}"
             ) from None
+
+    def repair_torn_line(self) -> None:
+        """Cut off the partial last line an earlier, killed run left (the folder is ours now)."""
+        path = self.folder / "results.jsonl"
+        scan(path, repair_torn_tail=True)
+        self.torn = False
+        self.warn(
+            f"{path} ended in a torn line (an earlier run was killed mid-write); the partial "
+            "line was removed and will be re-run"
+        )
 
     def save(self, row: Row) -> str | None:
         """Append ``row``; the error, when this is the write that first failed."""
