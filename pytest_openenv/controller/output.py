@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import pytest
 
 from ..config.settings import Settings, check_output_writable
 from ..dataset.folder import LOCK, card_is_generated, ownership_problem, read_metadata
-from ..dataset.identity import resume_problem
+from ..dataset.identity import RowIdentity, resume_problem
 from ..dataset.jsonl import CorruptLine, scan
 from ..dataset.lock import FolderLocked, RunLock
 from ..dataset.writer import METADATA, DatasetWriter
@@ -43,8 +43,9 @@ def folder_in_use(folder: Path, holder: str) -> str:
     )
 
 
-def read_resume_set(settings: Settings) -> tuple[set[str], bool]:
-    """Node ids already in results.jsonl, and whether it ends in a torn line (an older crash).
+def read_resume_set(settings: Settings) -> tuple[dict[str, RowIdentity], bool]:
+    """Node ids already in results.jsonl with what each row says of how it was played, and
+    whether the file ends in a torn line (an older crash).
 
     Reads only: the torn line is cut off when the run claims the folder, so a
     ``--collect-only`` or a refused resume leaves the file as it was.
@@ -65,7 +66,13 @@ def read_resume_set(settings: Settings) -> tuple[set[str], bool]:
             f"--openenv-resume cannot read {path}: {exc.strerror or exc}. It must be the "
             "results.jsonl file of an earlier run: move it away or pass another --openenv-output"
         ) from None
-    return {row.key[1] for row in rows}, torn
+    if not rows:
+        return {}, torn
+    from ..dataset.jsonl import iter_records
+
+    return {
+        str(record.get("test", "")): RowIdentity.of(record) for record in iter_records(path)
+    }, torn
 
 
 def earlier_passes(settings: Settings) -> dict[str, dict[str, Any]]:
@@ -96,13 +103,13 @@ class OutputFolder:
         #: the controller's notes for the summary (a lock taken over, a card kept)
         self.notes = notes
         check_output_writable(self.folder)
-        #: --openenv-resume: node ids already in results.jsonl (their items are skipped)
-        self.resumed: frozenset[str] = frozenset()
+        #: --openenv-resume: node ids already in results.jsonl (their items are skipped), with
+        #: what each row says of how it was played (a test that plays otherwise is refused)
+        self.resumed: dict[str, RowIdentity] = {}
         #: results.jsonl ends in a torn line, cut off once the folder is claimed
         self.torn = False
         if settings.output.resume:
-            done, self.torn = read_resume_set(settings)
-            self.resumed = frozenset(done)
+            self.resumed, self.torn = read_resume_set(settings)
         self.writer = DatasetWriter(self.folder, resume=settings.output.resume, secrets=secrets)
         self.lock = RunLock(self.folder / LOCK)
         self.claimed = False
@@ -166,6 +173,16 @@ class OutputFolder:
             raise pytest.UsageError(
                 f"--openenv-output={str(folder)!r} is not writable: {exc}"
             ) from None
+
+    def refuse_resume(self, run: RunMetadata, rows_problem: str) -> NoReturn:
+        """A test's collection found rows it would now play otherwise: refuse the run.
+
+        Raised as the collection report arrives, before the folder is claimed (nothing is
+        written) and before any episode; the run's own identity, when it differs too, is
+        named instead (it names the option to set back).
+        """
+        mismatch = resume_problem(self.folder, read_metadata(self.folder), run.identity())
+        raise pytest.UsageError(mismatch or rows_problem)
 
     def repair_torn_line(self) -> None:
         """Cut off the partial last line an earlier, killed run left (the folder is ours now)."""

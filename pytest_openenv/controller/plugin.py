@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..dataset.hub import HubPublisher
+from ..dataset.identity import RESUME_REFUSED
 from ..report.gates import GateConfig
 from ..report.slim import ReportSlimmer
 from ..util.secrets import KnownSecrets
@@ -124,7 +125,11 @@ class ControllerPlugin:
         # -n 0: this process collected the items itself (xdist: XdistController)
         self.claim_output([item.nodeid for item in session.items])
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        refused = getattr(report, RESUME_REFUSED, None)
+        if refused:  # a test plays its resumed rows otherwise: exit 4, before any episode
+            self.output.refuse_resume(self.run, str(refused))
         self.accounts.count_collect_report(report)
 
     @pytest.hookimpl(trylast=True)

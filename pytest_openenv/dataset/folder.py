@@ -61,6 +61,23 @@ def read_metadata(folder: Path) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def unreadable_metadata(folder: Path) -> str | None:
+    """Why ``metadata.json`` is there but says nothing (not JSON, truncated), or None."""
+    try:
+        raw = (folder / METADATA).read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"it cannot be read: {exc.strerror or exc}"
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        if not raw.strip():
+            return "it is empty"
+        return f"it is not whole JSON, as a file cut short would be ({exc})"
+    return None if isinstance(value, dict) else "it is not a JSON object"
+
+
 def metadata_is_ours(metadata: dict[str, Any] | None) -> bool:
     if metadata is None:
         return False
@@ -108,7 +125,7 @@ def foreign_entries(folder: Path, also_ours: Iterable[Path | str | None] = ()) -
         if not is_our_name(name) or (path.is_dir() and not path.is_symlink()):
             foreign.append(f"{name}/" if path.is_dir() else name)
     ours = metadata_is_ours(read_metadata(folder))
-    if METADATA in names and not ours:
+    if METADATA in names and not ours and unreadable_metadata(folder) is None:
         foreign.append(f"{METADATA} (not written by {WRITTEN_BY})")
     if CARD in names and not ours and not card_is_generated(folder):
         foreign.append(f"{CARD} (not a dataset card written by {WRITTEN_BY})")
@@ -118,6 +135,16 @@ def foreign_entries(folder: Path, also_ours: Iterable[Path | str | None] = ()) -
 def ownership_problem(folder: Path, also_ours: Iterable[Path | str | None] = ()) -> str | None:
     """Why the run must not write to ``folder``, or None when it may."""
     foreign = foreign_entries(folder, also_ours)
+    damaged = unreadable_metadata(folder) if (folder / METADATA).exists() else None
+    if damaged is not None and not foreign:
+        # every name is ours, but the one file that says who wrote the folder says nothing
+        return (
+            f"--openenv-output={str(folder)!r}: its {METADATA} is damaged ({damaged}), so "
+            "it does not say which run wrote this folder. If a pytest-openenv run did, "
+            f"restore {METADATA} or delete it (with --openenv-resume every row in "
+            "results.jsonl is still checked against this run); otherwise pass another "
+            "--openenv-output"
+        )
     if not foreign:
         return None
     shown = ", ".join(foreign[:SHOWN])

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -18,6 +18,9 @@ from ..envs.verdict import JUDGE_AT
 from ..episode.spec import EpisodeSpec
 from .fixtures import EPISODE_FIXTURE, fixture_is_ours
 from .service import EpisodeService
+
+if TYPE_CHECKING:
+    from .resume_check import ResumeCheck
 
 
 @dataclass(frozen=True)
@@ -126,11 +129,17 @@ def episode_test(settings: Settings, marker: pytest.Mark | None) -> EpisodeTest:
     )
 
 
-def parametrize(metafunc: pytest.Metafunc, settings: Settings, service: EpisodeService) -> None:
+def parametrize(
+    metafunc: pytest.Metafunc,
+    settings: Settings,
+    service: EpisodeService,
+    resume: ResumeCheck | None = None,
+) -> None:
     """One item per episode of the test, ids ``ep-000000`` ...
 
     A mistake in a test's marker is one collection error naming the test, with no
-    traceback, before any episode runs (not an error on every one of its items).
+    traceback, before any episode runs (not an error on every one of its items); so is
+    a ``resume`` whose rows of this test were played otherwise (``resume_check.py``).
     """
     where = metafunc.definition.nodeid
     try:
@@ -154,6 +163,8 @@ def parametrize(metafunc: pytest.Metafunc, settings: Settings, service: EpisodeS
         except pytest.UsageError as exc:
             raise pytest.Collector.CollectError(f"{where}: {exc}") from None
     specs = test.specs(policy, settings)
+    if resume is not None:
+        resume.check(metafunc, test, family, policy, specs, service)
     metafunc.parametrize(
         EPISODE_FIXTURE, specs, ids=[spec.episode_id for spec in specs], indirect=True
     )
