@@ -92,6 +92,37 @@ def earlier_passes(settings: Settings) -> dict[str, dict[str, Any]]:
     return earlier
 
 
+def earlier_failures(
+    settings: Settings, passes: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """--openenv-resume: the rows of failures.jsonl that no later pass replaced, by test.
+
+    Their items run again when collected; the rest (deselected, past a smaller n) stay in
+    the folder's dataset, so the figures count them (``Accounts.count_rest_of_folder``).
+    """
+    from ..dataset.jsonl import iter_records
+
+    failed: dict[str, dict[str, Any]] = {}
+    try:
+        for row in iter_records(settings.output.folder / "failures.jsonl"):
+            test = str(row.get("test", ""))
+            if test in passes:
+                continue
+            metrics = row.get("metrics") if isinstance(row.get("metrics"), dict) else {}
+            failure = row.get("failure") if isinstance(row.get("failure"), dict) else {}
+            failed[test] = {
+                "outcome": "errored" if failure.get("outcome") == "error" else "failed",
+                "reward": row.get("reward"),
+                "turns": metrics.get("turns"),
+                "env": row.get("env"),
+                "policy": row.get("policy"),
+                "model": row.get("model"),
+            }
+    except (OSError, ValueError):  # figures only: a damaged failures file counts nothing
+        return {}
+    return failed
+
+
 class OutputFolder:
     def __init__(
         self, config: pytest.Config, settings: Settings, secrets: KnownSecrets, notes: list[str]

@@ -33,7 +33,7 @@ from ..util.secrets import KnownSecrets
 from .accounts import Accounts
 from .finish import SessionEnd
 from .metadata import RunMetadata
-from .output import OutputFolder, earlier_passes
+from .output import OutputFolder, earlier_failures, earlier_passes
 from .progress import LiveStatus, gate_so_far, status_text
 from .stopping import RunStop
 from .terminal_end import EndOfRun
@@ -71,6 +71,10 @@ class ControllerPlugin:
         gate = GateConfig.from_settings(settings, invocation_dir=Path(config.invocation_params.dir))
         self.run = RunMetadata(settings, service, gate, template)
         earlier = earlier_passes(settings) if settings.output.resume else {}
+        #: --openenv-resume: failures.jsonl's rows, counted at the end where not played again
+        self.earlier_failures = (
+            earlier_failures(settings, earlier) if settings.output.resume else {}
+        )
         self.accounts = Accounts(settings, service, earlier)
         self.slimmer = ReportSlimmer(config)
         self.end = SessionEnd(
@@ -161,6 +165,8 @@ class ControllerPlugin:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.live is not None:
             self.live.close()  # before pytest writes its summary
+        if self.settings.output.resume and self.accounts.active:
+            self.accounts.count_rest_of_folder(self.earlier_failures)
         try:
             self.end.apply_gate(session)
             self.end.align_junit()
