@@ -236,6 +236,15 @@ OPTIONS: list[Option] = [
         "PATH",
         into="gate.baseline",
     ),
+    Option(
+        "baseline-any-env",
+        "compare with a --openenv-baseline of another env (refused otherwise: its pass rate "
+        "measures other tasks)",
+        boolean,
+        False,
+        is_flag=True,
+        into="gate.baseline_any_env",
+    ),
     # -- LLM policies (policies/llm.py, cache.py; concurrency in prefetch.py) --
     Option(
         "model",

@@ -128,6 +128,8 @@ class GateSettings:
     """``--openenv-gate-metric``: ``pass@1``, ``pass@k`` or ``pass^k``."""
     baseline: str | None = default_of("baseline")
     """``--openenv-baseline``: an earlier summary.json or output folder."""
+    baseline_any_env: bool = default_of("baseline-any-env")
+    """``--openenv-baseline-any-env``: a baseline of another env is compared, not refused."""
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,9 @@ class SessionEnd:
             ran=tally.ran,
             reward=tally.reward,
             passk=self.accounts.passk.result(),
+            envs=frozenset(tally.envs),
+            policies=frozenset(tally.policies),
+            models=frozenset(tally.models),
         )
         stopped = session.shouldfail or session.shouldstop
         self.verdict = evaluate(
