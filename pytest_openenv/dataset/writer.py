@@ -56,6 +56,19 @@ def remove_stale_temps(folder: Path) -> None:
                 discard(stale)
 
 
+def followed(path: Path) -> Path:
+    """Where a file of the folder really is: a symlinked one is written through its link.
+
+    A ``results.jsonl`` linked to a bigger disk gets its rows appended there; replacing
+    the name itself at the end would turn the link into a file and leave the target
+    behind, unsorted. So the target is replaced and the link stays a link.
+    """
+    try:
+        return path.resolve(strict=True) if path.is_symlink() else path
+    except OSError:  # a dangling or looping link: write the name itself
+        return path
+
+
 def same_file(fd: int, path: Path) -> bool:
     try:
         held, named = os.fstat(fd), os.stat(path)
@@ -245,7 +258,8 @@ class DatasetWriter:
 
     def write_text(self, name: str, text: str) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        write_atomically(self.folder / name, self.secrets.scrub(text).encode("utf-8"))
+        path = followed(self.folder / name)
+        write_atomically(path, self.secrets.scrub(text).encode("utf-8"))
 
 
 def _last_per_key(rows: list[Row]) -> list[Row]:
@@ -268,7 +282,7 @@ def _rewrite_sorted(path: Path, rows: list[Row], *, unchanged: bool = False) -> 
     if unchanged:
         return
     # on any failure the unsorted original stays whole and readable
-    with path.open("rb") as source, replacing(path) as target:
+    with path.open("rb") as source, replacing(followed(path)) as target:
         for row in rows:
             source.seek(row.offset)
             line = source.read(row.length)

@@ -170,3 +170,29 @@ def test_files_this_run_is_told_to_write_may_sit_inside(launcher: Launcher) -> N
     assert again.returncode in (0, 1), again.text[-3000:]
     refused = launcher.run(*RUN, "--openenv-output=out")  # without it, that file is foreign
     assert refused.returncode == 4 and "junit.xml" in refused.stderr
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_symlinked_results_file_is_written_through_and_stays_a_link(
+    launcher: Launcher, workers: str
+) -> None:
+    """Issue 21 #24: rows were appended through the link, then the link was replaced by a
+    regular file at the final rewrite (the target kept the rows unsorted, the link lost)."""
+    launcher.write_episode_test()
+    keep_all = "--openenv-min-reward=-1"
+    assert launcher.run(*RUN, keep_all).returncode == 0
+    results = launcher.output / "results.jsonl"
+    elsewhere = launcher.folder / "big-disk"
+    elsewhere.mkdir()
+    target = elsewhere / "rows.jsonl"
+    lines = results.read_bytes().splitlines(keepends=True)
+    target.write_bytes(b"".join(reversed(lines)))  # unsorted: the end of the run rewrites it
+    results.unlink()
+    results.symlink_to(target)
+
+    again = launcher.run("-n", workers, *RUN, keep_all, "--openenv-n=5", "--openenv-resume")
+    assert again.returncode == 0, again.text[-3000:]
+    assert results.is_symlink() and results.resolve() == target.resolve()
+    ids = episode_ids(read_rows(target))
+    assert ids == [f"ep-{i:06d}" for i in range(5)]  # every row, sorted, in the target
+    assert not [p for p in elsewhere.iterdir() if p != target]  # no temp file left there
