@@ -126,6 +126,9 @@ class DatasetWriter:
         self.opened = False
         #: set when the folder or its files vanished mid-run and the rows were written back
         self.restored: list[Path] = []
+        #: files whose final sorted rewrite failed (a full disk), with why: every row is
+        #: still in them, in the order it arrived
+        self.unsorted: list[tuple[Path, str]] = []
 
     def move_earlier_run_aside(self, *, card: bool) -> None:
         """Without --openenv-resume: an earlier run's files are renamed, never overwritten.
@@ -238,11 +241,18 @@ class DatasetWriter:
         self.close()
         results = self._rows(True)
         kept = _last_per_key(results)
-        _rewrite_sorted(self.results_path, kept, unchanged=kept == results)
+        self._rewrite(self.results_path, kept, unchanged=kept == results)
         passed_keys = {row.key for row in kept}
         failures = self._rows(False)
         failed = [row for row in _last_per_key(failures) if row.key not in passed_keys]
-        _rewrite_sorted(self.failures_path, failed, unchanged=failed == failures)
+        self._rewrite(self.failures_path, failed, unchanged=failed == failures)
+
+    def _rewrite(self, path: Path, rows: list[Row], *, unchanged: bool) -> None:
+        """The sorted rewrite; one that fails leaves the file whole, as appended (noted)."""
+        try:
+            _rewrite_sorted(path, rows, unchanged=unchanged)
+        except OSError as exc:
+            self.unsorted.append((path, exc.strerror or str(exc)))
 
     def _rows(self, passed: bool) -> list[Row]:
         index = self._index.get(passed)
