@@ -54,8 +54,13 @@ def read_resume_set(settings: Settings) -> tuple[dict[str, RowIdentity], bool]:
     holder = RunLock(settings.output.folder / LOCK).live_holder()
     if holder is not None:  # its last line may be half-written now
         raise pytest.UsageError(folder_in_use(settings.output.folder, holder))
+    played: dict[str, RowIdentity] = {}
+
+    def remember(record: dict[str, Any]) -> None:
+        played[str(record.get("test", ""))] = RowIdentity.of(record)
+
     try:
-        rows, torn = scan(path, repair_torn_tail=False)
+        _, torn = scan(path, repair_torn_tail=False, visit=remember)
     except CorruptLine as exc:
         raise pytest.UsageError(
             f"--openenv-resume cannot read {exc.path}:{exc.line}: {exc}. Fix or move that "
@@ -66,13 +71,7 @@ def read_resume_set(settings: Settings) -> tuple[dict[str, RowIdentity], bool]:
             f"--openenv-resume cannot read {path}: {exc.strerror or exc}. It must be the "
             "results.jsonl file of an earlier run: move it away or pass another --openenv-output"
         ) from None
-    if not rows:
-        return {}, torn
-    from ..dataset.jsonl import iter_records
-
-    return {
-        str(record.get("test", "")): RowIdentity.of(record) for record in iter_records(path)
-    }, torn
+    return played, torn
 
 
 def earlier_passes(settings: Settings) -> dict[str, dict[str, Any]]:
