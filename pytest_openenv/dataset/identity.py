@@ -166,8 +166,11 @@ class RowIdentity(NamedTuple):
     model: Any
     #: the pass threshold the row was judged by (``verify_metrics.min_reward``)
     min_reward: Any
-    #: whether the env ended the episode (a passing row that did not: judged at the turn limit)
+    #: whether the env ended the episode (one the verdict passed that it did not end was
+    #: judged at the turn limit)
     done: Any
+    #: the env's verdict (``verify_metrics.verdict``; the test itself may pass otherwise)
+    verdict: Any
     schema_version: Any
 
     @classmethod
@@ -184,6 +187,7 @@ class RowIdentity(NamedTuple):
             model=_shared(record.get("model")),
             min_reward=verify.get("min_reward"),
             done=record.get("done"),
+            verdict=verify.get("verdict"),
             schema_version=record.get("schema_version"),
         )
 
@@ -235,8 +239,9 @@ def row_mismatch(row: RowIdentity, now: PlayedNow, seed: int) -> tuple[str, Any,
         checks.append(("model", row.model, now.model))
     if isinstance(row.min_reward, (int, float)) and not isinstance(row.min_reward, bool):
         checks.append(("min_reward", float(row.min_reward), now.min_reward))
-    if row.done is False and not now.judged_at_turn_limit:
-        # it passed unfinished, at the turn limit; this run judges only finished episodes
+    if row.verdict is True and row.done is False and not now.judged_at_turn_limit:
+        # the verdict passed it unfinished, at the turn limit; this run judges only finished
+        # episodes
         checks.append(("judge_at", "turn-limit", "done"))
     for name, recorded, current in checks:
         if recorded != current:

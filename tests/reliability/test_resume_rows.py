@@ -144,3 +144,34 @@ def test_a_truncated_metadata_json_is_named_as_damaged(launcher: Launcher) -> No
     assert "its metadata.json is damaged (it is not whole JSON" in resumed.stderr, resumed.stderr
     assert "not written by pytest-openenv" not in resumed.stderr
     assert snapshot(launcher.output) == kept
+
+
+LENIENT = """
+import pytest
+
+@pytest.mark.openenv("openspiel:tic_tac_toe", n=3, policy="random"{judge_at})
+def test_ep(episode):
+    assert episode.turns >= 1  # the test decides: unfinished episodes pass it too
+"""
+
+
+def test_a_judge_point_edited_since_is_refused_and_a_lenient_test_is_not(
+    launcher: Launcher,
+) -> None:
+    """Rows the verdict passed at the turn limit are another verdict for a test judged only
+    when done; rows a lenient test body passed while unfinished say nothing of the verdict."""
+    test = launcher.folder / "test_marked.py"
+    test.write_text(LENIENT.format(judge_at=""))
+    assert launcher.run("test_marked.py", "--openenv-max-turns=1").returncode == 0
+    again = launcher.run("test_marked.py", "--openenv-max-turns=1", "--openenv-resume")
+    assert again.returncode == 0, again.text[-3000:]  # unfinished, passed by the test only
+    assert "3 skipped" in again.stdout
+
+    test.write_text(LENIENT.format(judge_at=', judge_at="turn-limit"'))
+    assert launcher.run("test_marked.py", "--openenv-max-turns=1").returncode == 0
+    test.write_text(LENIENT.format(judge_at=""))
+    refused = launcher.run("test_marked.py", "--openenv-max-turns=1", "--openenv-resume")
+    assert refused.returncode == 4, refused.text[-3000:]
+    assert 'played with judge_at="turn-limit"; this run plays it with judge_at="done"' in (
+        refused.stderr
+    ), refused.stderr
