@@ -3,7 +3,9 @@
 
 ``push`` is the retry for a run whose upload failed, and the way to publish earlier runs.
 Exit codes: 0 pushed, 1 the upload failed (local files untouched), 2 bad
-arguments, a folder that is not an output folder, or no token, 130 Ctrl-C.
+arguments, a folder that is not an output folder or that a live run still writes, or
+no token, 130 Ctrl-C. An unfinished folder (its run was killed) is pushed with a warning
+that says how to finish it.
 ``view`` exits 0 when stopped with Ctrl-C, 2 for a folder that is not an output folder,
 a host that is not loopback (without ``--allow-remote``) or a port in use.
 Every Hub request gives up after ``PYTEST_OPENENV_HUB_TIMEOUT`` seconds without
@@ -16,6 +18,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .dataset.lock import RunLock
 
 EXIT_OK = 0
 EXIT_UPLOAD_FAILED = 1
@@ -90,6 +96,7 @@ def view(args: argparse.Namespace) -> int:
 def push(args: argparse.Namespace) -> int:
     from .config.convert import license_problem, repo_id_problem
     from .dataset.hub import find_token, hub_timeout, push_folder, refresh_card, retry_command
+    from .dataset.lock import FolderLocked
     from .errors import NotAnOutputFolder, PushError
 
     problem = repo_id_problem(args.repo_id)
@@ -118,6 +125,12 @@ def push(args: argparse.Namespace) -> int:
         folder, args.repo_id, private=args.private, commit_message=args.commit_message
     )
     try:
+        lock = hold_for_push(folder)
+    except (NotAnOutputFolder, FolderLocked) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        warn_if_unfinished(folder)
         refresh_card(folder, args.repo_id, args.license)
         result = push_folder(
             folder, args.repo_id, private=args.private, commit_message=args.commit_message
@@ -136,8 +149,59 @@ def push(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
+    finally:
+        if lock is not None:
+            lock.release()
     print(f"pushed {', '.join(result.files)} to {result.url}")
     return EXIT_OK
+
+
+def hold_for_push(folder: Path) -> RunLock | None:
+    """The folder's run lock, held while its card is refreshed and its files uploaded.
+
+    A live run still appends rows and rewrites the card at its end: pushing then would
+    upload part of a run (and the card rewrite would race it), so it is refused; holding
+    the lock keeps a run from starting there meanwhile. None: a folder we may not write
+    (a read-only copy), which no run can be writing either.
+    """
+    from .dataset.folder import LOCK
+    from .dataset.hub import upload_files
+    from .dataset.lock import FolderLocked, RunLock
+
+    upload_files(folder)  # not an output folder: say so before touching it
+    lock = RunLock(folder / LOCK)
+    try:
+        lock.acquire()
+    except FolderLocked as exc:
+        holder: str | None = str(exc)
+    except OSError:
+        holder = lock.live_holder()
+        lock = None
+    else:
+        holder = None
+    if holder is not None:
+        raise FolderLocked(
+            f"{folder} is being written by a live run ({holder}): its rows are not all there "
+            "yet and its card is rewritten at its end. Push once that run has ended (or pass "
+            "--openenv-push-to-hub to the run itself)"
+        )
+    return lock
+
+
+def warn_if_unfinished(folder: Path) -> None:
+    """A run killed or stopped before its end left rows unsorted and a card of part of it."""
+    from .dataset.folder import read_metadata
+
+    metadata = read_metadata(folder)
+    if metadata is None or metadata.get("finished_at") is not None:
+        return
+    print(
+        f"warning: the run that wrote {folder} did not finish (metadata.json has no "
+        "finished_at: it was killed or interrupted), so its rows may be unsorted and its "
+        "summary and card describe only part of it. To finish it, run the same pytest "
+        "command again with --openenv-resume, then push; pushing it as it is",
+        file=sys.stderr,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

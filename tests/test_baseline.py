@@ -155,3 +155,65 @@ def test_baseline_rates_per_metric_and_a_missing_metric_is_a_usage_error(tmp_pat
     settings = Settings(gate=GateSettings(baseline=str(old), metric="pass^k"))
     with pytest.raises(pytest.UsageError, match=r"has no pass\^k figure .* it has pass@1, pass@k"):
         GateConfig.from_settings(settings, invocation_dir=tmp_path)
+
+
+def write_baseline(pytester, **figures) -> None:
+    summary = {
+        "figures": {
+            "passed": 38,
+            "ran": 40,
+            "envs": ["openspiel:connect_four"],
+            "policies": ["knob"],
+            "models": [],
+            **figures,
+        }
+    }
+    (Path(pytester.path) / "other.json").write_text(json.dumps(summary))
+
+
+def test_a_baseline_of_another_env_is_refused_unless_asked(pytester, run_pytest):
+    """Issue 21 #11: another env's pass rate was compared without a word."""
+    write_baseline(pytester)
+    # the command line names the env: refused before any episode
+    refused = run_with(
+        pytester,
+        run_pytest,
+        20,
+        "--openenv-env=openspiel:tic_tac_toe",
+        "--openenv-baseline=other.json",
+    )
+    assert refused.ret == 4, refused.stdout.str()[-3000:]
+    refused.stderr.fnmatch_lines(
+        [
+            "*other.json is a run of env openspiel:connect_four, this run plays "
+            "openspiel:tic_tac_toe*--openenv-baseline-any-env to compare them anyway*"
+        ]
+    )
+    assert not (Path(pytester.path) / "openenv-results").exists()
+
+    # only the marker names it: known at the end, the baseline check fails and says why
+    marked = run_with(pytester, run_pytest, 20, "--openenv-baseline=other.json")
+    assert marked.ret == 1, marked.stdout.str()[-3000:]
+    (check,) = gate(pytester)["checks"]
+    assert not check["passed"]
+    assert "the baseline is a run of env openspiel:connect_four, this run played" in check["detail"]
+
+    asked = run_with(
+        pytester, run_pytest, 20, "--openenv-baseline=other.json", "--openenv-baseline-any-env"
+    )
+    assert asked.ret == 0, asked.stdout.str()[-3000:]
+    (check,) = gate(pytester)["checks"]
+    assert check["passed"]
+    assert check["detail"].startswith(
+        "compared across env openspiel:connect_four -> openspiel:tic_tac_toe: pass@1 95.0%"
+    )
+
+
+def test_a_baseline_of_another_policy_or_model_says_what_differs(pytester, run_pytest):
+    write_baseline(pytester, envs=["openspiel:tic_tac_toe"], policies=["openai"], models=["m-1"])
+    result = run_with(pytester, run_pytest, 20, "--openenv-baseline=other.json")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    (check,) = gate(pytester)["checks"]
+    assert check["passed"]
+    assert check["detail"].startswith("compared across policy openai -> knob; model m-1 -> none:")
+    assert "compared across policy openai -> knob; model m-1 -> none" in result.stdout.str()

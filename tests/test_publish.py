@@ -279,3 +279,38 @@ def test_interrupted_run_is_not_pushed_and_says_how_to_push(
     ]
     assert hub.requests == []
     assert (pytester.path / "out" / "results.jsonl").exists()
+
+
+def test_cli_push_refuses_a_folder_a_live_run_holds_and_never_touches_its_card(
+    run_pytest, pytester: pytest.Pytester, hub: HubStandIn
+) -> None:
+    """Issue 21 #6: push uploaded a folder a live run was writing and rewrote its card."""
+    import json
+    import os
+
+    from pytest_openenv.dataset.folder import LOCK
+    from pytest_openenv.dataset.lock import RunLock
+
+    assert run_pytest(*EPISODES, ALL_PASS).ret == 0
+    folder = pytester.path / "out"
+    before = local_files(folder)
+    live = RunLock(folder / LOCK)
+    live.acquire()  # as a run does for its whole session (this process stays alive)
+    try:
+        refused = run_cli("push", "out", "erin/live", cwd=pytester.path)
+    finally:
+        live.release()
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert f"is being written by a live run (pid {os.getpid()} on " in refused.stderr
+    assert hub.requests == []
+    assert local_files(folder) == before  # the card was not rewritten for the repo
+
+    # a killed run's folder: pushed, with a warning that says how to finish it
+    metadata = json.loads((folder / "metadata.json").read_text())
+    metadata["finished_at"] = None
+    (folder / "metadata.json").write_text(json.dumps(metadata))
+    pushed = run_cli("push", "out", "erin/live", cwd=pytester.path)
+    assert pushed.returncode == 0, pushed.stderr
+    assert "did not finish" in pushed.stderr
+    assert "run the same pytest command again with --openenv-resume" in pushed.stderr
+    assert not (folder / LOCK).exists()  # the push's own hold was released

@@ -8,6 +8,7 @@ type where pytest supports one (``config/ini.py``).
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from typing import Any
@@ -116,6 +117,53 @@ def integer(flag: str, raw: Any) -> int:
         return int(str(raw).strip())
     except ValueError:
         raise bad_value(flag, raw, "an integer, e.g. 0") from None
+
+
+#: the seeds a row can carry: ``datasets``/pyarrow read a JSON integer past int64 as a
+#: float64, where neighbouring seeds become one value
+SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
+
+
+def seed(flag: str, raw: Any) -> int:
+    """An integer seed within int64 (``check_seed_range`` checks the last episode's too)."""
+    value = integer(flag, raw)
+    if not SEED_MIN <= value <= SEED_MAX:
+        raise bad_value(flag, raw, f"an integer seed from {SEED_MIN} to {SEED_MAX} (int64)")
+    return value
+
+
+def check_seed_range(base: int, n: int, where: str) -> str | None:
+    """Why seeds ``base`` .. ``base + n - 1`` do not all fit int64, or None."""
+    last = base + n - 1
+    if base >= SEED_MIN and last <= SEED_MAX:
+        return None
+    return (
+        f"{where}: episode i gets seed {base} + i, and the seeds must fit int64 "
+        f"({SEED_MIN} .. {SEED_MAX}), which datasets reads as integers; "
+        f"the last episode's seed would be {last}. Use a base seed up to {SEED_MAX - n + 1}"
+    )
+
+
+#: longest name one path component may have (NAME_MAX on Linux and macOS filesystems)
+NAME_MAX = 255
+
+
+def path_text(flag: str, raw: Any) -> str:
+    """A file or folder path, ``~`` expanded; a name the filesystem cannot hold is refused
+    here, not met as an OSError in the middle of the run."""
+    value = str(raw)
+    if "\x00" in value:
+        raise bad_value(flag, raw, "a path (it holds a NUL character)")
+    expanded = os.path.expanduser(value)
+    for part in expanded.split(os.sep):
+        size = len(os.fsencode(part))
+        if size > NAME_MAX:
+            shown = part[:40] + "..."
+            raise pytest.UsageError(
+                f"--openenv-{flag}: the path component {shown!r} is {size} bytes long; "
+                f"a file or folder name may have at most {NAME_MAX} bytes. Pass a shorter path"
+            )
+    return expanded
 
 
 def number(flag: str, raw: Any) -> float:
@@ -343,6 +391,7 @@ KIND: dict[Callable[[str, Any], Any], IniKind] = {
     positive_int: "int",
     item_count: "int",
     integer: "int",
+    seed: "int",
     non_negative_int: "int",
     number: "float",
     fraction: "float",

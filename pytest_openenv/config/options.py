@@ -37,7 +37,6 @@ from .convert import (
     hub_license,
     hub_repo,
     id_prefix,
-    integer,
     item_count,
     json_object,
     model_or_path,
@@ -45,9 +44,11 @@ from .convert import (
     non_negative_number,
     number,
     one_of,
+    path_text,
     positive_int,
     positive_seconds,
     progress_seconds,
+    seed,
     server_urls,
     text,
 )
@@ -94,9 +95,7 @@ OPTIONS: list[Option] = [
         "N",
         into="run.n",
     ),
-    Option(
-        "seed", "base seed; episode i gets seed S+i (default 0)", integer, 0, "S", into="run.seed"
-    ),
+    Option("seed", "base seed; episode i gets seed S+i (default 0)", seed, 0, "S", into="run.seed"),
     Option(
         "id-prefix",
         "prefix of every episode id: P-ep-000000 (tell runs apart when datasets are merged)",
@@ -155,7 +154,7 @@ OPTIONS: list[Option] = [
     Option(
         "output",
         "output folder (default openenv-results under rootdir)",
-        text,
+        path_text,
         None,
         "DIR",
         into="output.folder",
@@ -232,10 +231,19 @@ OPTIONS: list[Option] = [
     Option(
         "baseline",
         "earlier summary.json or output folder; fail only on a significant pass-rate drop",
-        text,
+        path_text,
         None,
         "PATH",
         into="gate.baseline",
+    ),
+    Option(
+        "baseline-any-env",
+        "compare with a --openenv-baseline of another env (refused otherwise: its pass rate "
+        "measures other tasks)",
+        boolean,
+        False,
+        is_flag=True,
+        into="gate.baseline_any_env",
     ),
     # -- LLM policies (policies/llm.py, cache.py; concurrency in prefetch.py) --
     Option(
@@ -313,7 +321,7 @@ OPTIONS: list[Option] = [
     Option(
         "cache",
         "response cache folder for LLM policies: hit = reuse, miss = call and store",
-        text,
+        path_text,
         None,
         "DIR",
         into="llm.cache",

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from .convert import TOOL_ARGUMENT_FORMS, check_item_count
+from .convert import TOOL_ARGUMENT_FORMS, check_item_count, check_seed_range
 from .options import OPTIONS, default_of, read_values
 
 
@@ -128,6 +128,8 @@ class GateSettings:
     """``--openenv-gate-metric``: ``pass@1``, ``pass@k`` or ``pass^k``."""
     baseline: str | None = default_of("baseline")
     """``--openenv-baseline``: an earlier summary.json or output folder."""
+    baseline_any_env: bool = default_of("baseline-any-env")
+    """``--openenv-baseline-any-env``: a baseline of another env is compared, not refused."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +184,9 @@ class Settings:
         too_many = check_item_count(values["n"], values["repeats"], f"--openenv-n={values['n']}")
         if too_many:
             raise pytest.UsageError(too_many)
+        seeds = check_seed_range(values["seed"], values["n"], f"--openenv-seed={values['seed']}")
+        if seeds:
+            raise pytest.UsageError(seeds)
         output = values["output"]
         folder = Path(os.path.expanduser(output)) if output else None
         if folder is None:

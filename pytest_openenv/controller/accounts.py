@@ -73,6 +73,8 @@ class Accounts:
         self.earlier = earlier
         #: per test function: what a crashed item's row is rebuilt from
         self.seen_tests: dict[str, dict[str, Any]] = {}
+        #: episodes this run reported (an earlier failure among them was played again)
+        self.reported: set[str] = set()
 
     def expect(self, nodeids: list[str]) -> bool:
         """The collection is known (first time only): how many episodes it holds. Any?"""
@@ -93,6 +95,7 @@ class Accounts:
             if episode_id is None:
                 return None
         self.active = True
+        self.reported.add(report.nodeid)
         if getattr(report, "rerun", 0):
             # pytest-rerunfailures' later attempt: the first one was counted and written
             self.count_later_attempt(report)
@@ -171,6 +174,28 @@ class Accounts:
         with contextlib.suppress(TypeError, ValueError):
             self.tally.turns.add(int(earlier["turns"]))
         self._count_names({key: str(value) for key, value in earlier.items() if value})
+
+    def count_rest_of_folder(self, failures: dict[str, dict[str, Any]]) -> None:
+        """--openenv-resume, at the end: the folder's rows this run did not reach.
+
+        ``-k``, ``--lf`` or a smaller n leave items of the earlier run uncollected; their
+        rows are still the dataset in the folder, so the gate, summary and card count them
+        (passes from results.jsonl, ``failures``: what failures.jsonl still holds).
+        """
+        for nodeid, earlier in self.earlier.items():
+            self.count_earlier_pass(nodeid, earlier)
+        self.earlier = {}
+        for nodeid, row in failures.items():
+            if nodeid in self.reported:
+                continue  # played again this run: its new report counted
+            self.tally.add_outcome(row["outcome"])
+            self.tally.earlier_failures += 1
+            self.passk.add(nodeid, False)
+            with contextlib.suppress(TypeError, ValueError):
+                self.tally.reward.add(float(row["reward"]))
+            with contextlib.suppress(TypeError, ValueError):
+                self.tally.turns.add(int(row["turns"]))
+            self._count_names({key: str(value) for key, value in row.items() if value})
 
     def _count_names(self, seen: dict[str, Any]) -> None:
         for key, bucket in (

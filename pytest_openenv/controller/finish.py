@@ -8,6 +8,7 @@ card are written, the folder is pushed to the Hub, and the Markdown summary goes
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -30,6 +31,17 @@ if TYPE_CHECKING:
     from ..worker.service import EpisodeService
 
 PASSK_NAMES = ("pass@1", "pass@k", "pass^k")
+
+
+def unsorted_message(unsorted: list[tuple[Path, str]]) -> str:
+    """A final sorted rewrite failed (a full disk): the rows are all there, in arrival order."""
+    files = ", ".join(str(path) for path, _ in unsorted)
+    why = "; ".join(dict.fromkeys(why for _, why in unsorted))
+    return (
+        f"the final sorted rewrite of {files} failed ({why}): every row is intact there, only "
+        "not sorted by episode id. Free some space and run the same command with "
+        "--openenv-resume to sort it (nothing is played again)"
+    )
 
 
 class SessionEnd:
@@ -85,6 +97,9 @@ class SessionEnd:
             reward=tally.reward,
             passk=self.accounts.passk.result(),
             judged=tally.passed + tally.failed,
+            envs=frozenset(tally.envs),
+            policies=frozenset(tally.policies),
+            models=frozenset(tally.models),
         )
         stopped = session.shouldfail or session.shouldstop
         self.verdict = evaluate(
@@ -136,6 +151,8 @@ class SessionEnd:
             if not writer.opened and not self.settings.output.folder.exists():
                 writer.open()
             writer.finalize()
+            if writer.unsorted:
+                output.write_error = output.write_error or unsorted_message(writer.unsorted)
             if writer.restored:
                 output.write_error = output.write_error or (
                     f"output folder {self.settings.output.folder} was deleted or replaced "
@@ -162,7 +179,11 @@ class SessionEnd:
                     "hand): kept as it is"
                 )
         except OSError as exc:
-            output.write_error = output.write_error or f"cannot write to {writer.folder}: {exc}"
+            problem = f"cannot write to {writer.folder}: {exc}"
+            if output.write_error:  # the first error is the one the summary leads with
+                self.notes.append(f"ERROR: {problem}")
+            else:
+                output.write_error = problem
 
     def write_report(self) -> None:
         """report.html and the card's chart; a failure is a warning, never a failed run."""

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import pytest
 
 from ..config.settings import Settings, check_output_writable
-from ..dataset.folder import LOCK, ownership_problem, read_metadata
-from ..dataset.identity import resume_problem
+from ..dataset.folder import LOCK, card_is_generated, ownership_problem, read_metadata
+from ..dataset.identity import RowIdentity, resume_problem
 from ..dataset.jsonl import CorruptLine, scan
 from ..dataset.lock import FolderLocked, RunLock
 from ..dataset.writer import METADATA, DatasetWriter
@@ -43,14 +43,24 @@ def folder_in_use(folder: Path, holder: str) -> str:
     )
 
 
-def read_resume_set(settings: Settings) -> tuple[set[str], bool]:
-    """Node ids already in results.jsonl; repairs a torn last line (older crash)."""
+def read_resume_set(settings: Settings) -> tuple[dict[str, RowIdentity], bool]:
+    """Node ids already in results.jsonl with what each row says of how it was played, and
+    whether the file ends in a torn line (an older crash).
+
+    Reads only: the torn line is cut off when the run claims the folder, so a
+    ``--collect-only`` or a refused resume leaves the file as it was.
+    """
     path = settings.output.folder / "results.jsonl"
     holder = RunLock(settings.output.folder / LOCK).live_holder()
-    if holder is not None:  # its last line may be half-written now: repair nothing
+    if holder is not None:  # its last line may be half-written now
         raise pytest.UsageError(folder_in_use(settings.output.folder, holder))
+    played: dict[str, RowIdentity] = {}
+
+    def remember(record: dict[str, Any]) -> None:
+        played[str(record.get("test", ""))] = RowIdentity.of(record)
+
     try:
-        rows, torn = scan(path, repair_torn_tail=True)
+        _, torn = scan(path, repair_torn_tail=False, visit=remember)
     except CorruptLine as exc:
         raise pytest.UsageError(
             f"--openenv-resume cannot read {exc.path}:{exc.line}: {exc}. Fix or move that "
@@ -61,7 +71,7 @@ def read_resume_set(settings: Settings) -> tuple[set[str], bool]:
             f"--openenv-resume cannot read {path}: {exc.strerror or exc}. It must be the "
             "results.jsonl file of an earlier run: move it away or pass another --openenv-output"
         ) from None
-    return {row.key[1] for row in rows}, torn
+    return played, torn
 
 
 def earlier_passes(settings: Settings) -> dict[str, dict[str, Any]]:
@@ -81,6 +91,37 @@ def earlier_passes(settings: Settings) -> dict[str, dict[str, Any]]:
     return earlier
 
 
+def earlier_failures(
+    settings: Settings, passes: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """--openenv-resume: the rows of failures.jsonl that no later pass replaced, by test.
+
+    Their items run again when collected; the rest (deselected, past a smaller n) stay in
+    the folder's dataset, so the figures count them (``Accounts.count_rest_of_folder``).
+    """
+    from ..dataset.jsonl import iter_records
+
+    failed: dict[str, dict[str, Any]] = {}
+    try:
+        for row in iter_records(settings.output.folder / "failures.jsonl"):
+            test = str(row.get("test", ""))
+            if test in passes:
+                continue
+            metrics = row.get("metrics") if isinstance(row.get("metrics"), dict) else {}
+            failure = row.get("failure") if isinstance(row.get("failure"), dict) else {}
+            failed[test] = {
+                "outcome": "errored" if failure.get("outcome") == "error" else "failed",
+                "reward": row.get("reward"),
+                "turns": metrics.get("turns"),
+                "env": row.get("env"),
+                "policy": row.get("policy"),
+                "model": row.get("model"),
+            }
+    except (OSError, ValueError):  # figures only: a damaged failures file counts nothing
+        return {}
+    return failed
+
+
 class OutputFolder:
     def __init__(
         self, config: pytest.Config, settings: Settings, secrets: KnownSecrets, notes: list[str]
@@ -92,19 +133,13 @@ class OutputFolder:
         #: the controller's notes for the summary (a lock taken over, a card kept)
         self.notes = notes
         check_output_writable(self.folder)
-        #: --openenv-resume: node ids already in results.jsonl (their items are skipped)
-        self.resumed: frozenset[str] = frozenset()
+        #: --openenv-resume: node ids already in results.jsonl (their items are skipped), with
+        #: what each row says of how it was played (a test that plays otherwise is refused)
+        self.resumed: dict[str, RowIdentity] = {}
+        #: results.jsonl ends in a torn line, cut off once the folder is claimed
+        self.torn = False
         if settings.output.resume:
-            done, torn = read_resume_set(settings)
-            self.resumed = frozenset(done)
-            if torn:
-                config.issue_config_time_warning(
-                    pytest.PytestWarning(
-                        f"{self.folder / 'results.jsonl'} ended in a torn line (an earlier run "
-                        "was killed mid-write); the partial line was removed and will be re-run"
-                    ),
-                    stacklevel=2,
-                )
+            self.resumed, self.torn = read_resume_set(settings)
         self.writer = DatasetWriter(self.folder, resume=settings.output.resume, secrets=secrets)
         self.lock = RunLock(self.folder / LOCK)
         self.claimed = False
@@ -159,13 +194,35 @@ class OutputFolder:
                 self.release(wrote=False)
                 raise pytest.UsageError(mismatch)
         try:
-            self.writer.move_earlier_run_aside()
+            if self.torn:
+                self.repair_torn_line()
+            self.writer.move_earlier_run_aside(card=card_is_generated(folder))
             self.writer.write_json(METADATA, run.to_json(finished=False))
         except OSError as exc:
             self.release(wrote=False)
             raise pytest.UsageError(
                 f"--openenv-output={str(folder)!r} is not writable: {exc}"
             ) from None
+
+    def refuse_resume(self, run: RunMetadata, rows_problem: str) -> NoReturn:
+        """A test's collection found rows it would now play otherwise: refuse the run.
+
+        Raised as the collection report arrives, before the folder is claimed (nothing is
+        written) and before any episode; the run's own identity, when it differs too, is
+        named instead (it names the option to set back).
+        """
+        mismatch = resume_problem(self.folder, read_metadata(self.folder), run.identity())
+        raise pytest.UsageError(mismatch or rows_problem)
+
+    def repair_torn_line(self) -> None:
+        """Cut off the partial last line an earlier, killed run left (the folder is ours now)."""
+        path = self.folder / "results.jsonl"
+        scan(path, repair_torn_tail=True)
+        self.torn = False
+        self.warn(
+            f"{path} ended in a torn line (an earlier run was killed mid-write); the partial "
+            "line was removed and will be re-run"
+        )
 
     def save(self, row: Row) -> str | None:
         """Append ``row``; the error, when this is the write that first failed."""

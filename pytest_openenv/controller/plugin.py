@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..dataset.hub import HubPublisher
+from ..dataset.identity import RESUME_REFUSED
 from ..report.gates import GateConfig
 from ..report.slim import ReportSlimmer
 from ..util.secrets import KnownSecrets
@@ -33,7 +34,7 @@ from ..util.signals import TermAsInterrupt
 from .accounts import Accounts
 from .finish import SessionEnd
 from .metadata import RunMetadata
-from .output import OutputFolder, earlier_passes
+from .output import OutputFolder, earlier_failures, earlier_passes
 from .progress import LiveStatus, gate_so_far, status_text
 from .stopping import RunStop
 from .terminal_end import EndOfRun
@@ -71,6 +72,10 @@ class ControllerPlugin:
         gate = GateConfig.from_settings(settings, invocation_dir=Path(config.invocation_params.dir))
         self.run = RunMetadata(settings, service, gate, template)
         earlier = earlier_passes(settings) if settings.output.resume else {}
+        #: --openenv-resume: failures.jsonl's rows, counted at the end where not played again
+        self.earlier_failures = (
+            earlier_failures(settings, earlier) if settings.output.resume else {}
+        )
         self.accounts = Accounts(settings, service, earlier)
         self.slimmer = ReportSlimmer(config)
         self.end = SessionEnd(
@@ -133,7 +138,11 @@ class ControllerPlugin:
         # -n 0: this process collected the items itself (xdist: XdistController)
         self.claim_output([item.nodeid for item in session.items])
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        refused = getattr(report, RESUME_REFUSED, None)
+        if refused:  # a test plays its resumed rows otherwise: exit 4, before any episode
+            self.output.refuse_resume(self.run, str(refused))
         self.accounts.count_collect_report(report)
 
     @pytest.hookimpl(trylast=True)
@@ -165,6 +174,8 @@ class ControllerPlugin:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.live is not None:
             self.live.close()  # before pytest writes its summary
+        if self.settings.output.resume and self.accounts.active:
+            self.accounts.count_rest_of_folder(self.earlier_failures)
         try:
             self.end.apply_gate(session)
             self.end.align_junit()

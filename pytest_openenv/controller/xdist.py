@@ -37,7 +37,9 @@ class XdistController:
         from .schedule import keeps_queued_items
 
         controller = self.controller
-        node.workerinput["openenv_resume_done"] = sorted(controller.output.resumed)
+        node.workerinput["openenv_resume_rows"] = [
+            [nodeid, *row] for nodeid, row in controller.output.resumed.items()
+        ]
         # workers see --dist as "no"; run-ahead needs to know whether items can be taken back
         dist = node.config.getoption("dist", None)
         node.workerinput["openenv_queue_is_certain"] = keeps_queued_items(dist)

@@ -199,7 +199,17 @@ def figures_table(figures: dict[str, Any], settings: dict[str, Any]) -> list[str
             "episodes",
             f"{f.get('episodes', 0)} ({f.get('passed', 0)} passed, {f.get('failed', 0)} failed, "
             f"{f.get('errored', 0)} errored, {f.get('skipped', 0)} skipped)"
-            + (f"; {f['resumed']} passed in an earlier, resumed run" if f.get("resumed") else ""),
+            + (f"; {f['resumed']} passed in an earlier, resumed run" if f.get("resumed") else "")
+            + (
+                f"; {f['earlier_failures']} failed or errored in it"
+                if f.get("earlier_failures")
+                else ""
+            )
+            + (
+                f"; the last run played {f['played']}"
+                if f.get("resumed") or f.get("earlier_failures")
+                else ""
+            ),
         ),
         *(
             [

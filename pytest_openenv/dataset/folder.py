@@ -6,7 +6,9 @@ The plugin writes only these names (DESIGN §4) and nothing else:
   ``README.md`` (the dataset card), ``report.html`` (the run report) and
   ``pass-rate.svg`` (the card's chart);
 - an earlier run's files moved aside: ``results.20250101T120000.jsonl``
-  (``-1``, ``-2`` ... on a clash), likewise ``failures``, ``metadata``, ``summary``;
+  (``-1``, ``-2`` ... on a clash), likewise ``failures``, ``metadata``, ``summary``, the
+  generated card ``README``, ``report`` and ``pass-rate`` (an earlier run's card and report
+  describe its data, so they go aside with it);
 - ``.openenv.lock`` while a run holds the folder, and ``.<name>.tmp-<pid>-<random>`` while
   one of those files is being replaced.
 
@@ -38,7 +40,9 @@ MARKER = {"written_by": WRITTEN_BY, "folder_format": FOLDER_FORMAT}
 OWNED_NAMES = frozenset((RESULTS, FAILURES, METADATA, SUMMARY, CARD, REPORT, CHART, LOCK))
 _BACKUP = re.compile(
     r"(?:(?:results|failures)\.\d{8}T\d{6}(?:-\d+)?\.jsonl"
-    r"|(?:metadata|summary)\.\d{8}T\d{6}(?:-\d+)?\.json)"
+    r"|(?:metadata|summary)\.\d{8}T\d{6}(?:-\d+)?\.json"
+    r"|README\.\d{8}T\d{6}(?:-\d+)?\.md|report\.\d{8}T\d{6}(?:-\d+)?\.html"
+    r"|pass-rate\.\d{8}T\d{6}(?:-\d+)?\.svg)"
 )
 #: at most this many foreign names in a message
 SHOWN = 8
@@ -55,6 +59,23 @@ def read_metadata(folder: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None
+
+
+def unreadable_metadata(folder: Path) -> str | None:
+    """Why ``metadata.json`` is there but says nothing (not JSON, truncated), or None."""
+    try:
+        raw = (folder / METADATA).read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"it cannot be read: {exc.strerror or exc}"
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        if not raw.strip():
+            return "it is empty"
+        return f"it is not whole JSON, as a file cut short would be ({exc})"
+    return None if isinstance(value, dict) else "it is not a JSON object"
 
 
 def metadata_is_ours(metadata: dict[str, Any] | None) -> bool:
@@ -104,7 +125,7 @@ def foreign_entries(folder: Path, also_ours: Iterable[Path | str | None] = ()) -
         if not is_our_name(name) or (path.is_dir() and not path.is_symlink()):
             foreign.append(f"{name}/" if path.is_dir() else name)
     ours = metadata_is_ours(read_metadata(folder))
-    if METADATA in names and not ours:
+    if METADATA in names and not ours and unreadable_metadata(folder) is None:
         foreign.append(f"{METADATA} (not written by {WRITTEN_BY})")
     if CARD in names and not ours and not card_is_generated(folder):
         foreign.append(f"{CARD} (not a dataset card written by {WRITTEN_BY})")
@@ -114,6 +135,16 @@ def foreign_entries(folder: Path, also_ours: Iterable[Path | str | None] = ()) -
 def ownership_problem(folder: Path, also_ours: Iterable[Path | str | None] = ()) -> str | None:
     """Why the run must not write to ``folder``, or None when it may."""
     foreign = foreign_entries(folder, also_ours)
+    damaged = unreadable_metadata(folder) if (folder / METADATA).exists() else None
+    if damaged is not None and not foreign:
+        # every name is ours, but the one file that says who wrote the folder says nothing
+        return (
+            f"--openenv-output={str(folder)!r}: its {METADATA} is damaged ({damaged}), so "
+            "it does not say which run wrote this folder. If a pytest-openenv run did, "
+            f"restore {METADATA} or delete it (with --openenv-resume every row in "
+            "results.jsonl is still checked against this run); otherwise pass another "
+            "--openenv-output"
+        )
     if not foreign:
         return None
     shown = ", ".join(foreign[:SHOWN])

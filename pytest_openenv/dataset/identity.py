@@ -19,8 +19,11 @@ timeouts, servers or the cache, which change how episodes run, not which ones.
 from __future__ import annotations
 
 import json
+import sys
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..config.convert import PROMPT_STYLES, TOOL_ARGUMENT_FORMS
 from ..config.settings import Settings
@@ -89,7 +92,10 @@ def recorded_identity(metadata: dict[str, Any]) -> dict[str, Any]:
     identity = metadata.get("identity")
     if isinstance(identity, dict):
         return {**FIELD_BEFORE_IT_EXISTED, **identity}
-    settings = metadata.get("settings") if isinstance(metadata.get("settings"), dict) else {}
+    if not isinstance(metadata.get("settings"), dict):
+        # it records nothing of the run: its rows are checked instead (``RowIdentity``)
+        return {}
+    settings = metadata["settings"]
     llm = settings.get("llm") if isinstance(settings.get("llm"), dict) else {}
     evaluation = metadata.get("evaluation") if isinstance(metadata.get("evaluation"), dict) else {}
     legacy = {
@@ -137,3 +143,133 @@ def resume_problem(
         f"dataset. Run with {option} as recorded, use another --openenv-output, or drop "
         "--openenv-resume (the earlier files are then moved aside, not deleted)"
     )
+
+
+# -- per row: what each episode test's marker resolves to (issue 21 #1, #2) ----------------
+#
+# The run identity above is the command line's. Each episode test's marker may name its own
+# env, config, seed and policy, and ``metadata.json`` may be missing or say nothing useful,
+# so every row already in results.jsonl is also checked against what its test would play
+# now: its own fields (env, task config, seed, policy, model, threshold, schema version)
+# are the record of how it was played.
+
+
+class RowIdentity(NamedTuple):
+    """What one results.jsonl row says about how its episode was played."""
+
+    episode_id: str
+    env: Any
+    #: the row's ``task.config``: canonical JSON text of the env config
+    config: Any
+    seed: Any
+    policy: Any
+    model: Any
+    #: the pass threshold the row was judged by (``verify_metrics.min_reward``)
+    min_reward: Any
+    #: whether the env ended the episode (one the verdict passed that it did not end was
+    #: judged at the turn limit)
+    done: Any
+    #: the env's verdict (``verify_metrics.verdict``; the test itself may pass otherwise)
+    verdict: Any
+    schema_version: Any
+
+    @classmethod
+    def of(cls, record: dict[str, Any]) -> RowIdentity:
+        task = record.get("task") if isinstance(record.get("task"), dict) else {}
+        verify = record.get("verify_metrics")
+        verify = verify if isinstance(verify, dict) else {}
+        return cls(
+            episode_id=str(record.get("episode_id", "")),
+            env=_shared(record.get("env")),
+            config=_shared(task.get("config")),
+            seed=record.get("seed"),
+            policy=_shared(record.get("policy")),
+            model=_shared(record.get("model")),
+            min_reward=verify.get("min_reward"),
+            done=record.get("done"),
+            verdict=verify.get("verdict"),
+            schema_version=record.get("schema_version"),
+        )
+
+
+def _shared(value: Any) -> Any:
+    """One copy of each env, policy and config text over many rows (a resume set is large)."""
+    return sys.intern(value) if isinstance(value, str) else value
+
+
+#: what a test's rows are not checked for (the fixture it uses is the suite's own)
+UNCHECKED = object()
+
+
+@dataclass(frozen=True)
+class PlayedNow:
+    """How one episode test's episodes would be played by this run: what its rows must say.
+
+    ``env``/``config`` are UNCHECKED when the test overrides ``openenv_env``, ``policy`` and
+    ``model`` when it overrides ``openenv_policy`` (the row records what the override did).
+    """
+
+    env: Any
+    config: Any
+    policy: Any
+    model: Any
+    min_reward: float
+    #: an episode the turn limit ends is judged (else only one the env ended can pass)
+    judged_at_turn_limit: bool
+    #: which settings name each field, for messages (``--openenv-seed or the marker``)
+    sources: dict[str, str] = dataclass_field(default_factory=dict)
+
+
+def _config(text: Any) -> Any:
+    try:
+        return json.loads(text) if isinstance(text, str) else text
+    except ValueError:
+        return text
+
+
+def row_mismatch(row: RowIdentity, now: PlayedNow, seed: int) -> tuple[str, Any, Any] | None:
+    """The first field on which ``row`` (played as recorded) differs from this run's test."""
+    checks: list[tuple[str, Any, Any]] = [("schema_version", row.schema_version, SCHEMA_VERSION)]
+    if now.env is not UNCHECKED:
+        checks.append(("env", row.env, now.env))
+        checks.append(("env_config", _config(row.config), _config(now.config)))
+    checks.append(("seed", row.seed, seed))
+    if now.policy is not UNCHECKED:
+        checks.append(("policy", row.policy, now.policy))
+        checks.append(("model", row.model, now.model))
+    if isinstance(row.min_reward, (int, float)) and not isinstance(row.min_reward, bool):
+        checks.append(("min_reward", float(row.min_reward), now.min_reward))
+    if row.verdict is True and row.done is False and not now.judged_at_turn_limit:
+        # the verdict passed it unfinished, at the turn limit; this run judges only finished
+        # episodes
+        checks.append(("judge_at", "turn-limit", "done"))
+    for name, recorded, current in checks:
+        if recorded != current:
+            return name, recorded, current
+    return None
+
+
+def row_problem(
+    test: str, row: RowIdentity, now: PlayedNow, seed: int, *, more: int = 0
+) -> str | None:
+    """Why resuming would keep ``row`` as an episode this run plays otherwise, or None.
+
+    ``more``: how many other rows of the same test differ too (for the message)."""
+    mismatch = row_mismatch(row, now, seed)
+    if mismatch is None:
+        return None
+    name, recorded, current = mismatch
+    source = now.sources.get(name) or IDENTITY_OPTIONS.get(name) or "this version"
+    others = f" (and {more} more of its rows)" if more else ""
+    return (
+        f"--openenv-resume: results.jsonl holds {test}{others} played with {name}="
+        f"{json.dumps(recorded, default=str)}; this run plays it with {name}="
+        f"{json.dumps(current, default=str)} ({source}). Skipping it would keep another "
+        "episode under its id and mix two runs' rows in one dataset. Set it back as "
+        "recorded, use another --openenv-output, or drop --openenv-resume (the earlier "
+        "files are then moved aside, not deleted)"
+    )
+
+
+#: the attribute of a failed collection report that carries the refusals (worker -> controller)
+RESUME_REFUSED = "openenv_resume_refused"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,8 +32,13 @@ def parse_line(path: Path, number: int, raw: bytes) -> dict[str, Any]:
     return record
 
 
-def scan(path: Path, *, repair_torn_tail: bool) -> tuple[list[Row], bool]:
-    """Index every whole line of ``path``.
+def scan(
+    path: Path,
+    *,
+    repair_torn_tail: bool,
+    visit: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[list[Row], bool]:
+    """Index every whole line of ``path``; ``visit`` sees each record (one pass for both).
 
     A last line without its newline is what a killed writer leaves behind: it is
     cut off (when ``repair_torn_tail``) and reported; any other bad line raises
@@ -57,6 +62,8 @@ def scan(path: Path, *, repair_torn_tail: bool) -> tuple[list[Row], bool]:
             if raw.strip():
                 record = parse_line(path, number, raw)
                 rows.append(Row(row_key(record), offset, length))
+                if visit is not None:
+                    visit(record)
             offset += length
     if torn and repair_torn_tail:
         with path.open("r+b") as handle:

@@ -31,8 +31,10 @@ CARD = "README.md"
 #: the run report (report/page/) and the card's chart, rewritten at every session end
 REPORT = "report.html"
 CHART = "pass-rate.svg"
-#: what an earlier run leaves that a new run (without --openenv-resume) moves aside
-EARLIER_RUN = (RESULTS, FAILURES, METADATA, SUMMARY)
+#: what an earlier run leaves that a new run (without --openenv-resume) moves aside: its
+#: data, and the card and report that describe it (left in place, a run killed before its
+#: end would show the old card beside the new metadata)
+EARLIER_RUN = (RESULTS, FAILURES, METADATA, SUMMARY, REPORT, CHART)
 
 #: the files a run replaces whole (``util/atomic.py``), so whose temp files are ours
 REPLACED = frozenset((RESULTS, FAILURES, METADATA, SUMMARY, CARD, REPORT, CHART))
@@ -52,6 +54,19 @@ def remove_stale_temps(folder: Path) -> None:
         for stale in folder.glob(".*.tmp-*"):
             if is_temp_name(stale.name):
                 discard(stale)
+
+
+def followed(path: Path) -> Path:
+    """Where a file of the folder really is: a symlinked one is written through its link.
+
+    A ``results.jsonl`` linked to a bigger disk gets its rows appended there; replacing
+    the name itself at the end would turn the link into a file and leave the target
+    behind, unsorted. So the target is replaced and the link stays a link.
+    """
+    try:
+        return path.resolve(strict=True) if path.is_symlink() else path
+    except OSError:  # a dangling or looping link: write the name itself
+        return path
 
 
 def same_file(fd: int, path: Path) -> bool:
@@ -111,12 +126,18 @@ class DatasetWriter:
         self.opened = False
         #: set when the folder or its files vanished mid-run and the rows were written back
         self.restored: list[Path] = []
+        #: files whose final sorted rewrite failed (a full disk), with why: every row is
+        #: still in them, in the order it arrived
+        self.unsorted: list[tuple[Path, str]] = []
 
-    def move_earlier_run_aside(self) -> None:
-        """Without --openenv-resume: an earlier run's files are renamed, never overwritten."""
+    def move_earlier_run_aside(self, *, card: bool) -> None:
+        """Without --openenv-resume: an earlier run's files are renamed, never overwritten.
+
+        ``card``: the card is a generated one (a hand-edited card stays where it is).
+        """
         if self.resume:
             return
-        for name in EARLIER_RUN:
+        for name in (*EARLIER_RUN, *((CARD,) if card else ())):
             moved = move_aside(self.folder / name)
             if moved is not None:
                 self.moved.append(moved)
@@ -220,11 +241,18 @@ class DatasetWriter:
         self.close()
         results = self._rows(True)
         kept = _last_per_key(results)
-        _rewrite_sorted(self.results_path, kept, unchanged=kept == results)
+        self._rewrite(self.results_path, kept, unchanged=kept == results)
         passed_keys = {row.key for row in kept}
         failures = self._rows(False)
         failed = [row for row in _last_per_key(failures) if row.key not in passed_keys]
-        _rewrite_sorted(self.failures_path, failed, unchanged=failed == failures)
+        self._rewrite(self.failures_path, failed, unchanged=failed == failures)
+
+    def _rewrite(self, path: Path, rows: list[Row], *, unchanged: bool) -> None:
+        """The sorted rewrite; one that fails leaves the file whole, as appended (noted)."""
+        try:
+            _rewrite_sorted(path, rows, unchanged=unchanged)
+        except OSError as exc:
+            self.unsorted.append((path, exc.strerror or str(exc)))
 
     def _rows(self, passed: bool) -> list[Row]:
         index = self._index.get(passed)
@@ -240,7 +268,8 @@ class DatasetWriter:
 
     def write_text(self, name: str, text: str) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        write_atomically(self.folder / name, self.secrets.scrub(text).encode("utf-8"))
+        path = followed(self.folder / name)
+        write_atomically(path, self.secrets.scrub(text).encode("utf-8"))
 
 
 def _last_per_key(rows: list[Row]) -> list[Row]:
@@ -263,7 +292,7 @@ def _rewrite_sorted(path: Path, rows: list[Row], *, unchanged: bool = False) -> 
     if unchanged:
         return
     # on any failure the unsorted original stays whole and readable
-    with path.open("rb") as source, replacing(path) as target:
+    with path.open("rb") as source, replacing(followed(path)) as target:
         for row in rows:
             source.seek(row.offset)
             line = source.read(row.length)

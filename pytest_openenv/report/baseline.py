@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import NormalDist
@@ -42,9 +43,44 @@ class Rate:
 class Baseline:
     path: Path
     rates: dict[str, Rate]
+    #: what the baseline run played (empty: its summary does not say)
+    envs: tuple[str, ...] = ()
+    policies: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
 
     def rate(self, metric: str) -> Rate | None:
         return self.rates.get(metric)
+
+    def differences(
+        self, envs: Iterable[str], policies: Iterable[str], models: Iterable[str]
+    ) -> dict[str, tuple[str, str]]:
+        """What this run played otherwise than the baseline: name -> (baseline, this run).
+
+        Only where both sides say (a summary of an older version may not name them); the
+        model where both name their policies (a scripted policy has no model).
+        """
+        policies = tuple(sorted(policies))
+        named = {
+            "env": (self.envs, tuple(sorted(envs))),
+            "policy": (self.policies, policies),
+            "model": (self.models, tuple(sorted(models))),
+        }
+        found = {}
+        for name, (before, now) in named.items():
+            known = (self.policies and policies) if name == "model" else (before and now)
+            if known and before != now:
+                found[name] = (_names(before), _names(now))
+        return found
+
+
+def _names(values: Iterable[str]) -> str:
+    return ", ".join(sorted(values)) or "none"
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        return ()
+    return tuple(sorted(str(item) for item in value if isinstance(item, str) and item))
 
 
 def _usage(path: str, why: str) -> pytest.UsageError:
@@ -85,7 +121,27 @@ def load_baseline(raw: str, *, relative_to: Path) -> Baseline:
             value = passk.get(metric)
             if scored > 0 and isinstance(value, (int, float)):
                 rates[metric] = Rate(float(value) * scored, scored)
-    return Baseline(path=path, rates=rates)
+    return Baseline(
+        path=path,
+        rates=rates,
+        envs=_strings(figures.get("envs")),
+        policies=_strings(figures.get("policies")),
+        models=_strings(figures.get("models")),
+    )
+
+
+def env_problem(baseline: Baseline, raw: str, envs: Iterable[str]) -> str | None:
+    """Why a baseline of another env is no measure of this run (``--openenv-baseline-any-env``
+    compares it anyway), or None."""
+    differs = baseline.differences(envs, baseline.policies, baseline.models).get("env")
+    if differs is None:
+        return None
+    before, now = differs
+    return (
+        f"--openenv-baseline={raw!r}: {baseline.path} is a run of env {before}, this run "
+        f"plays {now}: a pass rate of other tasks says nothing of a drop in these. Pass a "
+        f"baseline of {now}, or --openenv-baseline-any-env to compare them anyway"
+    )
 
 
 def _count(value: Any) -> bool:

@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..util.format import cell, number, percent, table
-from .baseline import DEFAULT_CONFIDENCE, Baseline, Comparison, Rate, compare, load_baseline
+from .baseline import (
+    DEFAULT_CONFIDENCE,
+    Baseline,
+    Comparison,
+    Rate,
+    compare,
+    env_problem,
+    load_baseline,
+)
 from .passk import PassAtK
 from .stats import RunningMean, wilson_interval, z_for
 
@@ -31,6 +39,10 @@ class GateConfig:
     confidence: float | None = None
     metric: str = "pass@1"
     baseline: Baseline | None = None
+    #: ``--openenv-baseline-any-env``: compare a baseline of another env, not refuse it
+    baseline_any_env: bool = False
+    #: ``--openenv-baseline`` as given (messages)
+    baseline_given: str = ""
 
     @property
     def active(self) -> bool:
@@ -47,6 +59,11 @@ class GateConfig:
         raw_baseline = gate.baseline
         baseline = load_baseline(raw_baseline, relative_to=invocation_dir) if raw_baseline else None
         metric = gate.metric
+        if baseline is not None and settings.run.env and not gate.baseline_any_env:
+            # the command line's env; a marker's is known at the end (``check_baseline``)
+            problem = env_problem(baseline, raw_baseline or "", [settings.run.env])
+            if problem:
+                raise pytest.UsageError(problem)
         if baseline is not None and baseline.rate(metric) is None:
             raise pytest.UsageError(
                 f"--openenv-baseline={raw_baseline!r}: {baseline.path} has no {metric} figure "
@@ -59,6 +76,8 @@ class GateConfig:
             confidence=gate.confidence,
             metric=metric,
             baseline=baseline,
+            baseline_any_env=gate.baseline_any_env,
+            baseline_given=raw_baseline or "",
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -197,6 +216,11 @@ class RunFigures:
     #: episodes the env judged (passed or failed); the rest of ``ran`` errored
     judged: int
 
+    #: what the run played (the baseline check names what differs from its baseline)
+    envs: frozenset[str] = frozenset()
+    policies: frozenset[str] = frozenset()
+    models: frozenset[str] = frozenset()
+
 
 def check_judged(figures: RunFigures) -> Check | None:
     """No episode judged (every one errored: endpoint down, no data) is never a pass.
@@ -332,9 +356,23 @@ def check_baseline(config: GateConfig, figures: RunFigures) -> Check:
         )
     if after is None:
         return Check("baseline", rule, None, None, before.value, False, "no episode ran")
+    differs = baseline.differences(figures.envs, figures.policies, figures.models)
+    compared_across = "; ".join(f"{name} {was} -> {now}" for name, (was, now) in differs.items())
+    if "env" in differs and not config.baseline_any_env:
+        was, now = differs["env"]
+        return Check(
+            "baseline",
+            rule,
+            None,
+            None,
+            before.value,
+            False,
+            f"the baseline is a run of env {was}, this run played {now}: not comparable "
+            "(--openenv-baseline-any-env compares them anyway)",
+        )
     result: Comparison = compare(before, after, metric=metric, confidence=confidence)
     sign = "+" if result.change >= 0 else ""
-    detail = (
+    detail = (f"compared across {compared_across}: " if compared_across else "") + (
         f"{metric} {percent(result.before)} (n={result.before_trials}) -> {percent(result.after)} "
         f"(n={result.after_trials}), change {sign}{100 * result.change:.1f} points, "
         f"p = {result.p_value:.3g}" + (" (significant drop)" if result.significant_drop else "")

@@ -54,6 +54,13 @@ def summary_lines(
             f"{f.get('passed_on_rerun', 0)} passed on a later attempt; each episode counts "
             "by its first attempt (pass@1 is one attempt, not best of N), as its row does"
         )
+    earlier = f.get("resumed", 0) + f.get("earlier_failures", 0)
+    if earlier:
+        lines.append(
+            f"this run played {f.get('played', f['ran'] - earlier)} of them; the other "
+            f"{earlier} are the earlier run's rows in the output folder (--openenv-resume), "
+            "so the figures and the gate describe the whole dataset there"
+        )
     low, high = f["pass_rate_ci95"]
     lines.append(
         f"pass rate: {percent(f['pass_rate'])}  (95% Wilson CI {interval(low, high)}, n={f['ran']})"

@@ -21,6 +21,10 @@ class Tally:
     #: a later attempt passed. Each episode counts by its first attempt (see accounts.py).
     rerun: int = 0
     passed_on_rerun: int = 0
+    #: --openenv-resume: failed or errored episodes of the earlier run this run did not play
+    #: again (deselected, past a smaller n), counted in ``failed``/``errored``: the folder's
+    #: failures.jsonl holds them, so the figures describe the whole dataset there
+    earlier_failures: int = 0
     reward: RunningMean = field(default_factory=RunningMean)
     turns: RunningMean = field(default_factory=RunningMean)
     prompt_tokens: int = 0
@@ -33,6 +37,11 @@ class Tally:
     @property
     def ran(self) -> int:
         return self.passed + self.failed + self.errored
+
+    @property
+    def played(self) -> int:
+        """Episodes this run played itself (not counted from the folder's earlier rows)."""
+        return self.ran - self.resumed - self.earlier_failures
 
     @property
     def total(self) -> int:
@@ -54,6 +63,8 @@ class Tally:
             "resumed": self.resumed,
             "rerun": self.rerun,
             "passed_on_rerun": self.passed_on_rerun,
+            "earlier_failures": self.earlier_failures,
+            "played": self.played,
             "pass_rate": (self.passed / self.ran) if self.ran else None,
             "pass_rate_ci95": [low, high],
             "mean_reward": self.reward.mean,

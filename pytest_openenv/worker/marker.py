@@ -7,17 +7,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..config.convert import check_item_count
+from ..config.convert import check_item_count, check_seed_range
 from ..config.settings import Settings
 from ..envs.base import EnvConfigError
 from ..envs.verdict import JUDGE_AT
 from ..episode.spec import EpisodeSpec
 from .fixtures import EPISODE_FIXTURE, fixture_is_ours
 from .service import EpisodeService
+
+if TYPE_CHECKING:
+    from .resume_check import ResumeCheck
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,9 @@ def episode_test(settings: Settings, marker: pytest.Mark | None) -> EpisodeTest:
     too_many = check_item_count(n, settings.run.repeats, f"openenv marker n={n}")
     if too_many:
         raise EnvConfigError(too_many)
+    seeds = check_seed_range(seed, n, f"openenv marker seed={seed}, n={n}")
+    if seeds:
+        raise EnvConfigError(seeds)
     config = {**settings.run.config, **kwargs}
     return EpisodeTest(
         env=env,
@@ -159,11 +165,17 @@ def parametrized_beyond_the_episode(metafunc: pytest.Metafunc) -> str | None:
     return None
 
 
-def parametrize(metafunc: pytest.Metafunc, settings: Settings, service: EpisodeService) -> None:
+def parametrize(
+    metafunc: pytest.Metafunc,
+    settings: Settings,
+    service: EpisodeService,
+    resume: ResumeCheck | None = None,
+) -> None:
     """One item per episode of the test, ids ``ep-000000`` ...
 
     A mistake in a test's marker is one collection error naming the test, with no
-    traceback, before any episode runs (not an error on every one of its items).
+    traceback, before any episode runs (not an error on every one of its items); so is
+    a ``resume`` whose rows of this test were played otherwise (``resume_check.py``).
     """
     where = metafunc.definition.nodeid
     try:
@@ -190,6 +202,8 @@ def parametrize(metafunc: pytest.Metafunc, settings: Settings, service: EpisodeS
     if played_twice is not None:
         raise pytest.Collector.CollectError(f"{where}: {played_twice}")
     specs = test.specs(policy, settings)
+    if resume is not None:
+        resume.check(metafunc, test, family, policy, specs, service)
     metafunc.parametrize(
         EPISODE_FIXTURE, specs, ids=[spec.episode_id for spec in specs], indirect=True
     )

@@ -8,12 +8,13 @@ on its reports for the controller. Nothing here writes files.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ..config.settings import Settings
+from ..dataset.identity import RESUME_REFUSED, RowIdentity
 from ..episode.spec import EpisodeSpec
 from ..util import heap
 from ..util.secrets import KnownSecrets
@@ -23,6 +24,7 @@ from .fixtures import EPISODE_FIXTURE
 from .items import EPISODE_KEY, ERROR_KEY, SPEC_KEY, spec_of
 from .marker import parametrize
 from .reporting import attach_to_report, message_only_report, shows_message_only
+from .resume_check import ResumeCheck
 from .runahead import Runahead
 from .service import EpisodeService
 from .xdist_queue import WorkerQueue
@@ -44,7 +46,7 @@ class WorkerPlugin:
         service: EpisodeService,
         *,
         bundled: bool,
-        resumed: frozenset[str],
+        resumed: Mapping[str, RowIdentity],
     ) -> None:
         self.config = config
         self.settings: Settings = service.settings
@@ -65,8 +67,10 @@ class WorkerPlugin:
         )
         #: the run plays the bundled episode test (``--openenv-env`` and no paths)
         self.bundled = bundled
-        #: node ids already in results.jsonl (``--openenv-resume``): skipped
+        #: node ids already in results.jsonl (``--openenv-resume``): skipped, once each
+        #: test is found to play its rows as they were played (``resume_check.py``)
         self.resumed = resumed
+        self.resume_check = ResumeCheck(resumed) if resumed else None
         self.secrets = KnownSecrets.from_settings(self.settings)
         self.tool_arguments = self.settings.output.tool_arguments or "string"
         #: the collection holds episode items (decided once it is made)
@@ -80,14 +84,17 @@ class WorkerPlugin:
         service: EpisodeService,
         *,
         bundled: bool,
-        resumed: frozenset[str] | None,
+        resumed: Mapping[str, RowIdentity] | None,
     ) -> WorkerPlugin:
         """Make and register the plugin; ``resumed``: the controller's resume set (``-n 0``),
         or None on an xdist worker, which is handed it."""
         workerinput = getattr(config, "workerinput", None)
         if workerinput is not None:
-            resumed = frozenset(workerinput.get("openenv_resume_done", ()))
-        plugin = cls(config, service, bundled=bundled, resumed=resumed or frozenset())
+            resumed = {
+                nodeid: RowIdentity(*row)
+                for nodeid, *row in workerinput.get("openenv_resume_rows", ())
+            }
+        plugin = cls(config, service, bundled=bundled, resumed=resumed or {})
         config.stash[WORKER_KEY] = plugin
         config.pluginmanager.register(plugin, cls.name)
         if plugin.runahead.adaptive is not None and workerinput is None:
@@ -101,7 +108,18 @@ class WorkerPlugin:
     # -- collection --------------------------------------------------------------
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         if EPISODE_FIXTURE in metafunc.fixturenames:
-            parametrize(metafunc, self.settings, self.service)
+            parametrize(metafunc, self.settings, self.service, self.resume_check)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(
+        self, collector: pytest.Collector
+    ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+        """A collection the resume check failed carries why to the controller (exit 4)."""
+        report = yield
+        refused = self.resume_check.take() if self.resume_check is not None else None
+        if refused and report.failed:
+            setattr(report, RESUME_REFUSED, refused)
+        return report
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(

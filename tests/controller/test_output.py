@@ -79,11 +79,14 @@ def test_the_first_write_error_is_reported_once_and_later_rows_counted(
     output.release(wrote=True)
 
 
-def test_the_resume_set_is_read_and_a_torn_line_repaired(pytester: pytest.Pytester) -> None:
+def test_the_resume_set_is_read_and_a_torn_line_repaired_at_the_claim(
+    pytester: pytest.Pytester,
+) -> None:
     target = pytester.mkdir("out")
     whole = json.dumps({"episode_id": "ep-000000", "test": "t.py::test[ep-000000]"})
-    (target / "results.jsonl").write_text(whole + '\n{"episode_id": "ep-0000')
-    output, _ = folder_for(pytester, f"--openenv-output={target}", "--openenv-resume")
+    torn = whole + '\n{"episode_id": "ep-0000'
+    (target / "results.jsonl").write_text(torn)
+    output, run = folder_for(pytester, f"--openenv-output={target}", "--openenv-resume")
     warned: list[str] = []
 
     class Recorder:
@@ -91,9 +94,13 @@ def test_the_resume_set_is_read_and_a_torn_line_repaired(pytester: pytest.Pytest
             warned.append(str(warning_message.message))
 
     output.config.pluginmanager.register(Recorder())  # config-time warnings are replayed
-    assert output.resumed == {"t.py::test[ep-000000]"}
+    assert set(output.resumed) == {"t.py::test[ep-000000]"}
+    # reading the resume set changes nothing (issue 21 #20: --collect-only reads it too)
+    assert (target / "results.jsonl").read_text() == torn
+    output.claim(run)
     assert any("ended in a torn line" in message for message in warned), warned
     assert (target / "results.jsonl").read_text() == whole + "\n"
+    output.release(wrote=True)
 
 
 def test_an_unusable_path_is_a_usage_error_at_start(pytester: pytest.Pytester) -> None:

@@ -8,6 +8,7 @@ past it fails with EFBIG, as a full disk fails with ENOSPC).
 
 from __future__ import annotations
 
+import json
 import resource
 import shutil
 import signal
@@ -138,3 +139,49 @@ def test_output_that_is_a_file_is_a_usage_error_before_any_episode(launcher: Lau
     assert finished.returncode == 4
     assert "--openenv-output" in finished.text and "not a directory" in finished.text
     assert launcher.output.read_text() == "not a folder\n"
+
+
+def test_a_full_disk_at_the_final_sort_keeps_every_row_and_still_writes_summary_and_card(
+    launcher: Launcher,
+) -> None:
+    """Issue 21 #29: the sorted rewrite failing did not say the rows were intact and left
+    no summary or card. The disk fills as in test_disk_full_xdist: a file-size limit on the
+    controller (no file may grow past it), set during a pause at the session end."""
+    import time
+
+    launcher.write_episode_test()
+    keep_all = "--openenv-min-reward=-1"
+    assert launcher.run(*RUN, keep_all).returncode == 0
+    results = launcher.output / "results.jsonl"
+    lines = results.read_bytes().splitlines(keepends=True)
+    results.write_bytes(b"".join(reversed(lines)))  # unsorted: the end of the run rewrites it
+
+    run = launcher.start(
+        *RUN, keep_all, f"--openenv-n={N + 3}", "--openenv-resume", env={"FAULT_FINISH_DELAY": "3"}
+    )
+    marker = launcher.folder / "finishing"
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert run.proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    limit = results.stat().st_size - 1  # the sorted copy cannot be written whole
+    resource.prlimit(run.proc.pid, resource.RLIMIT_FSIZE, (limit, limit))
+    finished = run.wait()
+    finished.assert_clean()
+    assert finished.returncode == 1, finished.text[-3000:]
+    assert (
+        f"ERROR: the final sorted rewrite of {results} failed (File too large): every row is "
+        "intact there, only not sorted by episode id"
+    ) in finished.stdout, finished.stdout[-3000:]
+    assert "--openenv-resume to sort it" in finished.stdout
+    rows = read_rows(results)
+    assert sorted(episode_ids(rows)) == ALL_IDS + [f"ep-{i:06d}" for i in range(N, N + 3)]
+    assert episode_ids(rows) != sorted(episode_ids(rows))
+    summary = json.loads((launcher.output / "summary.json").read_text())
+    assert summary["figures"]["passed"] == N + 3
+    assert f"| episodes | {N + 3} ({N + 3} passed" in (launcher.output / "README.md").read_text()
+    assert not [p for p in launcher.output.iterdir() if ".tmp-" in p.name]
+
+    resorted = launcher.run(*RUN, keep_all, f"--openenv-n={N + 3}", "--openenv-resume")
+    assert resorted.returncode == 0, resorted.text[-3000:]
+    assert episode_ids(read_rows(results)) == sorted(episode_ids(rows))

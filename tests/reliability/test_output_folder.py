@@ -79,7 +79,7 @@ def test_rerun_moves_every_earlier_file_aside(launcher: Launcher, workers: str) 
     assert first.returncode in (0, 1), first.stdout[-3000:]
     earlier = {
         name: (launcher.output / name).read_bytes()
-        for name in ("metadata.json", "summary.json", "results.jsonl")
+        for name in ("metadata.json", "summary.json", "results.jsonl", "README.md", "report.html")
     }
     assert json.loads(earlier["metadata.json"])["written_by"] == "pytest-openenv"
 
@@ -97,6 +97,34 @@ def test_rerun_moves_every_earlier_file_aside(launcher: Launcher, workers: str) 
 
     third = launcher.run("-n", workers, *RUN)  # a folder of backups is still ours
     assert third.returncode in (0, 1), third.stdout[-3000:]
+
+
+def test_a_killed_rerun_never_shows_the_earlier_card(launcher: Launcher) -> None:
+    """Issue 21 #27: the card and report describe the earlier run's data, so they go aside
+    with it; a rerun killed before its end left the old card beside the new metadata."""
+    import signal
+    import time
+
+    launcher.write_episode_test()
+    assert launcher.run(*RUN).returncode in (0, 1)
+    card = (launcher.output / "README.md").read_bytes()
+    run = launcher.start(*RUN, "--openenv-seed=50", env={"FAULT_DELAY": "0.3"})
+    results = launcher.output / "results.jsonl"
+    deadline = time.monotonic() + 60
+    # the rerun's first row: its claim has moved the earlier files aside
+    while not (results.exists() and b'"seed":50' in results.read_bytes()):
+        assert run.proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    run.signal_group(signal.SIGKILL)
+    run.wait()
+    assert not (launcher.output / "README.md").exists()
+    assert not (launcher.output / "report.html").exists()
+    assert [p.read_bytes() for p in launcher.output.glob("README.*.md")] == [card]
+    assert json.loads((launcher.output / "metadata.json").read_text())["settings"]["seed"] == 50
+
+    again = launcher.run(*RUN)  # the backups leave the folder ours
+    assert again.returncode in (0, 1), again.text[-3000:]
+    assert (launcher.output / "README.md").exists()
 
 
 def test_hand_edited_card_is_kept(launcher: Launcher) -> None:
@@ -142,3 +170,29 @@ def test_files_this_run_is_told_to_write_may_sit_inside(launcher: Launcher) -> N
     assert again.returncode in (0, 1), again.text[-3000:]
     refused = launcher.run(*RUN, "--openenv-output=out")  # without it, that file is foreign
     assert refused.returncode == 4 and "junit.xml" in refused.stderr
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_symlinked_results_file_is_written_through_and_stays_a_link(
+    launcher: Launcher, workers: str
+) -> None:
+    """Issue 21 #24: rows were appended through the link, then the link was replaced by a
+    regular file at the final rewrite (the target kept the rows unsorted, the link lost)."""
+    launcher.write_episode_test()
+    keep_all = "--openenv-min-reward=-1"
+    assert launcher.run(*RUN, keep_all).returncode == 0
+    results = launcher.output / "results.jsonl"
+    elsewhere = launcher.folder / "big-disk"
+    elsewhere.mkdir()
+    target = elsewhere / "rows.jsonl"
+    lines = results.read_bytes().splitlines(keepends=True)
+    target.write_bytes(b"".join(reversed(lines)))  # unsorted: the end of the run rewrites it
+    results.unlink()
+    results.symlink_to(target)
+
+    again = launcher.run("-n", workers, *RUN, keep_all, "--openenv-n=5", "--openenv-resume")
+    assert again.returncode == 0, again.text[-3000:]
+    assert results.is_symlink() and results.resolve() == target.resolve()
+    ids = episode_ids(read_rows(target))
+    assert ids == [f"ep-{i:06d}" for i in range(5)]  # every row, sorted, in the target
+    assert not [p for p in elsewhere.iterdir() if p != target]  # no temp file left there

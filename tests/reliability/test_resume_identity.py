@@ -100,3 +100,34 @@ def test_folder_of_an_earlier_version_is_checked_from_its_settings(launcher: Lau
     resumed = launcher.run(*FIRST, "--openenv-seed=9", "--openenv-resume")
     assert resumed.returncode == 4, resumed.text[-3000:]
     assert "seed=0" in resumed.stderr and "seed=9" in resumed.stderr
+
+
+def tear_last_line(results: Path) -> bytes:
+    raw = results.read_bytes()
+    last_start = raw.rstrip(b"\n").rfind(b"\n") + 1
+    results.write_bytes(raw[: last_start + (len(raw) - last_start) // 2])  # half a line
+    return results.read_bytes()
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_collect_only_and_a_refused_resume_change_no_byte(launcher: Launcher, workers: str) -> None:
+    """Issue 21 #20: both cut the torn line off results.jsonl; neither may write at all."""
+    launcher.write_episode_test()
+    assert launcher.run(*FIRST, KEEP_ALL).returncode == 0
+    tear_last_line(launcher.output / "results.jsonl")
+    kept = snapshot(launcher.output)
+
+    listed = launcher.run("-n", workers, *FIRST, KEEP_ALL, "--openenv-resume", "--collect-only")
+    assert listed.returncode == 0, listed.text[-3000:]
+    assert snapshot(launcher.output) == kept
+
+    refused = launcher.run("-n", workers, *FIRST, "--openenv-seed=5", "--openenv-resume")
+    assert refused.returncode == 4, refused.text[-3000:]
+    assert snapshot(launcher.output) == kept
+
+    resumed = launcher.run("-n", workers, *FIRST, KEEP_ALL, "--openenv-resume")
+    assert resumed.returncode == 0, resumed.text[-3000:]
+    assert "ended in a torn line" in resumed.stdout
+    assert sorted(episode_ids(read_rows(launcher.output / "results.jsonl"))) == [
+        f"ep-{i:06d}" for i in range(N)
+    ]

@@ -1,0 +1,177 @@
+"""Resume checks each test's rows against what its marker resolves to now (issue 21 #1, #2).
+
+A marker edited from tic-tac-toe/expert/seed 7 to connect-four/random/seed 1000 and run
+with ``--openenv-resume`` skipped all five items and passed the gate on tic-tac-toe
+rows; with ``metadata.json`` missing, truncated or without an ``identity`` even a
+changed command line mixed two runs. The rows carry env, config, seed, policy, model
+and the pass threshold, so each resumed row is checked against its test: a mismatch is
+exit 4 naming the test, the field, both values and what sets it, before any episode,
+with every file as it was (refused, not re-run: re-running would replace the earlier
+rows without a word).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from faults import Launcher, episode_ids, read_rows
+
+MARKED = """
+import pytest
+
+@pytest.mark.openenv({marker})
+def test_ep(episode):
+    assert episode.passed, episode.explain()
+"""
+FIRST = '"openspiel:tic_tac_toe", n=3, policy="expert", seed=7'
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir()) if path.is_file()}
+
+
+def write_test(launcher: Launcher, marker: str) -> None:
+    (launcher.folder / "test_marked.py").write_text(MARKED.format(marker=marker))
+
+
+#: (marker now, field, recorded, now); the first two again under xdist
+CHANGES = [
+    (
+        '"openspiel:connect_four", n=3, policy="random", seed=1000',
+        "env",
+        '"openspiel:tic_tac_toe"',
+        '"openspiel:connect_four"',
+    ),
+    ('"openspiel:tic_tac_toe", n=3, policy="expert", seed=8', "seed", "7", "8"),
+    ('"openspiel:tic_tac_toe", n=3, policy="random", seed=7', "policy", '"expert"', '"random"'),
+    (
+        '"openspiel:tic_tac_toe", n=3, policy="expert", seed=7, opponent="first"',
+        "env_config",
+        "{}",
+        '{"opponent": "first"}',
+    ),
+    (
+        '"openspiel:tic_tac_toe", n=3, policy="expert", seed=7, min_reward=1',
+        "min_reward",
+        "0.0",
+        "1.0",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("marker", "field", "recorded", "now", "workers"),
+    [(*change, "0") for change in CHANGES] + [(*change, "2") for change in CHANGES[:2]],
+)
+def test_a_marker_edited_since_the_rows_were_played_is_refused(
+    launcher: Launcher, marker: str, field: str, recorded: str, now: str, workers: str
+) -> None:
+    write_test(launcher, FIRST)
+    first = launcher.run("test_marked.py")
+    assert first.returncode == 0, first.text[-3000:]
+    kept = snapshot(launcher.output)
+
+    write_test(launcher, marker)
+    resumed = launcher.run(
+        "-n", workers, "test_marked.py", "--openenv-resume", "--openenv-min-pass-rate=0.9"
+    )
+    assert resumed.returncode == 4, resumed.text[-3000:]
+    assert (
+        "--openenv-resume: results.jsonl holds test_marked.py::test_ep[ep-000000] "
+        f"(and 2 more of its rows) played with {field}={recorded}; this run plays it with "
+        f"{field}={now}"
+    ) in resumed.stderr, resumed.stderr
+    assert "gate: PASSED" not in resumed.stdout and " skipped in " not in resumed.stdout
+    assert snapshot(launcher.output) == kept
+
+
+def test_the_same_marker_resumes_and_extends(launcher: Launcher) -> None:
+    marker = '"openspiel:tic_tac_toe", n={n}, policy="random", seed=7, min_reward=-1'
+    write_test(launcher, marker.format(n=3))
+    assert launcher.run("test_marked.py").returncode == 0
+    write_test(launcher, marker.format(n=5))
+    resumed = launcher.run("test_marked.py", "--openenv-resume")
+    assert resumed.returncode == 0, resumed.text[-3000:]
+    assert "2 passed, 3 skipped" in resumed.stdout
+    rows = read_rows(launcher.output / "results.jsonl")
+    assert sorted(episode_ids(rows)) == [f"ep-{i:06d}" for i in range(5)]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["missing", "identity is not a dict", "no identity, no settings"],
+)
+def test_without_a_recorded_identity_the_rows_are_checked(launcher: Launcher, damage: str) -> None:
+    write_test(launcher, FIRST)
+    assert launcher.run("test_marked.py").returncode == 0
+    path = launcher.output / "metadata.json"
+    metadata = json.loads(path.read_text())
+    if damage == "missing":
+        path.unlink()
+    elif damage == "identity is not a dict":
+        metadata["identity"] = "tic-tac-toe"
+        del metadata["settings"]
+        path.write_text(json.dumps(metadata))
+    else:
+        path.write_text(json.dumps({"written_by": "pytest-openenv"}))
+    kept = snapshot(launcher.output)
+
+    write_test(launcher, '"openspiel:connect_four", n=3, policy="random", seed=1000')
+    resumed = launcher.run("test_marked.py", "--openenv-resume")
+    assert resumed.returncode == 4, resumed.text[-3000:]
+    assert 'played with env="openspiel:tic_tac_toe"' in resumed.stderr, resumed.stderr
+    assert snapshot(launcher.output) == kept
+
+    # the command line's seed, too, is checked against the rows
+    write_test(launcher, '"openspiel:tic_tac_toe", n=3, policy="expert"')
+    reseeded = launcher.run("test_marked.py", "--openenv-resume", "--openenv-seed=100")
+    assert reseeded.returncode == 4, reseeded.text[-3000:]
+    assert "played with seed=7; this run plays it with seed=100" in reseeded.stderr
+    assert snapshot(launcher.output) == kept
+
+
+def test_a_truncated_metadata_json_is_named_as_damaged(launcher: Launcher) -> None:
+    write_test(launcher, FIRST)
+    assert launcher.run("test_marked.py").returncode == 0
+    path = launcher.output / "metadata.json"
+    path.write_bytes(path.read_bytes()[:40])
+    kept = snapshot(launcher.output)
+
+    resumed = launcher.run("test_marked.py", "--openenv-resume")
+    assert resumed.returncode == 4, resumed.text[-3000:]
+    assert "its metadata.json is damaged (it is not whole JSON" in resumed.stderr, resumed.stderr
+    assert "not written by pytest-openenv" not in resumed.stderr
+    assert snapshot(launcher.output) == kept
+
+
+LENIENT = """
+import pytest
+
+@pytest.mark.openenv("openspiel:tic_tac_toe", n=3, policy="random"{judge_at})
+def test_ep(episode):
+    assert episode.turns >= 1  # the test decides: unfinished episodes pass it too
+"""
+
+
+def test_a_judge_point_edited_since_is_refused_and_a_lenient_test_is_not(
+    launcher: Launcher,
+) -> None:
+    """Rows the verdict passed at the turn limit are another verdict for a test judged only
+    when done; rows a lenient test body passed while unfinished say nothing of the verdict."""
+    test = launcher.folder / "test_marked.py"
+    test.write_text(LENIENT.format(judge_at=""))
+    assert launcher.run("test_marked.py", "--openenv-max-turns=1").returncode == 0
+    again = launcher.run("test_marked.py", "--openenv-max-turns=1", "--openenv-resume")
+    assert again.returncode == 0, again.text[-3000:]  # unfinished, passed by the test only
+    assert "3 skipped" in again.stdout
+
+    test.write_text(LENIENT.format(judge_at=', judge_at="turn-limit"'))
+    assert launcher.run("test_marked.py", "--openenv-max-turns=1").returncode == 0
+    test.write_text(LENIENT.format(judge_at=""))
+    refused = launcher.run("test_marked.py", "--openenv-max-turns=1", "--openenv-resume")
+    assert refused.returncode == 4, refused.text[-3000:]
+    assert 'played with judge_at="turn-limit"; this run plays it with judge_at="done"' in (
+        refused.stderr
+    ), refused.stderr
