@@ -10,6 +10,7 @@ one job, and its hooks hand each event to them:
 * ``ReportSlimmer`` (``report/slim.py``): the controller's memory flat over long runs;
 * ``SessionEnd`` (``finish.py``): gate, JUnit, final files, report, card, Hub, summaries;
 * ``RunStop`` (``stopping.py``): a write error ends the run after the items in flight;
+* ``RunBudget`` (``budget.py``): a run budget reached ends it the same way (issue 24);
 * what a person sees (issue 22): ``LiveStatus`` (``progress.py``), the live line, and
   ``EndOfRun`` (``terminal_end.py``), a short end of run, a plugin of its own.
 
@@ -30,6 +31,7 @@ from ..report.gates import GateConfig
 from ..report.slim import ReportSlimmer
 from ..util.secrets import KnownSecrets
 from .accounts import Accounts
+from .budget import RunBudget
 from .finish import SessionEnd
 from .metadata import RunMetadata
 from .output import OutputFolder, earlier_passes
@@ -71,6 +73,8 @@ class ControllerPlugin:
         self.run = RunMetadata(settings, service, gate, template)
         earlier = earlier_passes(settings) if settings.output.resume else {}
         self.accounts = Accounts(settings, service, earlier)
+        # issue 24: what the run may spend; a cost budget without prices is a usage error
+        self.budget = RunBudget(settings)
         self.slimmer = ReportSlimmer(config)
         self.end = SessionEnd(
             config,
@@ -81,6 +85,7 @@ class ControllerPlugin:
             publisher=publisher,
             secrets=self.secrets,
             notes=notes,
+            budget=self.budget,
         )
         self.stopper = RunStop(config)
         self.live: LiveStatus | None = None
@@ -134,6 +139,12 @@ class ControllerPlugin:
             error = self.output.save(row)
             if error is not None:
                 self.stop(f"openenv: {error}")
+        if self.budget.active:
+            tally = self.accounts.tally
+            spent = tally.prompt_tokens + tally.completion_tokens
+            reason = self.budget.reached(spent, self.accounts.arms.cost_usd)
+            if reason is not None:
+                self.stop(f"openenv: {reason}")
         self.slimmer.slim(report)
         self.show_progress()
 
