@@ -183,6 +183,7 @@ class SessionEnd:
             self.accounts.passk.result(),
             self.verdict,
             str(self.settings.output.folder),
+            self.accounts.arms.to_json(self.gate.confidence or DEFAULT_CONFIDENCE),
         )
         self.step_summary_error = append_step_summary(self.secrets.scrub(markdown))
 

@@ -61,6 +61,7 @@ class GateConfig:
                 f"to compare with --openenv-gate-metric={metric}; it has "
                 f"{', '.join(sorted(baseline.rates))}"
             )
+        check_gate_names(settings)
         if gate.vs is not None and gate.vs == gate.model:
             raise pytest.UsageError(
                 f"--openenv-gate-vs={gate.vs!r} names the gated model itself "
@@ -86,6 +87,32 @@ class GateConfig:
             "model": self.model,
             "vs": self.vs,
         }
+
+
+def check_gate_names(settings: Settings) -> None:
+    """``--openenv-gate-model`` / ``--openenv-gate-vs`` name one of the models (or policies)
+    the run names; a marker's ``models=[...]`` are known only at the end, where a name that
+    played nothing fails its check instead."""
+    from ..errors import EnvConfigError
+    from ..policies.arms import arms_of
+
+    gate = settings.gate
+    named = [name for name in (gate.model, gate.vs) if name is not None]
+    if not named or not (settings.run.named_policies or settings.llm.named_models):
+        return
+    policies = settings.run.named_policies or ("openai",)
+    try:
+        arms = [arm.name for arm in arms_of(policies, settings.llm.named_models)]
+    except EnvConfigError:
+        return  # refused with its own message (worker/run_policy.py)
+    if len(arms) < 2:
+        return  # one named: a test's marker may name the others
+    for flag, name in (("gate-model", gate.model), ("gate-vs", gate.vs)):
+        if name is not None and name not in arms:
+            raise pytest.UsageError(
+                f"--openenv-{flag}={name!r} is not one of the run's models or policies: "
+                f"{', '.join(map(repr, arms))} (give the exact name, as listed)"
+            )
 
 
 @dataclass(frozen=True)
