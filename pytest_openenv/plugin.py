@@ -28,9 +28,10 @@ if TYPE_CHECKING:
 pytest_plugins = ("pytest_openenv.worker.fixtures",)
 
 MARKER_HELP = (
-    "openenv(env=None, *, n=None, seed=None, policy=None, min_reward=None, judge_at=None, "
-    "**env_config): run this test once per episode of the env; what it leaves out comes "
-    "from --openenv-* options or ini"
+    "openenv(env=None, *, n=None, seed=None, policy=None, policies=None, models=None, "
+    "min_reward=None, judge_at=None, **env_config): run this test once per episode of the "
+    "env (of each policy / model listed, on the same seeds); what it leaves out comes from "
+    "--openenv-* options or ini"
 )
 
 
