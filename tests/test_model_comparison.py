@@ -357,3 +357,13 @@ def test_bad_values_are_usage_errors_naming_the_option(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert named in result.stderr.str(), result.stderr.str()
     assert server.requests == 0
+
+
+def test_a_resume_with_other_models_is_refused(
+    run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer
+) -> None:
+    run_pytest(*args(server, FIRST, LAST, n=2))
+    refused = run_pytest(*args(server, FIRST, IDLE, n=2, extra=("--openenv-resume",)))
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    assert '"first/model", "last-model"' in refused.stderr.str()
+    assert "(--openenv-model)" in refused.stderr.str()

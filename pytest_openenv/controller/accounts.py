@@ -212,7 +212,7 @@ class Accounts:
         self._add_crashed_episode(report, episode_id, why)
 
     def _add_crashed_episode(self, report: pytest.TestReport, episode_id: str, why: str) -> None:
-        from ..episode.record import brief, dumps_record, placeholder_row
+        from ..episode.record import comparison_brief, dumps_record, placeholder_row
         from ..episode.spec import EpisodeSpec
 
         index_text, _, repeat_text = episode_id.removeprefix("ep-").partition("-r")
@@ -245,4 +245,4 @@ class Accounts:
         record = placeholder_row(spec, reason, test=report.nodeid)
         report.openenv_episode_id = spec.episode_id  # type: ignore[attr-defined]
         report.openenv_record = dumps_record(record)  # type: ignore[attr-defined]
-        report.openenv_brief = brief(record)  # type: ignore[attr-defined]
+        report.openenv_brief = comparison_brief(record)  # type: ignore[attr-defined]

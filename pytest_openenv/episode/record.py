@@ -252,7 +252,14 @@ def brief(row: dict[str, Any]) -> dict[str, Any]:
         "env": row["env"],
         "policy": row["policy"],
         "model": row["model"],
-        # for the per-model figures and the paired tests (``report/compare.py``)
+    }
+
+
+def comparison_brief(row: dict[str, Any]) -> dict[str, Any]:
+    """``brief`` and what the per-model figures and paired tests read (``report/arms.py``)."""
+    metrics = row["metrics"]
+    return {
+        **brief(row),
         "arm": row["model"] or row["policy"],
         "seed": row["seed"],
         "repeat": row["extra"].get("repeat", 0),

@@ -12,7 +12,7 @@ from typing import Any, cast
 import pytest
 
 from ..config.prices import PriceTable, cost_usd
-from ..episode.record import brief, dumps_record, placeholder_row, with_failure
+from ..episode.record import comparison_brief, dumps_record, placeholder_row, with_failure
 from .items import EPISODE_KEY, ERROR_KEY, spec_of
 
 
@@ -84,7 +84,7 @@ def attach_to_report(
             )
         report.openenv_record = dumps_record(record)  # type: ignore[attr-defined]
         shorten_crash_message(report)
-        report.openenv_brief = brief(record)  # type: ignore[attr-defined]
+        report.openenv_brief = comparison_brief(record)  # type: ignore[attr-defined]
         report.openenv_brief["arm"] = spec.arm_name  # type: ignore[attr-defined]
         if episode is not None:  # the verdict's own words for the item status line
             report.openenv_brief["detail"] = episode.status_line()  # type: ignore[attr-defined]

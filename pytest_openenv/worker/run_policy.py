@@ -18,11 +18,14 @@ def check_run_policy(config: pytest.Config, service: EpisodeService) -> list[Pol
     several), for a process that plays to load."""
     from ..errors import EnvConfigError
     from ..policies.arms import arms_of
+    from ..policies.registry import check_known
 
     settings = service.settings
     family = service.run_family()
     run_policy = service.run_policy_name()
     policies = settings.run.named_policies or (run_policy or "scripted",)
+    for name in policies:  # a misspelt one is named first, whatever is listed before it
+        check_known(name)
     try:
         arms = arms_of(policies, settings.llm.named_models)
     except EnvConfigError as exc:
