@@ -91,9 +91,15 @@ def signed_rank_by_enumeration(differences: list[float]) -> float:
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_two_models_play_the_same_seeds_and_are_compared_pairwise(
-    run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer, workers: int
+    run_pytest,
+    pytester: pytest.Pytester,
+    server: OpenAICompatServer,
+    workers: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     (pytester.path / "prices.json").write_text(json.dumps(PRICES))
+    step_summary = pytester.path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
     result = run_pytest(
         *args(server, FIRST, LAST, extra=("--openenv-prices=prices.json",)), *dist(workers)
     )
@@ -152,6 +158,9 @@ def test_two_models_play_the_same_seeds_and_are_compared_pairwise(
     assert pair["verdict"].startswith(f"{FIRST} vs {LAST}: no significant difference")
     result.stdout.fnmatch_lines(["models (same seeds):", f"*{FIRST}*10*", f"*{FIRST} vs {LAST}*"])
 
+    markdown = step_summary.read_text()
+    assert f"| {FIRST} | {models[FIRST]['passed']}/10 |" in markdown
+    assert f"- {FIRST} vs {LAST}: no significant difference" in markdown
     card = (output(pytester) / "README.md").read_text()
     assert "## Models on the same seeds" in card and f"| {LAST} |" in card
     page = (output(pytester) / "report.html").read_text()
@@ -367,3 +376,27 @@ def test_a_resume_with_other_models_is_refused(
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     assert '"first/model", "last-model"' in refused.stderr.str()
     assert "(--openenv-model)" in refused.stderr.str()
+
+
+def test_models_from_an_ini_file_and_replay_per_model(
+    run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer
+) -> None:
+    pytester.makeini(
+        f"""
+        [pytest]
+        openenv_env = openspiel:tic_tac_toe
+        openenv_n = 3
+        openenv_model = {FIRST} {LAST}
+        openenv_cache = cache
+        """
+    )
+    endpoint = f"--openenv-llm-endpoint={server.base_url}"
+    recorded = run_pytest(endpoint)
+    assert recorded.ret in (0, 1), recorded.stdout.str()
+    before = {k: (r["model"], r["reward"]) for k, r in all_rows(pytester).items()}
+    assert Counter(model for model, _ in before.values()) == {FIRST: 3, LAST: 3}
+    asked = server.requests
+    replayed = run_pytest(endpoint, "--openenv-replay")
+    assert replayed.ret == recorded.ret
+    assert server.requests == asked  # every answer of both models came from the cache
+    assert {k: (r["model"], r["reward"]) for k, r in all_rows(pytester).items()} == before
