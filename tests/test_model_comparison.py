@@ -400,3 +400,13 @@ def test_models_from_an_ini_file_and_replay_per_model(
     assert replayed.ret == recorded.ret
     assert server.requests == asked  # every answer of both models came from the cache
     assert {k: (r["model"], r["reward"]) for k, r in all_rows(pytester).items()} == before
+
+
+def test_a_budget_reached_by_the_last_episode_is_no_interruption(
+    run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer
+) -> None:
+    result = run_pytest(*args(server, FIRST, n=1, extra=("--openenv-max-total-tokens=1",)))
+    assert result.ret in (0, 1), result.stdout.str()
+    budget = summary(pytester)["budget"]
+    assert budget["stopped"] is None and budget["not_started"] == 0
+    assert budget["spent_tokens"] > 1

@@ -114,6 +114,17 @@ class ControllerPlugin:
     def stop(self, reason: str) -> None:
         self.stopper.stop(reason)
 
+    def check_budget(self) -> None:
+        """Stop the run once its spend reaches a budget, unless no episode is left to run
+        (a finished run is not an interrupted one)."""
+        tally, expected = self.accounts.tally, self.accounts.expected
+        if expected is not None and tally.total >= expected:
+            return
+        spent = tally.prompt_tokens + tally.completion_tokens
+        reason = self.budget.reached(spent, self.accounts.arms.cost_usd)
+        if reason is not None:
+            self.stop(f"openenv: {reason}")
+
     def show_progress(self) -> None:
         live, accounts = self.live, self.accounts
         if live is not None and accounts.tally.total and live.due():
@@ -140,11 +151,7 @@ class ControllerPlugin:
             if error is not None:
                 self.stop(f"openenv: {error}")
         if self.budget.active:
-            tally = self.accounts.tally
-            spent = tally.prompt_tokens + tally.completion_tokens
-            reason = self.budget.reached(spent, self.accounts.arms.cost_usd)
-            if reason is not None:
-                self.stop(f"openenv: {reason}")
+            self.check_budget()
         self.slimmer.slim(report)
         self.show_progress()
 
