@@ -410,3 +410,33 @@ def test_a_budget_reached_by_the_last_episode_is_no_interruption(
     budget = summary(pytester)["budget"]
     assert budget["stopped"] is None and budget["not_started"] == 0
     assert budget["spent_tokens"] > 1
+
+
+def test_policies_from_the_command_line_and_prices_from_a_toml_table(
+    run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer
+) -> None:
+    pytester.makepyprojecttoml(
+        f"""
+        [tool.pytest.ini_options]
+        openenv_prices = {{ "{FIRST}" = {{ input = 3, output = 5 }} }}
+        """
+    )
+    result = run_pytest(
+        ENV,
+        "--openenv-n=2",
+        "--openenv-policy=scripted",
+        "--openenv-policy=openai",
+        f"--openenv-llm-endpoint={server.base_url}",
+        f"--openenv-model={FIRST}",
+        "-v",
+    )
+    assert result.ret in (0, 1), result.stdout.str()
+    result.stdout.fnmatch_lines(["*test_episode?scripted-ep-000001? *", "*first_model-ep-000001*"])
+    rows = all_rows(pytester)
+    assert {r["policy"] for r in rows.values()} == {"scripted", "openai"}
+    for row in rows.values():
+        metrics = row["metrics"]
+        expected = (metrics["prompt_tokens"] * 3 + metrics["completion_tokens"] * 5) / 1e6
+        assert metrics["cost_usd"] == pytest.approx(expected)
+        assert (metrics["cost_usd"] == 0) == (row["policy"] == "scripted")
+    assert [m["name"] for m in summary(pytester)["models"]] == ["scripted", FIRST]
