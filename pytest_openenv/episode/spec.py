@@ -38,8 +38,3 @@ class EpisodeSpec:
         if self.prefix:
             base = f"{self.prefix}-{base}"
         return f"{base}-r{self.repeat}" if self.repeats > 1 else base
-
-    @property
-    def arm_name(self) -> str:
-        """Who plays: the model, or the policy when there is none (rows keep both)."""
-        return self.model or self.policy
