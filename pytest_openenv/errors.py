@@ -50,6 +50,7 @@ Hierarchy::
      │    │    ├── NoServerInRotation every server the episode could use is benched
      │    │    └── GenerationTimeout  a reasoning_gym dataset gave no question in time
      │    ├── PolicyUnavailable       transport, auth, replay miss: no answer from the policy
+     │    │    └── AnswerTooLarge     a model answer past MAX_ANSWER_BYTES (util/jsonlimits.py)
      │    ├── ServerUnreachable       (ConnectionError) a plain HTTP request to a server
      │    └── ExpertError             OpenSpiel's bots cannot play this game
      ├── AgentFault                   -> scored by the env's verdict: a FAILURE, never an error
@@ -178,6 +179,14 @@ class PolicyUnavailable(InfrastructureFault):
     """The policy cannot answer for reasons outside the agent (transport, auth, replay miss).
 
     The episode becomes a setup *error*.
+    """
+
+
+class AnswerTooLarge(PolicyUnavailable):
+    """A model answer (its HTTP body, or a policy's reply) past ``MAX_ANSWER_BYTES``.
+
+    No ``--openenv-max-tokens`` a model honours comes near it: the endpoint ignores the
+    limit or is not a model, and reading on would cost memory without bound.
     """
 
 

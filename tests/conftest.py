@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+# numpy's extension modules load once per process: one first imported inside an in-process
+# pytester run is dropped from sys.modules at its teardown, and the next import of it fails
+# ("cannot load module more than once per process", seen for numpy.fft under transformers).
+# Imported here, they are in every pytester snapshot.
+import numpy
+import numpy.fft
+import numpy.linalg
+import numpy.random
 import pytest
 from helpers import assert_clean
 
 pytest_plugins = ["pytester"]
+
+del numpy
 
 #: printed in the header, so a CI log says what each run was tested against
 HEADER_PACKAGES = ("huggingface_hub", "websockets", "open-spiel", "openai", "anthropic", "openenv")

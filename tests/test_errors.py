@@ -43,6 +43,7 @@ OUTCOME = {
         "NoServerInRotation",
         "GenerationTimeout",
         "PolicyUnavailable",
+        "AnswerTooLarge",
         "ServerUnreachable",
         "ExpertError",
     ],

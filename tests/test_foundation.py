@@ -214,6 +214,43 @@ def test_loadscope_warns(run_pytest) -> None:
     assert "--dist loadscope sends all episodes" in result.stdout.str()
 
 
+def test_dist_each_is_refused_pointing_at_repeats(run_pytest, pytester: pytest.Pytester) -> None:
+    """issue 21 #12: ``--dist each`` counted every episode once per worker (n=12 for 6)."""
+    result = run_pytest(TTT, "--openenv-n=3", "-n", "2", "--dist", "each")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()[-3000:]
+    text = result.stdout.str() + result.stderr.str()
+    assert "--dist each runs every episode once on every worker" in text
+    assert "--openenv-repeats" in text
+    assert not (pytester.path / "openenv-results" / "results.jsonl").exists()
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_one_episode_in_two_items_is_refused_pointing_at_repeats(
+    run_pytest, pytester: pytest.Pytester, workers: str
+) -> None:
+    """issue 21 #12: pytest-repeat's ``--count 2`` (a parametrization on top of the
+    episode's, as here) wrote two rows with one ``episode_id``."""
+    pytester.makepyfile(
+        test_twice="""
+        import pytest
+
+        @pytest.mark.parametrize("attempt", ["1-2", "2-2"])
+        @pytest.mark.openenv("openspiel:tic_tac_toe", n=2)
+        def test_game(episode, attempt):
+            assert episode.passed
+        """
+    )
+    result = run_pytest("-n", workers)
+    # a collection error: pytest stops before any item (2); xdist reports it as a failure (1)
+    expected = pytest.ExitCode.INTERRUPTED if workers == "0" else pytest.ExitCode.TESTS_FAILED
+    assert result.ret == expected, result.stdout.str()[-3000:]
+    text = result.stdout.str() + result.stderr.str()
+    assert "test_twice.py::test_game: an episode test cannot be parametrized further" in text
+    assert "parametrize 'attempt'" in text and "--openenv-repeats K" in text, text[-3000:]
+    assert "Traceback" not in text
+    assert not (pytester.path / "openenv-results" / "results.jsonl").exists()
+
+
 def test_resume_skips_done_and_reruns_failed(run_pytest, pytester: pytest.Pytester) -> None:
     first = run_pytest(TTT, "--openenv-n=20", "--openenv-policy=scripted")
     passed = first.parseoutcomes()["passed"]
@@ -297,6 +334,8 @@ def test_import_does_not_load_heavy_modules() -> None:
         ('policy="nope"', "openenv marker policy='nope' cannot be used: *is unknown*"),
         ("n=-3", "openenv marker n=-3 is invalid: expected a positive integer"),
         ('seed="x"', "openenv marker seed='x' is invalid: expected an integer"),
+        # issue 21 #23: a policy that is not a string was a raw TypeError at collection
+        ("policy=5", "openenv marker policy=5 is invalid: expected a policy name*"),
     ],
 )
 def test_a_bad_marker_is_one_collection_error_naming_the_test(

@@ -27,7 +27,7 @@ def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
         "from importlinter.cli import lint_imports_command; lint_imports_command()",
     ]
     return subprocess.run(
-        [*command, "--config", str(tree / "pyproject.toml"), "--no-cache"],
+        [*command, "--no-cache"],  # the contract in tree/pyproject.toml, found from cwd
         cwd=tree,
         env=env,
         capture_output=True,

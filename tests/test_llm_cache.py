@@ -105,6 +105,47 @@ def test_a_replay_miss_is_an_episode_error_and_sends_nothing(
     assert "--openenv-replay: no cached response for ep-000000 turn 1" in found["ep-000000"]
 
 
+def test_a_replay_miss_says_what_differs_from_the_stored_entries(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    """issue 21 #26: a miss did not say whether the system prompt, the temperature or the
+    messages differ from the entries stored for that episode and turn."""
+    cache = pytester.path / "llm-cache"
+    replay = (f"--openenv-cache={cache}", "--openenv-replay")
+    with serve_openai() as server:
+        run_pytest(*llm_args(server, f"--openenv-cache={cache}", n=1))
+        recorded = server.requests
+        said = {}
+        for name, extra in {
+            "temperature": ["--openenv-temperature=0.7"],
+            "system prompt": ["--openenv-system-prompt=Play to win."],
+            "messages": ['--openenv-env-config={"opponent": "first"}'],
+            "episode": ["--openenv-seed=5"],
+            "nothing": ["--openenv-id-prefix=other"],
+        }.items():
+            result = run_pytest(*llm_args(server, *replay, *extra, n=1))
+            assert result.ret == 1, result.stdout.str()[-3000:]
+            (said[name],) = errors(pytester).values()
+        assert server.requests == recorded
+    assert "1 entry is stored for this episode and turn" in said["temperature"]
+    assert "differs in temperature (recorded 0.2, this run 0.7)" in said["temperature"]
+    assert "differs in the system prompt" in said["system prompt"]
+    assert "temperature" not in said["system prompt"]
+    # the opponent is named in the task: the first message after the system prompt
+    assert (
+        "differs in the messages from message 1 after the system prompt on (a user"
+        in (said["messages"])
+    ), said["messages"]
+    assert "differs in the system prompt" not in said["messages"]
+    assert "nothing is stored for other-ep-000000" in said["nothing"], said
+    # another seed: the same opening, then the seeded opponent answers otherwise
+    assert "no cached response for ep-000000 turn 2" in said["episode"]
+    assert (
+        "differs in the messages from message 3 after the system prompt on (a tool "
+        in (said["episode"])
+    ), said["episode"]
+
+
 def test_a_corrupt_entry_is_an_error_naming_the_file_on_replay(
     run_pytest, pytester: pytest.Pytester
 ) -> None:

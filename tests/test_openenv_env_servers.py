@@ -405,6 +405,30 @@ def test_a_reward_just_under_the_threshold_is_shown_in_full(
     )
 
 
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_rewards_that_sum_past_float_max_are_an_episode_error(
+    run_pytest, pytester: pytest.Pytester, policies: None, workers: str
+) -> None:
+    """issue 21 #8: 1e308 twice is inf: it was INTERNALERROR (not JSON compliant), exit 3."""
+    with serve_in_thread("endless", step_reward=1e308) as server:
+        result = run_pytest(
+            "--openenv-env=openenv:coding_env",
+            f"--openenv-server={server.url}",
+            "--openenv-policy=policies:run_code",
+            "--openenv-judge-at=turn-limit",
+            "--openenv-max-turns=3",
+            "--openenv-n=2",
+            "-n",
+            workers,
+        )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+    result.assert_outcomes(errors=2)
+    (row, _) = read_jsonl(pytester.path / "openenv-results" / "failures.jsonl")
+    message = row["failure"]["message"]
+    assert "rewards are not finite numbers" in message, message
+    assert "step 2 gave reward 1e+308 after a sum of 1e+308, making inf" in message, message
+
+
 def test_an_env_with_no_terminal_state_passes_when_judged_at_the_turn_limit(
     run_pytest, pytester: pytest.Pytester, policies: None
 ) -> None:

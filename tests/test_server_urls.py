@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterator
 
 import pytest
+from servers.hub_standin import HubStandIn
 
 from pytest_openenv.config.convert import server_urls as _server_urls
-from pytest_openenv.util.endpoints import ServerURL, ServerURLError, check_health, redact
+from pytest_openenv.util.endpoints import (
+    ServerURL,
+    ServerURLError,
+    check_health,
+    redact,
+    token_accounts,
+)
 
 
 @pytest.mark.parametrize(
@@ -41,13 +49,53 @@ def test_credentials_are_used_for_the_connection_but_never_shown() -> None:
     assert url.scrub("boom: s3cr@t leaked") == "boom: *** leaked"
 
 
-def test_hf_token_goes_only_to_hf_spaces_over_tls(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HF_TOKEN", "hf_dummy")
+@pytest.fixture
+def hub_of_me(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubStandIn]:
+    """HF_TOKEN belongs to the account ``me`` and its organization ``team_x.ai``."""
+    token_accounts.cache_clear()
+    with HubStandIn("hf_dummy_token", account="me", orgs=("team_x.ai",)) as hub:
+        monkeypatch.setenv("HF_TOKEN", "hf_dummy_token")
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        yield hub
+    token_accounts.cache_clear()
+
+
+def test_hf_token_goes_only_to_hf_spaces_over_tls(hub_of_me: HubStandIn) -> None:
     assert ServerURL.parse("https://me-env.hf.space").headers() == {
-        "Authorization": "Bearer hf_dummy"
+        "Authorization": "Bearer hf_dummy_token"
     }
     assert ServerURL.parse("http://me-env.hf.space").headers() == {}
     assert ServerURL.parse("https://example.org").headers() == {}
+
+
+def test_hf_token_goes_only_to_spaces_of_its_own_account(hub_of_me: HubStandIn) -> None:
+    """issue 21 #13: HF_TOKEN went to any ``https://*.hf.space``: any Space's owner got it."""
+    bearer = {"Authorization": "Bearer hf_dummy_token"}
+    assert ServerURL.parse("https://me-tictactoe.hf.space").headers() == bearer
+    assert ServerURL.parse("wss://ME-env.hf.space/ws").headers() == bearer
+    # an organization of the account: the Hub writes "team_x.ai" as "team-x-ai" in hosts
+    assert ServerURL.parse("https://team-x-ai-env.hf.space").headers() == bearer
+    # someone else's Space, or one whose owner only starts with the same letters
+    assert ServerURL.parse("https://mallory-env.hf.space").headers() == {}
+    assert ServerURL.parse("https://meg-env.hf.space").headers() == {}
+    assert ServerURL.parse("https://team-x-env.hf.space").headers() == {}
+    # the Hub was asked once, with the token, at HF_ENDPOINT only
+    asked = [r for r in hub_of_me.requests if r.path.startswith("/api/whoami")]
+    assert len(asked) == 1 and asked[0].headers["authorization"] == "Bearer hf_dummy_token"
+
+
+def test_hf_token_goes_to_no_space_when_the_hub_cannot_say_whose_it_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    token_accounts.cache_clear()
+    with HubStandIn("another_token", account="me") as hub:  # refuses hf_dummy_token: 401
+        monkeypatch.setenv("HF_TOKEN", "hf_dummy_token")
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        assert ServerURL.parse("https://me-env.hf.space").headers() == {}
+    token_accounts.cache_clear()
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # offline: nothing listens
+    assert ServerURL.parse("https://me-env.hf.space").headers() == {}
+    token_accounts.cache_clear()
 
 
 @pytest.mark.parametrize("raw", ["ftp://host", "127.0.0.1:8000", "http://", "http://host:notaport"])

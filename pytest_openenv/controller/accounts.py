@@ -66,6 +66,24 @@ def crashed_arm(nodeid: str, episode_id: str, settings: Settings) -> tuple[str, 
     return head, next((arm for arm in arms if id_part(arm.name) == head), None)
 
 
+def dist_each_problem(nodeids: list[str], dist: str | None) -> str | None:
+    """``--dist each`` runs the whole collection on every worker: each episode would be
+    counted (a narrower interval) and written once per worker."""
+    if dist != "each" or not any(episode_id_from_nodeid(nodeid) for nodeid in nodeids):
+        return None
+    return (
+        "--dist each runs every episode once on every worker, so each would be counted "
+        f"and written as many times; use --dist load (the default with -n), and {REPEATS_FIX}"
+    )
+
+
+#: what the refusals of one episode played several times point at
+REPEATS_FIX = (
+    "to run each seed several times use --openenv-repeats K (ids ep-000000-r0 ..., "
+    "reported as pass@1, pass@k and pass^k)"
+)
+
+
 class Accounts:
     def __init__(
         self, settings: Settings, service: EpisodeService, earlier: dict[str, dict[str, Any]]
@@ -114,12 +132,14 @@ class Accounts:
             if episode_id is None:
                 return None
         self.active = True
-        if report.outcome == "rerun":
-            # pytest-rerunfailures: an attempt that is run again; only the last one counts
-            # (and is written), so each episode is counted once with its final outcome
+        if getattr(report, "rerun", 0):
+            # pytest-rerunfailures' later attempt: the first one was counted and written
+            self.count_later_attempt(report)
             with contextlib.suppress(AttributeError):
                 del report.openenv_record  # type: ignore[attr-defined]
             return None
+        if report.outcome == "rerun":
+            self.tally.rerun += 1
         self.count_outcome(report)
         brief = getattr(report, "openenv_brief", None)
         if brief is not None:
@@ -134,19 +154,37 @@ class Accounts:
         passed = report.when == "call" and report.passed
         return Row(record, passed, (episode_id, report.nodeid))
 
+    def count_later_attempt(self, report: pytest.TestReport) -> None:
+        """pytest-rerunfailures ran a failed episode again: this attempt is not counted.
+
+        pass@1 is the chance that one attempt passes; counting the attempt that finally
+        passed would report best-of-N as pass@1 (a 70% agent as 100%). Nor is a rerun
+        another sample for pass@k: it is drawn only after a failure, not independently,
+        and ``--openenv-repeats`` is what draws k samples per seed. So each episode
+        counts by its first attempt, whose row is the one written, and the summary and
+        the card say how many were re-run and how many passed on a later attempt.
+        """
+        if report.when == "call" and report.passed:
+            self.tally.passed_on_rerun += 1
+        brief = getattr(report, "openenv_brief", None)
+        if brief is not None:  # the tokens were spent all the same
+            self.tally.prompt_tokens += int(brief.get("prompt_tokens", 0))
+            self.tally.completion_tokens += int(brief.get("completion_tokens", 0))
+
     def count_outcome(self, report: pytest.TestReport) -> None:
         earlier = self.earlier.pop(report.nodeid, None) if report.skipped else None
         if earlier is not None:
             self.count_earlier_pass(report.nodeid, earlier)
-        elif report.when == "setup" and report.skipped:
+        elif report.skipped and not hasattr(report, "wasxfail"):
+            # a skip at setup (resume, a skip marker) or in the test body: out of the rate
             self.tally.add_outcome("skipped")
-        elif report.when == "setup" and report.failed:
+        elif report.when == "setup" and (report.failed or report.outcome == "rerun"):
             self.tally.add_outcome("errored")
             self.passk.add(report.nodeid, False)
             self.failed_episodes.add(report.nodeid)
         elif report.when == "call":
             self.tally.add_outcome("passed" if report.passed else "failed")
-            if report.failed:
+            if report.failed or report.outcome == "rerun":
                 self.failed_episodes.add(report.nodeid)
             self.passk.add(report.nodeid, report.passed)
             brief = getattr(report, "openenv_brief", None)

@@ -65,6 +65,8 @@ class SessionEnd:
         self.verdict: Verdict | None = None
         self.step_summary_error: str | None = None
         self.exit_status: int | None = None
+        #: the exit code pytest ends with (after the files and the push), for the summary
+        self.final_exit_status: int | None = None
         #: report.html was written (the end of run links each failed episode into it)
         self.report_written = False
 
@@ -119,6 +121,7 @@ class SessionEnd:
                 ran=tally.ran,
                 reward=tally.reward,
                 passk=self.accounts.passk.result(),
+                judged=tally.passed + tally.failed,
                 model=only.name if only is not None else None,
                 outcomes=only.outcomes if only is not None else None,
                 vs_outcomes=vs_outcomes,
@@ -130,6 +133,7 @@ class SessionEnd:
             ran=gated.ran,
             reward=gated.reward,
             passk=(gated.passk or PassKTally(self.settings.run.repeats)).result(),
+            judged=gated.passed + gated.failed,
             model=name,
             outcomes=gated.outcomes,
             vs_outcomes=vs_outcomes,
@@ -274,6 +278,7 @@ class SessionEnd:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.publisher is not None and self.publisher.interrupted:
             session.exitstatus = pytest.ExitCode.INTERRUPTED
+        self.final_exit_status = int(session.exitstatus)
 
     # -- the terminal summary ----------------------------------------------------
     def stronger_teacher(self) -> str | None:
@@ -296,6 +301,7 @@ class SessionEnd:
             str(self.settings.output.folder),
             gated=self.gate.active,
             teacher=self.stronger_teacher(),
+            exit_status=self.final_exit_status,
         )
         passk = self.accounts.passk.result()
         if passk.k > 1:

@@ -30,6 +30,7 @@ from ..dataset.hub import HubPublisher
 from ..report.gates import GateConfig
 from ..report.slim import ReportSlimmer
 from ..util.secrets import KnownSecrets
+from ..util.signals import TermAsInterrupt
 from .accounts import Accounts
 from .budget import RunBudget
 from .finish import SessionEnd
@@ -88,6 +89,7 @@ class ControllerPlugin:
             budget=self.budget,
         )
         self.stopper = RunStop(config)
+        self.sigterm = TermAsInterrupt()
         self.live: LiveStatus | None = None
         config.pluginmanager.register(
             EndOfRun(
@@ -108,8 +110,15 @@ class ControllerPlugin:
 
     def claim_output(self, nodeids: list[str]) -> None:
         """Once the collection is known: claim the folder if it holds episode tests."""
+        from .accounts import dist_each_problem
+
+        problem = dist_each_problem(nodeids, self.config.getoption("dist", None))
+        if problem is not None:
+            raise pytest.UsageError(problem)
         if self.accounts.expect(nodeids):
             self.output.claim(self.run)
+            # a cancelled CI job or `docker stop` finishes the files as Ctrl-C does
+            self.sigterm.install()
 
     def stop(self, reason: str) -> None:
         self.stopper.stop(reason)
@@ -194,3 +203,4 @@ class ControllerPlugin:
         if self.live is not None:
             self.live.close()
         self.output.release(wrote=self.accounts.active)
+        self.sigterm.restore()

@@ -21,6 +21,7 @@ from ..config.settings import Settings
 from ..envs.base import Backend, EnvFamily, StepResult
 from ..envs.remote.servers import RemoteServers
 from ..util.endpoints import ServerURL, check_health, redact
+from ..util.secrets import KnownSecrets
 
 if TYPE_CHECKING:
     from ..worker.service import EpisodeService
@@ -122,6 +123,8 @@ def check_sessions(
     urls = list(settings.servers.urls)
     timeout = session_timeout(settings)
     seed = settings.run.seed
+    # what a server answered goes into the warnings (an error frame may quote credentials)
+    secrets = KnownSecrets.from_settings(settings)
 
     def check(url: str) -> ServerCheck:
         return check_one(family, url, seed, timeout=timeout, keep=not workers, remote=remote)
@@ -141,6 +144,7 @@ def check_sessions(
         if found.problem:
             warn(
                 config,
+                secrets,
                 f"--openenv-server {found.server}: no session could be used before the run "
                 f"({found.problem}); what it hosts was asked over plain HTTP only, and whether "
                 "it honours the seed is unknown (its records say extra.seeded: null)",
@@ -149,6 +153,7 @@ def check_sessions(
     if silent:
         warn(
             config,
+            secrets,
             f"--openenv-server {', '.join(silent)} does not say what it hosts (neither its "
             f"session's state and first observation nor GET /metadata name it), so it cannot "
             f"be checked against {family.spec}; its records say extra.server_reports: null",
@@ -158,6 +163,7 @@ def check_sessions(
             remote.learn_unseeded([found.server])
             warn(
                 config,
+                secrets,
                 f"--openenv-server {found.server} ignores the reset seed: {found.seed_note}, so "
                 "a rerun will not repeat its episodes; its records say extra.seeded=false",
             )
@@ -166,13 +172,14 @@ def check_sessions(
             if not found.problem:
                 warn(
                     config,
+                    secrets,
                     f"--openenv-server {found.server}: whether it honours the reset seed could "
                     f"not be told ({found.seed_note}); its records say extra.seeded: null",
                 )
 
 
-def warn(config: pytest.Config, message: str) -> None:
-    config.issue_config_time_warning(pytest.PytestWarning(message), stacklevel=3)
+def warn(config: pytest.Config, secrets: KnownSecrets, message: str) -> None:
+    config.issue_config_time_warning(pytest.PytestWarning(secrets.scrub(message)), stacklevel=3)
 
 
 def check_one(

@@ -109,7 +109,13 @@ def gate_so_far(gate: GateConfig, tally: Tally, passk: PassKTally) -> str | None
     # the pass@1 checks read only the counts: skip walking every seed for pass@k
     unused = PassAtK(passk.k, 0, 0, None, None, None)
     scores = unused if gate.metric == "pass@1" else passk.result()
-    figures = RunFigures(passed=tally.passed, ran=tally.ran, reward=tally.reward, passk=scores)
+    figures = RunFigures(
+        passed=tally.passed,
+        ran=tally.ran,
+        reward=tally.reward,
+        passk=scores,
+        judged=tally.passed + tally.failed,
+    )
     verdict = evaluate(gate, figures)
     return "passing" if verdict.gate_passed else "failing"
 

@@ -210,6 +210,18 @@ def figures_table(figures: dict[str, Any], settings: dict[str, Any]) -> list[str
             f"{f.get('errored', 0)} errored, {f.get('skipped', 0)} skipped)"
             + (f"; {f['resumed']} passed in an earlier, resumed run" if f.get("resumed") else ""),
         ),
+        *(
+            [
+                (
+                    "reruns",
+                    f"{f['rerun']} episode(s) re-run by pytest-rerunfailures, "
+                    f"{f.get('passed_on_rerun', 0)} passed on a later attempt; the figures and "
+                    "rows are each episode's first attempt",
+                )
+            ]
+            if f.get("rerun")
+            else []
+        ),
         ("pass rate", rate),
         ("mean reward", reward),
         ("mean turns", "n/a" if f.get("mean_turns") is None else f"{f['mean_turns']:.2f}"),

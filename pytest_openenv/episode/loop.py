@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from ..errors import (
     PolicyUnavailable,
     ServerMismatch,
 )
-from ..policies.base import Policy, Reply, ToolCall, Turn, Usage
+from ..policies.base import Policy, Reply, ToolCall, Turn, Usage, check_answer_size
 from ..util.endpoints import redact
 from ..util.memo import BoundedMemo
 from .record import metrics_section, task_section
@@ -219,6 +220,22 @@ class _Loop:
         )
         step["error"] = message
 
+    def add_reward(self, reward: float, where: str) -> None:
+        """Add one reward the env gave; a non-finite reward or sum is an episode error.
+
+        ``1e308`` twice is ``inf``: no row could hold it (JSON has no Infinity), and an
+        infinite mean would poison every figure of the run.
+        """
+        total = self.reward + reward
+        if math.isfinite(reward) and math.isfinite(total):
+            self.reward = total
+            return
+        raise EpisodeError(
+            f"the env's rewards are not finite numbers: {where} gave reward {reward!r} "
+            f"after a sum of {self.reward!r}, making {total!r}; rewards must be finite "
+            "(the server's values, as received)"
+        )
+
     def apply(self, backend: Backend, current: StepResult, call: ToolCall) -> StepResult:
         self.tool_calls += 1
         step: dict[str, Any] = {"turn": self.turns, "action": f"{call.name}({call.arguments})"}
@@ -255,7 +272,7 @@ class _Loop:
             self.tool_error(call, str(exc), step)
             return current
         reward = float(result.reward or 0.0)
-        self.reward += reward
+        self.add_reward(reward, f"step {self.tool_calls}")
         self.done = result.done
         content = self.family.describe_result(proposed, result)
         self.messages.append(
@@ -292,7 +309,7 @@ class _Loop:
         self.messages.append({"role": "user", "content": task})
         self.steps.append({"turn": 0, "observation": task})
         self.done = current.done
-        self.reward += float(current.reward or 0.0)
+        self.add_reward(float(current.reward or 0.0), "reset")
         self.current = current
         final_text = task
         while not self.done and self.turns < self.max_turns:
@@ -303,6 +320,7 @@ class _Loop:
             except ContextExhausted as exc:
                 self.stopped = f"the model's context window is full: {exc}"
                 break
+            check_answer_size(reply, str(getattr(self.policy, "name", "") or "the policy"))
             if reply.usage.prompt_tokens or reply.usage.completion_tokens:
                 self.usage = self.usage + reply.usage
             if self.over_token_limit():

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 # defined with every other exception; importable here, where implementers look for them
+from ..errors import AnswerTooLarge
 from ..errors import ContextExhausted as ContextExhausted
 from ..errors import PolicyUnavailable as PolicyUnavailable
 from ..proposals import ProposedCall
@@ -54,10 +55,55 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
+    @classmethod
+    def reported(cls, prompt_tokens: Any, completion_tokens: Any) -> Usage:
+        """What an endpoint reported, as counts (see ``token_count``)."""
+        return cls(token_count(prompt_tokens), token_count(completion_tokens))
+
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
+        )
+
+
+def token_count(value: Any) -> int:
+    """A token count an endpoint (or a cache file) reported; 0 where it is not one.
+
+    Endpoints are not all careful: ``"abc"``, ``Infinity``, ``NaN`` (Python's JSON reads
+    both), ``-7000000`` or ``true`` are not a count. Usage is a figure of the run, not a
+    verdict, so such a value is taken as unknown (0): never a traceback, never negative.
+    """
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value if value >= 0 else 0
+    if isinstance(value, float) and value.is_integer() and value >= 0:  # NaN, inf: False
+        return int(value)
+    return 0
+
+
+def check_answer_size(reply: Reply, policy: str, max_bytes: int | None = None) -> None:
+    """A reply past ``MAX_ANSWER_BYTES`` (content and tool-call arguments) is refused.
+
+    Whatever policy made it (a callable, a local checkpoint, a cache entry): the row
+    would carry it whole, and every later turn would send it back to the model.
+    """
+    from ..util.jsonlimits import MAX_ANSWER_BYTES
+
+    cap = MAX_ANSWER_BYTES if max_bytes is None else max_bytes
+    # characters first: no encoding of a short answer is needed to see it is short
+    size = len(reply.content) + sum(len(c.arguments) + len(c.name) for c in reply.tool_calls)
+    if size * 4 <= cap:
+        return
+    size = len(reply.content.encode("utf-8", "surrogatepass")) + sum(
+        len(c.arguments.encode("utf-8", "surrogatepass")) + len(c.name.encode("utf-8"))
+        for c in reply.tool_calls
+    )
+    if size > cap:
+        raise AnswerTooLarge(
+            f"policy {policy} answered {size} bytes (content and tool-call arguments), over "
+            f"the {cap}-byte cap on one model answer; no --openenv-max-tokens comes near it"
         )
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import threading
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
@@ -54,7 +55,12 @@ def cache_key(
     model: str | None,
     sampling: dict[str, Any],
     turn: Turn,
+    scrub: Callable[[str], str] | None = None,
 ) -> str:
+    """``scrub``: the cache's scrubber. An entry's reply is stored scrubbed, so a replay
+    sends ``***`` back where the recording's conversation held an echoed secret: the key
+    is made over the scrubbed text, so both find the same entry (without a secret in the
+    conversation scrubbing changes nothing, and keys are what they always were)."""
     payload = {
         "provider": provider,
         "model": model,
@@ -64,7 +70,74 @@ def cache_key(
         "episode_id": turn.episode_id,
     }
     text = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    if scrub is not None:
+        text = scrub(text)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _digest(value: Any, scrub: Callable[[str], str] | None) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    if scrub is not None:
+        text = scrub(text)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def request_parts(turn: Turn, scrub: Callable[[str], str] | None = None) -> dict[str, Any]:
+    """Digests of what a request was made of, stored beside the reply: a replay miss
+    compares them to say what changed (the key alone only says that something did)."""
+    system = [m for m in turn.messages if m.get("role") == "system"]
+    return {
+        "tools": _digest(turn.tools, scrub),
+        "system": _digest(system, scrub),
+        "messages": [
+            [str(m.get("role")), _digest(m, scrub)]
+            for m in turn.messages
+            if m.get("role") != "system"
+        ],
+    }
+
+
+def what_differs(
+    stored: dict[str, Any],
+    provider: str,
+    model: str | None,
+    sampling: dict[str, Any],
+    parts: dict[str, Any],
+) -> list[str]:
+    """How a stored entry's request differs from this one, in words (empty: no telling)."""
+    found = []
+    if stored.get("provider") != provider:
+        found.append(f"provider (recorded {stored.get('provider')!r}, this run {provider!r})")
+    if stored.get("model") != model:
+        found.append(f"model (recorded {stored.get('model')!r}, this run {model!r})")
+    recorded_sampling = stored.get("sampling")
+    if isinstance(recorded_sampling, dict):
+        for name in sorted(set(recorded_sampling) | set(sampling)):
+            before, now = recorded_sampling.get(name), sampling.get(name)
+            if before != now:
+                found.append(f"{name} (recorded {before!r}, this run {now!r})")
+    request = stored.get("request")
+    if not isinstance(request, dict):
+        return found
+    if request.get("system") != parts["system"]:
+        found.append("the system prompt")
+    if request.get("tools") != parts["tools"]:
+        found.append("the tools (their schema or descriptions)")
+    recorded, now = request.get("messages"), parts["messages"]
+    if isinstance(recorded, list) and recorded != now:
+        index = next(
+            (i for i, (a, b) in enumerate(zip(recorded, now, strict=False)) if a != b),
+            min(len(recorded), len(now)),
+        )
+        if index < min(len(recorded), len(now)):
+            role = now[index][0]
+            found.append(
+                f"the messages from message {index + 1} after the system prompt on (a {role} "
+                f"message; the {index} before it are the same)"
+            )
+        else:
+            found.append(f"the number of messages (recorded {len(recorded)}, this run {len(now)})")
+    return found
 
 
 def reply_to_json(reply: Reply) -> dict[str, Any]:
@@ -103,7 +176,7 @@ def reply_from_json(data: Any) -> Reply:
     return Reply(
         content=content,
         tool_calls=tuple(parsed),
-        usage=Usage(int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))),
+        usage=Usage.reported(usage.get("prompt_tokens"), usage.get("completion_tokens")),
     )
 
 
@@ -113,6 +186,28 @@ class ResponseCache:
     def __init__(self, root: Path, secrets: KnownSecrets | None = None) -> None:
         self.root = root
         self.secrets = secrets if secrets is not None else KnownSecrets.collect()
+        #: episode id -> what its stored entries were asked with (read at the first miss)
+        self._by_episode: dict[str, list[dict[str, Any]]] | None = None
+        self._index_lock = threading.Lock()
+
+    def entries_of(self, episode_id: str) -> list[dict[str, Any]]:
+        """The stored entries of one episode (their request, not their reply)."""
+        with self._index_lock:
+            if self._by_episode is None:
+                self._by_episode = self._read_index()
+            return self._by_episode.get(episode_id, [])
+
+    def _read_index(self) -> dict[str, list[dict[str, Any]]]:
+        index: dict[str, list[dict[str, Any]]] = {}
+        for path in self.root.glob("*/*.json"):
+            try:
+                entry = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("episode_id"), str):
+                entry.pop("reply", None)
+                index.setdefault(entry["episode_id"], []).append(entry)
+        return index
 
     def path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
@@ -168,7 +263,8 @@ class CachedPolicy(Policy):
             self.inner.load(strict=strict)
 
     def act(self, turn: Turn) -> Reply:
-        key = cache_key(self.provider, self.model, self.sampling, turn)
+        scrub = self.cache.secrets.scrub
+        key = cache_key(self.provider, self.model, self.sampling, turn, scrub)
         corrupt = False
         try:
             hit = self.cache.load(key)
@@ -181,9 +277,10 @@ class CachedPolicy(Policy):
         if self.replay:
             raise PolicyUnavailable(
                 f"--openenv-replay: no cached response for {turn.episode_id} turn {turn.turn} "
-                f"in {self.cache.root} (key {key[:12]}); record it by running once without "
-                "--openenv-replay (the key covers provider, model, sampling, tools, messages "
-                "and episode id, so a changed prompt or option is a miss)"
+                f"in {self.cache.root} (key {key[:12]}): {self.explain_miss(turn, scrub)}; "
+                "record it by running once without --openenv-replay (the key covers provider, "
+                "model, sampling, tools, messages and episode id, so a changed prompt or "
+                "option is a miss)"
             )
         context_full = ""
         try:
@@ -199,6 +296,7 @@ class CachedPolicy(Policy):
             "sampling": self.sampling,
             "episode_id": turn.episode_id,
             "turn": turn.turn,
+            "request": request_parts(turn, scrub),
             "reply": {"context_full": context_full} if reply is None else reply_to_json(reply),
         }
         staged = _STAGED.get()
@@ -213,6 +311,33 @@ class CachedPolicy(Policy):
         if reply is None:
             raise ContextExhausted(context_full)
         return reply
+
+    def explain_miss(self, turn: Turn, scrub: Callable[[str], str]) -> str:
+        """What differs from the entries stored for this episode and turn, in words."""
+        stored = self.cache.entries_of(turn.episode_id)
+        same_turn = [entry for entry in stored if entry.get("turn") == turn.turn]
+        if not same_turn:
+            if not stored:
+                return (
+                    f"nothing is stored for {turn.episode_id} (was it recorded with other "
+                    "--openenv-seed, --openenv-n or --openenv-id-prefix?)"
+                )
+            turns = sorted({int(e["turn"]) for e in stored if isinstance(e.get("turn"), int)})
+            return (
+                f"nothing is stored for turn {turn.turn} of {turn.episode_id} (it has turns "
+                f"{', '.join(map(str, turns))}: the recording ended its episode earlier or "
+                "took another path)"
+            )
+        parts = request_parts(turn, scrub)
+        described = []
+        for entry in same_turn:
+            found = what_differs(entry, self.provider, self.model, self.sampling, parts)
+            described.append(", ".join(found) if found else "something the entry does not show")
+        counted = "1 entry is" if len(same_turn) == 1 else f"{len(same_turn)} entries are"
+        return (
+            f"{counted} stored for this episode and turn; this request differs in "
+            + "; or in ".join(dict.fromkeys(described))
+        )
 
     def close(self) -> None:
         self.inner.close()

@@ -153,17 +153,24 @@ class Verdict:
     stopped_early: str | None = None
 
     @property
-    def gate_passed(self) -> bool:
+    def checks_passed(self) -> bool:
         return all(check.passed for check in self.checks)
 
     @property
+    def gate_passed(self) -> bool:
+        """The gate's one verdict: its checks pass over a run that was not cut short
+        (``-x`` stops at a failure, so the episodes that ran are a biased sample)."""
+        return self.checks_passed and not self.stopped_early
+
+    @property
     def passed(self) -> bool:
-        return self.gate_passed and self.other_failures == 0 and not self.stopped_early
+        return self.gate_passed and self.other_failures == 0
 
     def to_json(self) -> dict[str, Any]:
         return {
             "verdict": "pass" if self.gate_passed else "fail",
             "passed": self.gate_passed,
+            "checks_passed": self.checks_passed,
             "config": self.config.to_json(),
             "checks": [check.to_json() for check in self.checks],
             "other_failures": self.other_failures,
@@ -184,7 +191,9 @@ class Verdict:
             )
         if self.stopped_early:
             lines.append(
-                f"  the session stopped early ({self.stopped_early}): the run fails regardless"
+                f"  the session stopped early ({self.stopped_early}): a gate over the "
+                "episodes that ran first cannot pass the run"
+                + (", although its checks pass on them" if self.checks_passed else "")
             )
         return lines
 
@@ -206,6 +215,8 @@ class Verdict:
         tail = f"_{POLICY_TEXT}_"
         if self.other_failures:
             tail += f" {self.other_failures} non-episode test(s) failed."
+        if self.stopped_early:
+            tail += f" The session stopped early ({self.stopped_early})."
         return "\n".join([head, "", *rows, "", tail])
 
 
@@ -227,12 +238,35 @@ class RunFigures:
     ran: int
     reward: RunningMean
     passk: PassAtK
+    #: episodes the env judged (passed or failed); the rest of ``ran`` errored
+    judged: int
     #: with several models: the one these figures are of (``--openenv-gate-model``)
     model: str | None = None
     #: its episodes by pair key, (passed, reward): for the paired tests
     outcomes: dict[Any, Any] | None = None
     #: ``--openenv-gate-vs``: that model's episodes by pair key (None: it played none)
     vs_outcomes: dict[Any, Any] | None = None
+
+
+def check_judged(figures: RunFigures) -> Check | None:
+    """No episode judged (every one errored: endpoint down, no data) is never a pass.
+
+    A threshold of 0, a mean reward over no finished episode or a baseline compared with
+    a run of errors would otherwise pass a run that measured nothing.
+    """
+    if figures.judged:
+        return None
+    errored = figures.ran - figures.judged
+    return Check(
+        "episodes judged",
+        "at least one episode judged (passed or failed); a run of errors measured nothing",
+        None,
+        float(figures.judged),
+        1.0,
+        False,
+        f"no episode was judged: {errored} errored" if errored else "no episode ran",
+        {"errored": errored},
+    )
 
 
 def pass_rate_sample(figures: RunFigures, metric: str) -> Rate | None:
@@ -492,6 +526,9 @@ def evaluate(
     stopped_early: str | None = None,
 ) -> Verdict:
     checks: list[Check] = []
+    nothing_judged = check_judged(figures)
+    if nothing_judged is not None:
+        checks.append(nothing_judged)
     if config.min_pass_rate is not None:
         checks.append(check_pass_rate(config, figures))
     if config.min_mean_reward is not None:

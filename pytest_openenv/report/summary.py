@@ -25,10 +25,17 @@ def failure_hint(figures: dict[str, Any], teacher: str | None = None) -> str | N
 
 
 def summary_lines(
-    figures: dict[str, Any], output: str, *, gated: bool = False, teacher: str | None = None
+    figures: dict[str, Any],
+    output: str,
+    *,
+    gated: bool = False,
+    teacher: str | None = None,
+    exit_status: int | None = None,
 ) -> list[str]:
     """``gated``: a gate decides the exit code, so failed episodes need no explaining;
-    ``teacher``: a stronger policy to suggest when episodes failed (``failure_hint``)."""
+    ``teacher``: a stronger policy to suggest when episodes failed (``failure_hint``);
+    ``exit_status``: pytest's exit code, when known. The hint says failed episodes make
+    pytest exit 1, so it shows only when it does (not under xfail, exit 0, nor Ctrl-C, 2)."""
     f = figures
     lines = [
         f"env: {', '.join(f['envs']) or 'n/a'}    policy: {', '.join(f['policies']) or 'n/a'}"
@@ -41,6 +48,12 @@ def summary_lines(
             else ""
         ),
     ]
+    if f.get("rerun"):
+        lines.append(
+            f"reruns (pytest-rerunfailures): {f['rerun']} episode(s) re-run, "
+            f"{f.get('passed_on_rerun', 0)} passed on a later attempt; each episode counts "
+            "by its first attempt (pass@1 is one attempt, not best of N), as its row does"
+        )
     low, high = f["pass_rate_ci95"]
     lines.append(
         f"pass rate: {percent(f['pass_rate'])}  (95% Wilson CI {interval(low, high)}, n={f['ran']})"
@@ -67,7 +80,8 @@ def summary_lines(
         f"wall time: {f['wall_time_s']:.1f}s" + (f"    episodes/s: {rate:.1f}" if rate else "")
     )
     lines.append(f"output: {output}")
-    hint = None if gated else failure_hint(f, teacher)
+    exits_1 = exit_status is None or exit_status == 1
+    hint = None if gated or not exits_1 else failure_hint(f, teacher)
     if hint:
         lines.append(hint)
     return lines

@@ -17,6 +17,10 @@ class Tally:
     #: --openenv-resume: passing episodes of the earlier run, counted in ``passed`` (their
     #: rows are the dataset too), with their reward and turns; tokens stay this run's spend
     resumed: int = 0
+    #: pytest-rerunfailures: episodes whose first attempt was re-run, and of those the ones
+    #: a later attempt passed. Each episode counts by its first attempt (see accounts.py).
+    rerun: int = 0
+    passed_on_rerun: int = 0
     reward: RunningMean = field(default_factory=RunningMean)
     turns: RunningMean = field(default_factory=RunningMean)
     prompt_tokens: int = 0
@@ -48,6 +52,8 @@ class Tally:
             "errored": self.errored,
             "skipped": self.skipped,
             "resumed": self.resumed,
+            "rerun": self.rerun,
+            "passed_on_rerun": self.passed_on_rerun,
             "pass_rate": (self.passed / self.ran) if self.ran else None,
             "pass_rate_ci95": [low, high],
             "mean_reward": self.reward.mean,

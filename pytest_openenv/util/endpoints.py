@@ -2,8 +2,12 @@
 
 A server URL may carry credentials (``https://user:pass@host``). They are used to
 connect and never leave this module: every URL shown to people or written to a
-file goes through ``redact``. Hugging Face Spaces (``*.hf.space``) also get
-``HF_TOKEN`` from the environment as a bearer token, so private Spaces work.
+file goes through ``redact``. A Hugging Face Space (``https://*.hf.space``) gets
+``HF_TOKEN`` from the environment as a bearer token, so private Spaces work, but only
+a Space of the token's own account or one of its organizations: any other Space's
+owner would receive the token. Whose the token is, the Hub says (``/api/whoami-v2`` on
+``HF_ENDPOINT``, the one place huggingface_hub sends it); a Space's host is
+``{owner}-{space}.hf.space``.
 
 Only the standard library here: the WebSocket session lives in ``remote``.
 """
@@ -11,6 +15,7 @@ Only the standard library here: the WebSocket session lives in ``remote``.
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import urllib.error
 import urllib.parse
@@ -26,6 +31,54 @@ from .jsonlimits import MAX_JSON_BYTES, loads_bounded
 HTTP_SCHEMES = {"http": "http", "https": "https", "ws": "http", "wss": "https"}
 WS_SCHEMES = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+SPACE_DOMAIN = ".hf.space"
+#: seconds the Hub may take to say whose HF_TOKEN is
+WHOAMI_TIMEOUT = 10.0
+
+
+def hub_endpoint() -> str:
+    """Where huggingface_hub sends its token: ``HF_ENDPOINT``, else the Hub."""
+    return (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+
+
+@functools.lru_cache(maxsize=8)
+def token_accounts(token: str, endpoint: str) -> frozenset[str]:
+    """The account and organizations a Hub token belongs to; empty when the Hub cannot say.
+
+    Asked once per process and token (cached: an external fact, not run state). Offline,
+    or with a token the Hub refuses, nothing matches: the token is sent to no Space.
+    """
+    request = urllib.request.Request(
+        endpoint + "/api/whoami-v2", headers={"Authorization": f"Bearer {token}"}
+    )
+    loopback = urllib.parse.urlsplit(endpoint).hostname in LOOPBACK_HOSTS
+    opener = urllib.request.build_opener(*([urllib.request.ProxyHandler({})] if loopback else []))
+    try:
+        with opener.open(request, timeout=WHOAMI_TIMEOUT) as response:
+            answer = loads_bounded(response.read(MAX_JSON_BYTES))
+    except (OSError, ValueError):
+        return frozenset()
+    if not isinstance(answer, dict):
+        return frozenset()
+    names = [answer.get("name")]
+    orgs = answer.get("orgs")
+    if isinstance(orgs, list):
+        names += [org.get("name") for org in orgs if isinstance(org, dict)]
+    return frozenset(name for name in names if isinstance(name, str) and name)
+
+
+def space_of(host: str, accounts: Iterable[str]) -> bool:
+    """Whether ``{owner}-{space}.hf.space`` belongs to one of ``accounts``.
+
+    The Hub writes the owner in lower case with ``_`` and ``.`` as ``-``.
+    """
+    sub = host.lower().removesuffix(SPACE_DOMAIN)
+    return any(
+        sub.startswith(account.lower().replace("_", "-").replace(".", "-") + "-")
+        for account in accounts
+    )
 
 
 @dataclass(frozen=True)
@@ -103,7 +156,12 @@ class ServerURL:
             token = f"{self.username}:{self.password or ''}".encode()
             return {"Authorization": "Basic " + base64.b64encode(token).decode("ascii")}
         hf_token = os.environ.get("HF_TOKEN")
-        if hf_token and self.host.endswith(".hf.space") and self.scheme in ("https", "wss"):
+        if (
+            hf_token
+            and self.host.endswith(SPACE_DOMAIN)
+            and self.scheme in ("https", "wss")
+            and space_of(self.host, token_accounts(hf_token, hub_endpoint()))
+        ):
             return {"Authorization": f"Bearer {hf_token}"}
         return {}
 

@@ -17,6 +17,10 @@ from ..errors import JSONTooDeep
 MAX_JSON_DEPTH = 100
 #: most bytes read from one JSON answer of a server (``/schema``, ``/metadata``, ``/health``)
 MAX_JSON_BYTES = 8 * 1024 * 1024
+#: most bytes of one model answer: its HTTP body as read, and a policy's reply (content
+#: and tool-call arguments). 256 tokens are a few KB; even 100k tokens with logprobs stay
+#: well under it. One 400 MB answer cost 1.7 GB of memory and became a 400 MB row.
+MAX_ANSWER_BYTES = 32 * 1024 * 1024
 
 
 def depth(value: Any) -> int:

@@ -35,8 +35,24 @@ if TYPE_CHECKING:
 
 #: named explicitly: the variables the plugin itself reads
 SECRET_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
-#: any other variable named like a credential (CI tokens, other providers' keys)
-SECRET_NAME = re.compile(r"(?:^|_)(?:API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD)$", re.IGNORECASE)
+#: any other variable named like a credential, by rule (one family of names per line):
+SECRET_NAME = re.compile(
+    "|".join(
+        (
+            # keys: MY_API_KEY, GOOGLE_API_KEY, AZURE_OPENAI_KEY, *_PRIVATE_KEY, AWS_ACCESS_KEY_ID
+            r"(?:^|_)(?:API_?KEY|KEY|ACCESS_KEY_ID)$",
+            # tokens: GITHUB_TOKEN, CI_JOB_TOKEN, AWS_SESSION_TOKEN, REPLICATE_API_TOKEN, *_PAT
+            r"(?:^|_)(?:TOKEN|PAT|AUTH|AUTH_TOKEN)$",
+            # secrets anywhere in the name: AWS_SECRET_ACCESS_KEY, AZURE_CLIENT_SECRET
+            r"SECRET",
+            # passwords: DB_PASSWORD, PGPASSWORD, *_PASSWD, MYSQL_PWD, *_PASS (not PWD, the cwd)
+            r"PASSW(?:OR)?D$|_PWD$|(?:^|_)PASS$",
+            # credentials that are whole strings: AZURE_STORAGE_CONNECTION_STRING, *_CREDENTIALS
+            r"(?:^|_)(?:CONNECTION_STRING|CREDENTIALS?|WEBHOOK(?:_URL)?)$",
+        )
+    ),
+    re.IGNORECASE,
+)
 #: shorter values are too likely to be ordinary words or numbers to hide everywhere
 MIN_SECRET = 8
 #: a base64 fragment shorter than this matches ordinary text by chance
@@ -45,12 +61,19 @@ HIDDEN = "***"
 
 
 def env_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Values of variables named like credentials, and the credentials in any URL value
+    (``DATABASE_URL=postgres://user:password@host/db``, a ``PIP_INDEX_URL`` with a token)."""
     environ = os.environ if environ is None else environ
-    return [
+    found = [
         value
         for name, value in environ.items()
         if (name in SECRET_VARS or SECRET_NAME.search(name)) and len(value) >= MIN_SECRET
     ]
+    for value in environ.values():
+        if "://" in value and "@" in value:
+            # not given to this run: only values too long to be ordinary words are hidden
+            found.extend(part for part in url_credentials(value) if len(part) >= MIN_SECRET)
+    return found
 
 
 def url_credentials(url: str | None) -> list[str]:
@@ -90,6 +113,18 @@ def base64_cores(value: str) -> set[str]:
     return cores
 
 
+def basic_forms(value: str) -> set[str]:
+    """``value`` base64-encoded whole, as a Basic credential sends ``user:password``.
+
+    A pair shorter than ``MIN_SECRET`` (``u:pass1``) has no base64 core long enough to
+    hide inside any text, but its whole encoding after ``Basic`` (``dTpwYXNzMQ==``) is
+    what an endpoint echoes: these forms, padding and all, are long enough to hide.
+    """
+    encoded = base64.b64encode(value.encode("utf-8")).decode("ascii")
+    forms = {encoded, encoded.rstrip("="), encoded.replace("+", "-").replace("/", "_")}
+    return {form for form in forms if len(form) >= MIN_SECRET}
+
+
 def forms_of(value: str) -> set[str]:
     forms = {
         value,
@@ -125,6 +160,8 @@ class KnownSecrets:
                 forms |= forms_of(value)
             elif len(value) >= 4:
                 forms.add(value)  # short URL passwords: only as written
+            if len(value) >= 4:
+                forms |= basic_forms(value)
         return cls(tuple(sorted(forms, key=lambda form: (-len(form), form))))
 
     @classmethod

@@ -179,6 +179,42 @@ def episode_test(settings: Settings, marker: pytest.Mark | None) -> EpisodeTest:
     )
 
 
+#: what a refusal of one episode played several times points at
+REPEATS_FIX = (
+    "to run each seed several times use --openenv-repeats K (ids ep-000000-r0 ..., "
+    "reported as pass@1, pass@k and pass^k)"
+)
+
+
+def parametrized_beyond_the_episode(metafunc: pytest.Metafunc) -> str | None:
+    """Why the test's items would play each episode more than once, if they would.
+
+    pytest-repeat's ``--count`` (or its ``repeat`` marker) and a ``parametrize`` marker
+    give one test function several items per episode id: each would be counted and
+    written as its own row under one ``episode_id`` (resume could not tell them apart).
+    """
+    count = metafunc.config.getoption("count", None)
+    repeat = metafunc.definition.get_closest_marker("repeat")
+    if metafunc.config.pluginmanager.hasplugin("repeat") and (
+        (isinstance(count, int) and count > 1) or repeat is not None
+    ):
+        asked = "its repeat marker" if repeat is not None else f"--count {count}"
+        return (
+            f"pytest-repeat's {asked} would play each episode several times, each counted and "
+            f"written as its own row under one episode_id; {REPEATS_FIX}"
+        )
+    marked = [mark for mark in metafunc.definition.iter_markers("parametrize")]
+    if marked:
+        names = ", ".join(repr(mark.args[0]) for mark in marked if mark.args)
+        return (
+            f"an episode test cannot be parametrized further (parametrize {names}): each "
+            "episode would be played once per value, each counted and written as its own row "
+            f"under one episode_id; {REPEATS_FIX}, or write one test per variant, each with "
+            "its own openenv marker"
+        )
+    return None
+
+
 def parametrize(metafunc: pytest.Metafunc, settings: Settings, service: EpisodeService) -> None:
     """One item per episode of the test, ids ``ep-000000`` ...
 
@@ -219,6 +255,9 @@ def parametrize(metafunc: pytest.Metafunc, settings: Settings, service: EpisodeS
                 check_honoured(arm.policy, family, chosen_by)
             except pytest.UsageError as exc:
                 raise pytest.Collector.CollectError(f"{where}: {exc}") from None
+    played_twice = parametrized_beyond_the_episode(metafunc)
+    if played_twice is not None:
+        raise pytest.Collector.CollectError(f"{where}: {played_twice}")
     specs = test.specs(arms, settings)
     metafunc.parametrize(
         EPISODE_FIXTURE, specs, ids=[spec.episode_id for spec in specs], indirect=True

@@ -17,6 +17,7 @@ from ..config.settings import Settings
 from ..episode.spec import EpisodeSpec
 from ..util import heap
 from ..util.secrets import KnownSecrets
+from ..util.signals import TermAsInterrupt
 from .bundled import bundled_items
 from .fixtures import EPISODE_FIXTURE
 from .items import EPISODE_KEY, ERROR_KEY, SPEC_KEY, spec_of
@@ -70,6 +71,7 @@ class WorkerPlugin:
         self.tool_arguments = self.settings.output.tool_arguments or "string"
         #: the collection holds episode items (decided once it is made)
         self.has_episodes = False
+        self.sigterm = TermAsInterrupt()
 
     @classmethod
     def start(
@@ -127,6 +129,9 @@ class WorkerPlugin:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if self.has_episodes:
+            if self.workerinput is not None:
+                # SIGTERM to the whole group (a CI runner): stop as on Ctrl-C, no traceback
+                self.sigterm.install()
             heap.freeze(self.config)  # the items live until the session ends
             # kept between episodes, a worker's sessions could starve another on a small server
             self.service.remote.keep_sessions(self.workerinput is None)
@@ -188,3 +193,4 @@ class WorkerPlugin:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.runahead.close()
         self.service.remote.close()  # kept sessions go back to their servers
+        self.sigterm.restore()

@@ -67,6 +67,9 @@ def attach_to_report(
         else:
             record = episode.record(test=item.nodeid, passed=False, tool_arguments=tool_arguments)
             with_failure(record, "error", reason)
+    elif report.when == "call" and report.skipped and not hasattr(report, "wasxfail"):
+        # ``pytest.skip()`` in the test body: a skip, not a verdict (no row, no failure)
+        pass
     elif report.when == "call" and episode is not None:
         record = episode.record(
             test=item.nodeid, passed=report.passed, tool_arguments=tool_arguments

@@ -68,14 +68,22 @@ def test_a_setup_error_is_an_errored_episode_written_as_a_failure() -> None:
     assert books.other_failures == 0  # the gate may excuse it
 
 
-def test_a_rerun_attempt_counts_nothing_and_writes_nothing() -> None:
+def test_an_episode_counts_by_its_first_attempt_under_reruns() -> None:
+    """issue 21 #7: pytest-rerunfailures' first attempt decides pass@1; later ones count
+    nothing and write nothing (the one that finally passed made pass@1 best-of-N)."""
     books = accounts()
-    attempt = report(2, "call", "rerun", line=record(2, seed=2))
-    assert books.count(attempt) is None
-    assert not hasattr(attempt, "openenv_record")
-    assert books.tally.total == 0 and books.active
-    assert books.count(report(2, "call", "failed", line=record(2, seed=2))) is not None
-    assert books.tally.failed == 1  # the last attempt is the one that counts
+    first = report(2, "call", "rerun", line=record(2, seed=2), rerun=0)
+    row = books.count(first)
+    assert row is not None and not row.passed  # its row goes to failures.jsonl
+    assert books.tally.failed == 1 and books.tally.rerun == 1
+    assert books.failed_episodes == {f"{TEST}[ep-000002]"}
+    later = report(2, "call", "passed", line=record(2, seed=2, reward=1.0), rerun=1)
+    assert books.count(later) is None
+    assert not hasattr(later, "openenv_record")
+    assert (books.tally.passed, books.tally.failed, books.tally.total) == (0, 1, 1)
+    assert books.tally.passed_on_rerun == 1
+    assert books.tally.prompt_tokens == 14  # both attempts' tokens were spent
+    assert books.passk.result().problems == 1
 
 
 def test_failures_the_gate_never_excuses() -> None:

@@ -148,3 +148,44 @@ def test_echoed_credentials_are_scrubbed_everywhere(
         leaks({**written, "junit.xml": junit, "stdout": finished.stdout, "stderr": finished.stderr})
         == []
     )
+
+
+@pytest.mark.parametrize(
+    ("user", "password"),
+    [("u", "pass1"), ("cache-user", "ECHOcachePassw0rd")],
+    ids=["short", "long"],
+)
+def test_the_response_cache_holds_no_echoed_url_credentials_and_replay_writes_none(
+    launcher: Launcher, user: str, password: str
+) -> None:
+    """issue 21 #5: an endpoint echoing the Basic credential of its URL (``u:pass1``: too
+    short for a base64 core) left it in cache entries in clear; a later replay run, which
+    knows no secret, then wrote it into results.jsonl."""
+    basic = base64.b64encode(f"{user}:{password}".encode()).decode()
+    common = (
+        "--openenv-env=openspiel:tic_tac_toe", "--openenv-n=2", "--openenv-policy=openai",
+        "--openenv-model=fake-model", "--openenv-cache=llm-cache", "--openenv-min-reward=-1",
+    )  # fmt: skip
+    with serve_openai(echo_auth_in_reply=True) as model:
+        scheme, _, rest = model.base_url.partition("://")
+        recorded = launcher.run(
+            *common, f"--openenv-llm-endpoint={scheme}://{user}:{password}@{rest}"
+        )
+        assert model.requests > 0
+    assert recorded.returncode == 0, recorded.stdout[-3000:]
+    entries = {
+        str(path): path.read_text() for path in (launcher.folder / "llm-cache").rglob("*.json")
+    }
+    assert entries and all("my request said Basic ***" in text for text in entries.values())
+    assert [where for where, text in entries.items() if basic in text or password in text] == []
+
+    replayed = launcher.run(*common, "--openenv-replay", "--openenv-output=replayed")
+    assert replayed.returncode == 0, replayed.stdout[-3000:]
+    written = {
+        path.name: path.read_text(errors="replace")
+        for path in (launcher.folder / "replayed").iterdir()
+        if path.is_file()
+    }
+    assert "my request said Basic ***" in written["results.jsonl"]
+    texts = {**written, "stdout": replayed.stdout, "stderr": replayed.stderr}
+    assert [where for where, text in texts.items() if basic in text or password in text] == []

@@ -142,3 +142,54 @@ def test_no_marker_in_any_output(launcher: Launcher, secret_env: dict[str, str])
     for run in launcher.runs:
         outputs += list(run.read())
     assert leaks_in(launcher.folder.parent, *outputs) == []
+
+
+#: issue 21 #14: one variable of each family of credential names, with marker values
+CLOUD_SECRETS = {
+    "AWS_SECRET_ACCESS_KEY": "MARKERawsSecretQ7f3a9c2e41wJalrXUtnFEMI",
+    "AZURE_OPENAI_KEY": "MARKERazureOpenAI5b8d0c1e2f",
+    "AWS_SESSION_TOKEN": "MARKERawsSessionToken9x8y7z",
+    "PGPASSWORD": "MARKERpostgresPassword42",
+    "AZURE_STORAGE_CONNECTION_STRING": "AccountName=x;AccountKey=MARKERazureStorage77==",
+}
+
+LEAKY_POLICY = """
+import os
+
+
+def leak(messages, tools):
+    quoted = ", ".join(f"{name}={os.environ[name]}" for name in sorted(os.environ)
+                       if os.environ[name].count("MARKER"))
+    raise RuntimeError(f"could not sign the request with {quoted}")
+"""
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_cloud_credentials_in_a_callable_policys_exception_reach_no_output(
+    launcher: Launcher, workers: str
+) -> None:
+    work = launcher.folder
+    (work / "leaky.py").write_text(LEAKY_POLICY)
+    finished = launcher.run(
+        f"--openenv-env={ENV}", "--openenv-n=2", "--openenv-policy=leaky:leak",
+        "-n", workers, "-v", "-rA", "--junitxml=junit.xml",
+        env=CLOUD_SECRETS,
+    )  # fmt: skip
+    assert finished.returncode == 1, finished.stdout[-3000:]
+    failures = read_rows(launcher.output / "failures.jsonl")
+    assert len(failures) == 2
+    assert "could not sign the request with" in failures[0]["failure"]["message"]
+    junit = (work / "junit.xml").read_text()
+    assert "could not sign the request with" in junit
+    found = [
+        f"{where}: {name}"
+        for name, value in CLOUD_SECRETS.items()
+        for where, text in (
+            ("stdout", finished.stdout),
+            ("stderr", finished.stderr),
+            ("junit", junit),
+            ("failures.jsonl", (launcher.output / "failures.jsonl").read_text()),
+        )
+        if value.split("MARKER")[1][:12] in text
+    ]
+    assert not found, found

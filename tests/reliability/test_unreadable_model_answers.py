@@ -156,3 +156,85 @@ def test_retries_spent_are_counted_not_assumed(launcher: Launcher) -> None:
     [row] = read_rows(launcher.output / "failures.jsonl")
     assert requests == 3
     assert "HTTP 429 after 2 retries" in row["failure"]["message"], row["failure"]["message"]
+
+
+BAD_USAGE = {
+    "text": "abc",
+    "infinity": float("inf"),
+    "nan": float("nan"),
+    "negative": -7000000,
+    "fraction": 2.5,
+}
+
+
+@pytest.mark.parametrize("value", sorted(BAD_USAGE))
+@pytest.mark.parametrize("provider", sorted(SERVERS))
+def test_usage_that_is_not_a_count_is_no_traceback_and_never_negative(
+    launcher: Launcher, provider: str, value: str
+) -> None:
+    """issue 21 #9: ``"abc"``, Infinity, NaN were a raw traceback; -7000000 was printed."""
+    bad = BAD_USAGE[value]
+    names = (
+        ("prompt_tokens", "completion_tokens")
+        if provider == "openai"
+        else ("input_tokens", "output_tokens")
+    )
+    faults = Faults(usage=dict.fromkeys(names, bad))
+    code, failures = run(launcher, provider, faults, "--openenv-min-reward=-1")
+    assert code == 0, failures  # every game counts as passed: the answers were read
+    assert failures == []
+    figures = json.loads((launcher.output / "summary.json").read_text())["figures"]
+    assert (figures["prompt_tokens"], figures["completion_tokens"]) == (0, 0), figures
+    for row in read_rows(launcher.output / "results.jsonl"):
+        assert row["metrics"]["prompt_tokens"] == 0 == row["metrics"]["completion_tokens"]
+
+
+#: the controller's peak memory, written at its end (``-n 0``: the episodes run there too)
+PEAK_MEMORY_CONFTEST = """
+import resource
+from pathlib import Path
+
+
+def pytest_unconfigure(config):
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    Path("peak_kb").write_text(str(peak_kb))
+"""
+
+
+@pytest.mark.parametrize("length", [True, False], ids=["content-length", "no-length"])
+@pytest.mark.parametrize("provider", sorted(SERVERS))
+def test_a_huge_model_answer_is_an_episode_error_read_no_further(
+    launcher: Launcher, provider: str, length: bool
+) -> None:
+    """issue 21 #15: one 400 MB answer cost 1.7 GB of memory and became a 400 MB row."""
+    from pytest_openenv.util.jsonlimits import MAX_ANSWER_BYTES
+
+    (launcher.folder / "conftest.py").write_text(PEAK_MEMORY_CONFTEST)
+    code, failures = run(launcher, provider, Faults(huge_answer=(400 * 2**20, length)), "-n", "0")
+    assert code == 1 and len(failures) == 2, failures
+    for row in failures:
+        assert row["failure"]["outcome"] == "error", row["failure"]
+        message = row["failure"]["message"]
+        assert f"sent an answer over {MAX_ANSWER_BYTES} bytes" in message, message
+        assert "127.0.0.1" in message
+        assert len(json.dumps(row)) < 100_000  # the answer is not in the row
+    peak_mb = int((launcher.folder / "peak_kb").read_text()) / 1024
+    assert peak_mb < 400, f"the run peaked at {peak_mb:.0f} MB"
+
+
+def test_a_callable_policy_answer_past_the_cap_is_an_episode_error(launcher: Launcher) -> None:
+    """The same cap on any policy's reply: a callable, a local checkpoint, a cache entry."""
+    from pytest_openenv.util.jsonlimits import MAX_ANSWER_BYTES
+
+    (launcher.folder / "talker.py").write_text(
+        f"def talk(messages, tools):\n    return 'y' * {MAX_ANSWER_BYTES + 1}\n"
+    )
+    finished = launcher.run(
+        "--openenv-env=openspiel:tic_tac_toe", "--openenv-n=1", "--openenv-policy=talker:talk"
+    )
+    assert finished.returncode == 1, finished.stdout[-3000:]
+    [row] = read_rows(launcher.output / "failures.jsonl")
+    assert row["failure"]["outcome"] == "error"
+    message = row["failure"]["message"]
+    assert f"answered {MAX_ANSWER_BYTES + 1} bytes" in message, message
+    assert len(json.dumps(row)) < 100_000

@@ -69,6 +69,11 @@ class Faults:
     #: how each model (the request's ``model``) plays instead: ``last`` (the last legal
     #: move, not the first) or one of ``FAULT_KINDS`` on every turn; others play as above
     by_model: dict[str, str] = field(default_factory=dict)
+    #: sent as the completion's ``usage`` instead of the counts (``"abc"``, NaN, negative ...)
+    usage: dict[str, Any] | None = None
+    #: (bytes, with Content-Length?): a completion whose text is that many bytes, streamed
+    #: as it is written (the server holds a few KB), until sent or the client hangs up
+    huge_answer: tuple[int, bool] | None = None
 
     def __post_init__(self) -> None:
         for kind in [*self.turn_faults.values(), self.every_turn, *self.by_model.values()]:
@@ -250,6 +255,30 @@ class ModelServer:
         except OSError:  # the client gave up
             return
 
+    def _huge(
+        self, handler: BaseHTTPRequestHandler, body: dict[str, Any], size: int, length: bool
+    ) -> None:
+        """A valid completion whose text is ``size`` bytes of ``x``, written in chunks."""
+        marker = "HUGE-ANSWER-TEXT"
+        payload = self.completion(body, Decision(marker, ()), (1, 1))
+        head, _, tail = json.dumps(payload).partition(marker)
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        if length:
+            handler.send_header("Content-Length", str(len(head) + size + len(tail)))
+        handler.end_headers()
+        handler.close_connection = True
+        chunk = b"x" * 65536
+        try:
+            handler.wfile.write(head.encode())
+            for start in range(0, size, len(chunk)):
+                if self._stopping.is_set():
+                    return
+                handler.wfile.write(chunk[: min(len(chunk), size - start)])
+            handler.wfile.write(tail.encode())
+        except OSError:  # the client stopped reading
+            return
+
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
         length = int(handler.headers.get("Content-Length") or 0)
         raw = handler.rfile.read(length) if length else b""
@@ -291,6 +320,9 @@ class ModelServer:
         if faults.trickle is not None:
             self._trickle(handler, body, faults.trickle)
             return
+        if faults.huge_answer is not None:
+            self._huge(handler, body, *faults.huge_answer)
+            return
         if faults.raw_200 is not None:
             content_type, text = faults.raw_200
             data = text.encode("utf-8")
@@ -325,4 +357,6 @@ class ModelServer:
         with self._lock:
             self.statuses_sent.append(200)
         payload = self.completion(body, decision, (prompt_tokens, completion_tokens))
+        if faults.usage is not None:  # json.dumps writes NaN and Infinity as such
+            payload["usage"] = faults.usage
         self._send(handler, 200, payload)

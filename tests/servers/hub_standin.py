@@ -11,6 +11,7 @@ the environment of the process that pushes). It implements just what
   every file, so contents come inline, base64, in the commit payload (no LFS/Xet)
 - ``POST /api/datasets/{owner}/{name}/commit/{rev}``: the NDJSON commit
 - ``GET /api/datasets/{owner}/{name}``: repo info
+- ``GET /api/whoami-v2``: the token's ``account`` and ``orgs``
 
 Every request is recorded (method, path, headers, body). Requests without
 ``Authorization: Bearer <token>`` get a 401. ``fail`` maps an endpoint kind
@@ -77,8 +78,13 @@ def as_visibility(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 class HubStandIn:
-    def __init__(self, token: str, port: int = 0) -> None:
+    def __init__(
+        self, token: str, port: int = 0, *, account: str = "alice", orgs: tuple[str, ...] = ()
+    ) -> None:
         self.token = token
+        #: who the token belongs to (``GET /api/whoami-v2``), and its organizations
+        self.account = account
+        self.orgs = orgs
         self.requests: list[Recorded] = []
         self.create_payloads: list[dict[str, Any]] = []
         self.repos: dict[str, Repo] = {}
@@ -165,6 +171,9 @@ class HubStandIn:
         return Handler
 
     def _route(self, method: str, path: str, body: bytes) -> tuple[int, Any, dict[str, str]]:
+        if method == "GET" and path.startswith("/api/whoami-v2"):
+            orgs = [{"type": "org", "name": name} for name in self.orgs]
+            return 200, {"type": "user", "name": self.account, "orgs": orgs}, {}
         if method == "POST" and path.startswith("/api/repos/create"):
             return self._create(json.loads(body or b"{}"))
         if method == "POST" and path.startswith("/api/validate-yaml"):

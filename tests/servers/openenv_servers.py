@@ -669,9 +669,11 @@ class EndlessCodeEnvironment(Environment):
     SUPPORTS_CONCURRENT_SESSIONS = True
     STEP_REWARD = 0.1
 
-    def __init__(self, step_delay: float = 0.0) -> None:
+    def __init__(self, step_delay: float = 0.0, step_reward: float = STEP_REWARD) -> None:
         super().__init__()
         self._state = State()
+        #: a hostile server may give 1e308 a step: two steps sum past float max
+        self._step_reward = step_reward
 
     def reset(
         self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
@@ -684,7 +686,9 @@ class EndlessCodeEnvironment(Environment):
     ) -> CodeObservation:
         assert isinstance(action, CodeAction)
         self._state.step_count += 1
-        return CodeObservation(stdout=f"ran {len(action.code)} chars", done=False, reward=0.1)
+        return CodeObservation(
+            stdout=f"ran {len(action.code)} chars", done=False, reward=self._step_reward
+        )
 
     @property
     def state(self) -> State:

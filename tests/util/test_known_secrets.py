@@ -36,6 +36,54 @@ def test_environment_secrets_are_found_by_name() -> None:
     assert secrets.scrub(text) == f"{HIDDEN} {HIDDEN} {HIDDEN} /home/someone-long-enough short"
 
 
+#: issue 21 #14: the usual cloud and provider credential names, one family per entry;
+#: each is found by rule (the scrubber caught MY_API_KEY but not AWS_SECRET_ACCESS_KEY)
+CREDENTIAL_FAMILIES = {
+    "keys": ["AZURE_OPENAI_KEY", "GOOGLE_API_KEY", "MISTRAL_APIKEY", "SSH_PRIVATE_KEY"],
+    "cloud": ["AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AZURE_CLIENT_SECRET"],
+    "tokens": ["AWS_SESSION_TOKEN", "CI_JOB_TOKEN", "REPLICATE_API_TOKEN", "GITLAB_PAT"],
+    "passwords": ["PGPASSWORD", "CI_REGISTRY_PASSWORD", "MYSQL_PWD", "SMTP_PASS"],
+    "whole strings": [
+        "AZURE_STORAGE_CONNECTION_STRING",
+        "GOOGLE_CREDENTIALS",
+        "SLACK_WEBHOOK_URL",
+    ],
+}
+
+
+@pytest.mark.parametrize("family", sorted(CREDENTIAL_FAMILIES))
+def test_credential_variables_are_found_by_rule(family: str) -> None:
+    names = CREDENTIAL_FAMILIES[family]
+    environ = {name: f"value-of-{name.lower()}-0123" for name in names}
+    secrets = KnownSecrets.collect(environ=environ)
+    text = " ".join(environ.values())
+    assert secrets.scrub(text) == " ".join([HIDDEN] * len(names))
+
+
+def test_ordinary_variables_are_not_credentials() -> None:
+    environ = {
+        "PWD": "/home/someone/project",  # the working directory, not a password
+        "OLDPWD": "/home/someone/elsewhere",
+        "PATH": "/usr/local/bin:/usr/bin",
+        "SSH_AUTH_SOCK": "/tmp/ssh-agent.sock",
+        "HF_TOKEN_PATH": "/home/someone/.cache/token",
+        "BYPASS_CACHE": "yes-please-bypass",
+    }
+    secrets = KnownSecrets.collect(environ=environ)
+    assert not secrets.active, secrets.forms
+
+
+def test_credentials_in_any_url_variable_are_found() -> None:
+    environ = {"DATABASE_URL": "postgres://app:s3cretPassw0rd@db.internal:5432/app"}
+    secrets = KnownSecrets.collect(environ=environ)
+    assert secrets.scrub("connect to s3cretPassw0rd failed") == f"connect to {HIDDEN} failed"
+    basic = base64.b64encode(b"app:s3cretPassw0rd").decode()
+    assert HIDDEN in secrets.scrub(f"Authorization: Basic {basic}")
+    # a short password of a URL nobody gave this run is not hidden in every word
+    short = KnownSecrets.collect(environ={"REDIS_URL": "redis://:pass@cache:6379"})
+    assert short.scrub("4 passed") == "4 passed"
+
+
 def test_no_secret_means_nothing_to_scan() -> None:
     secrets = KnownSecrets.collect(environ={"PATH": "/usr/bin"})
     assert not secrets.active

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from ..base import Reply, ToolCall, Turn, Usage, content_text
+from ..base import Reply, ToolCall, Turn, Usage, content_text, token_count
 from .common import RemoteModelPolicy
 
 #: Messages rejects an assistant turn with no content; ours may be empty (the model said nothing).
@@ -115,8 +115,8 @@ def from_anthropic(content: list[Any], usage: Any) -> Reply:
             )
     prompt = 0
     for name in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
-        prompt += int(_field(usage, name) or 0) if usage is not None else 0
-    completion = int(_field(usage, "output_tokens") or 0) if usage is not None else 0
+        prompt += token_count(_field(usage, name)) if usage is not None else 0
+    completion = token_count(_field(usage, "output_tokens")) if usage is not None else 0
     return Reply(
         content="".join(texts),
         tool_calls=tuple(calls),

@@ -28,7 +28,7 @@ import pytest
 
 from ...config.options import DEFAULT_REQUEST_TIMEOUT
 from ...config.settings import Settings
-from ...errors import ContextExhausted, PolicyUnavailable
+from ...errors import AnswerTooLarge, ContextExhausted, PolicyUnavailable
 from ...util.overload import OverloadSignal
 from ...util.secrets import KnownSecrets
 from ..base import Policy, Reply, Turn
@@ -138,6 +138,18 @@ def _server_message(exc: Any) -> str:
     return str(getattr(exc, "message", "") or exc)
 
 
+def answer_too_large(exc: BaseException) -> AnswerTooLarge | None:
+    """The ``AnswerTooLarge`` the reading raised, under the SDK's own exceptions."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, AnswerTooLarge):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 class RemoteModelPolicy(Policy):
     """A policy that asks a hosted model over HTTP through its provider's SDK."""
 
@@ -236,6 +248,9 @@ class RemoteModelPolicy(Policy):
             # a JSON content type over a body that is not JSON (a proxy's error page)
             raise self.unreadable(exc.doc, "a JSON body") from None
         except Exception as exc:
+            too_large = answer_too_large(exc)
+            if too_large is not None:  # the SDK wrapped it as a connection error
+                raise AnswerTooLarge(self._secrets.scrub(str(too_large))) from None
             self._raise_if_context_full(exc)
             if isinstance(exc, self._module().APITimeoutError):
                 self.overload.fire()  # --openenv-concurrency auto: fewer in flight

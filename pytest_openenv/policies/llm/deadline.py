@@ -1,4 +1,4 @@
-"""A wall-clock bound on each model request, its answer's bytes included.
+"""A wall-clock bound on each model request, its answer's bytes included, and a size bound.
 
 The SDKs pass their ``timeout`` to httpx, where it bounds each socket read, not
 the request: an endpoint that trickles its answer one byte at a time (slowloris)
@@ -6,6 +6,10 @@ holds an episode forever. These httpx event hooks stamp each request when it is
 sent and make reading the body fail with ``ReadTimeout`` once the request's
 own read timeout has passed since then; the SDK treats that like any timeout
 (retried up to ``max_retries``, then ``APITimeoutError``).
+
+The SDKs also read a whole body into memory before parsing it, so reading stops
+with ``AnswerTooLarge`` past ``MAX_ANSWER_BYTES`` (the SDK wraps it in its connection
+error; the policy finds it there and says what happened).
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ import importlib
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
+
+from ...errors import AnswerTooLarge
+from ...util.jsonlimits import MAX_ANSWER_BYTES
 
 if TYPE_CHECKING:
     from ...util.overload import OverloadSignal
@@ -27,16 +34,29 @@ def stamp_request(request: Any) -> None:
     request.extensions[SENT] = time.monotonic()
 
 
-def bound_response(response: Any) -> None:
-    """Bound the body of ``response`` by the read timeout, counted from the request's send."""
+def bound_response(response: Any, max_bytes: int = MAX_ANSWER_BYTES) -> None:
+    """Bound the body of ``response`` by the read timeout, counted from the request's send,
+    and by ``max_bytes``."""
     request = response.request
     limit = (request.extensions.get("timeout") or {}).get("read")
     sent = request.extensions.get(SENT)
-    if limit is None or sent is None:
-        return
+    deadline = None if limit is None or sent is None else sent + limit
+    url = request.url
+    where = f"{url.scheme}://{url.host}" + (f":{url.port}" if url.port else "")
+    size = response.headers.get("content-length", "")
+    if size.isdigit() and int(size) > max_bytes:
+        raise too_large(where, f"Content-Length: {size}", max_bytes)
     # the SDKs ship their own httpx (``httpx`` or ``httpx2``): use the one that answered
     stream_class = _deadline_stream_class(type(response).__module__.partition(".")[0])
-    response.stream = stream_class(response.stream, request, sent + limit, limit)
+    response.stream = stream_class(response.stream, request, deadline, limit, max_bytes, where)
+
+
+def too_large(where: str, seen: str, max_bytes: int) -> AnswerTooLarge:
+    return AnswerTooLarge(
+        f"the model endpoint {where} sent an answer over {max_bytes} bytes ({seen}); no "
+        "--openenv-max-tokens comes near that: the endpoint ignores the limit or is not a "
+        "model. Reading stopped there"
+    )
 
 
 @functools.cache
@@ -44,19 +64,33 @@ def _deadline_stream_class(httpx_name: str) -> type:
     httpx = importlib.import_module(httpx_name)
 
     class DeadlineStream(httpx.SyncByteStream):  # type: ignore[name-defined,misc]
-        def __init__(self, inner: Any, request: Any, deadline: float, limit: float) -> None:
+        def __init__(
+            self,
+            inner: Any,
+            request: Any,
+            deadline: float | None,
+            limit: float | None,
+            max_bytes: int,
+            where: str,
+        ) -> None:
             self._inner = inner
             self._request = request
             self._deadline = deadline
             self._limit = limit
+            self._max_bytes = max_bytes
+            self._where = where
 
         def __iter__(self) -> Iterator[bytes]:
+            read = 0
             for chunk in self._inner:
-                if time.monotonic() > self._deadline:
+                if self._deadline is not None and time.monotonic() > self._deadline:
                     raise httpx.ReadTimeout(
                         f"the answer was not complete {self._limit:g}s after the request was sent",
                         request=self._request,
                     )
+                read += len(chunk)
+                if read > self._max_bytes:
+                    raise too_large(self._where, f"{read} bytes read", self._max_bytes)
                 yield chunk
 
         def close(self) -> None:

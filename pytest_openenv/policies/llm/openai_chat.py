@@ -109,9 +109,10 @@ def parse_response(response: Any, turn: Turn) -> Reply:
     """A chat completion as one assistant ``Reply``."""
     choices = _field(response, "choices") or []
     usage = _field(response, "usage")
-    tokens = Usage(
-        prompt_tokens=int(_field(usage, "prompt_tokens") or 0) if usage is not None else 0,
-        completion_tokens=int(_field(usage, "completion_tokens") or 0) if usage is not None else 0,
+    tokens = (
+        Usage.reported(_field(usage, "prompt_tokens"), _field(usage, "completion_tokens"))
+        if usage is not None
+        else Usage()
     )
     if not choices:
         return Reply(content="", usage=tokens)
