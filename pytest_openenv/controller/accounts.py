@@ -111,6 +111,7 @@ class Accounts:
             run_arm_names(settings),
             settings.run.repeats,
             priced=settings.budget.prices is not None,
+            id_prefix=settings.run.id_prefix,
         )
 
     def expect(self, nodeids: list[str]) -> bool:

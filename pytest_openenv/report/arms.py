@@ -9,6 +9,7 @@ on which two arms' episodes are paired (``report/paired.py``).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,24 @@ from .stats import RunningMean, wilson_interval
 
 #: what pairs two arms' episodes: (test function, seed, repeat)
 PairKey = tuple[str, int, int]
+
+
+#: ``ep-000000`` or ``ep-000000-r0`` at the end of a node id's parameter
+_EPISODE_AT_END = re.compile(r"ep-\d{6}(?:-r\d+)?\]$")
+
+
+def arm_part(nodeid: str, prefix: str | None = None) -> str:
+    """The arm's id part in a node id: ``test[P-M-ep-000003]`` gives ``M``; "" with one arm.
+
+    The same for an episode that played, errored, crashed or was resumed, whatever its
+    row says of its policy (a conftest policy may report its own name)."""
+    match = _EPISODE_AT_END.search(nodeid)
+    if match is None:
+        return ""
+    head = nodeid[: match.start()].rpartition("[")[2].removesuffix("-")
+    if prefix and (head == prefix or head.startswith(prefix + "-")):
+        head = head[len(prefix) :].removeprefix("-")
+    return head
 
 
 def pair_key(nodeid: str, seed: Any, repeat: Any) -> PairKey | None:
@@ -81,18 +100,33 @@ class ArmTally:
 class ArmAccounts:
     """Every arm's tally, in the order the run named them (then as first seen)."""
 
-    def __init__(self, declared: list[str], repeats: int = 1, *, priced: bool = False) -> None:
+    def __init__(
+        self,
+        declared: list[str],
+        repeats: int = 1,
+        *,
+        priced: bool = False,
+        id_prefix: str | None = None,
+    ) -> None:
         self.declared = list(declared)
         self.repeats = repeats
+        self.id_prefix = id_prefix
         #: a price table was given: costs are figures, not n/a
         self.priced = priced
-        self.arms: dict[str, ArmTally] = {}
+        #: by the arm's id part in node ids (``arm_part``)
+        self.by_part: dict[str, ArmTally] = {}
         self.cost_usd = 0.0
 
-    def arm(self, name: str, seen: dict[str, Any] | None = None) -> ArmTally:
-        tally = self.arms.get(name)
+    @property
+    def arms(self) -> dict[str, ArmTally]:
+        """Each arm by its name (the model, or the policy without one)."""
+        return {tally.name: tally for tally in self.by_part.values()}
+
+    def arm(self, nodeid: str, name: str, seen: dict[str, Any] | None = None) -> ArmTally:
+        part = arm_part(nodeid, self.id_prefix)
+        tally = self.by_part.get(part)
         if tally is None:
-            tally = self.arms[name] = ArmTally(name, passk=PassKTally(self.repeats))
+            tally = self.by_part[part] = ArmTally(name, passk=PassKTally(self.repeats))
         if seen:
             tally.policy = tally.policy or seen.get("policy")
             tally.model = tally.model or seen.get("model")
@@ -100,13 +134,13 @@ class ArmAccounts:
 
     @property
     def several(self) -> bool:
-        return len(self.arms) > 1
+        return len(self.by_part) > 1
 
     def ordered(self) -> list[ArmTally]:
         rank = {name: i for i, name in enumerate(self.declared)}
-        first_seen = {name: i for i, name in enumerate(self.arms)}
+        first_seen = {tally.name: i for i, tally in enumerate(self.by_part.values())}
         return sorted(
-            self.arms.values(),
+            self.by_part.values(),
             key=lambda t: (rank.get(t.name, len(rank)), first_seen[t.name]),
         )
 
@@ -114,7 +148,7 @@ class ArmAccounts:
         """One episode report (not a resumed pass: ``count_earlier``)."""
         if brief is None or not brief.get("arm"):
             return
-        tally = self.arm(str(brief["arm"]), brief)
+        tally = self.arm(report.nodeid, str(brief["arm"]), brief)
         key = pair_key(report.nodeid, brief.get("seed"), brief.get("repeat"))
         outcome: Outcome | None = None
         if report.when == "setup" and report.skipped:
@@ -156,7 +190,7 @@ class ArmAccounts:
         name = earlier.get("model") or earlier.get("policy")
         if not name:
             return
-        tally = self.arm(str(name), earlier)
+        tally = self.arm(nodeid, str(name), earlier)
         tally.passed += 1
         tally.resumed += 1
         reward = earlier.get("reward")

@@ -88,6 +88,8 @@ def attach_to_report(
         report.openenv_record = dumps_record(record)  # type: ignore[attr-defined]
         shorten_crash_message(report)
         report.openenv_brief = comparison_brief(record)  # type: ignore[attr-defined]
+        # the name the run knows the arm by, for a played and an errored episode alike
+        report.openenv_brief["arm"] = spec.model or spec.policy  # type: ignore[attr-defined]
         if episode is not None:  # the verdict's own words for the item status line
             report.openenv_brief["detail"] = episode.status_line()  # type: ignore[attr-defined]
         # junitxml writes the teardown report's user_properties, copied from the item
