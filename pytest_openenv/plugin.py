@@ -28,9 +28,10 @@ if TYPE_CHECKING:
 pytest_plugins = ("pytest_openenv.worker.fixtures",)
 
 MARKER_HELP = (
-    "openenv(env=None, *, n=None, seed=None, policy=None, min_reward=None, judge_at=None, "
-    "**env_config): run this test once per episode of the env; what it leaves out comes "
-    "from --openenv-* options or ini"
+    "openenv(env=None, *, n=None, seed=None, policy=None, policies=None, models=None, "
+    "min_reward=None, judge_at=None, **env_config): run this test once per episode of the "
+    "env (of each policy / model listed, on the same seeds); what it leaves out comes from "
+    "--openenv-* options or ini"
 )
 
 
@@ -92,11 +93,12 @@ def start_service(config: pytest.Config) -> tuple[EpisodeService, TemplateCheck 
         service.remote.learn(config.workerinput.get("openenv_servers", {}))  # type: ignore[attr-defined]
     else:
         check_deployed_servers(config, service)  # before any episode; workers trust it
-    policy = check_run_policy(config, service)  # fail fast on a bad one
+    policies = check_run_policy(config, service)  # fail fast on a bad one
     if not is_worker(config):
         template = check_chat_template(service)  # before any episode: it fixes the row form
     if plays_episodes(config):
-        policy.load(strict=not is_worker(config))
+        for policy in policies:
+            policy.load(strict=not is_worker(config))
     if service.settings.run.env:
         heap.freeze(config)  # what the run imported (an SDK) lives until exit
     return service, template

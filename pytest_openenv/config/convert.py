@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from .ini import IniKind
+from .prices import price_table
 
 #: ``--openenv-concurrency auto``
 AUTO = "auto"
@@ -386,6 +387,34 @@ def failure_reports(flag: str, raw: Any) -> int | None:
     return value
 
 
+def names(flag: str, raw: Any) -> tuple[str, ...]:
+    """A repeatable name (``--openenv-model``, ``--openenv-policy``): each once, in order.
+
+    The command line gives one value per flag; an ini key may hold several, one per
+    line or separated by spaces (``args``: quote a value with spaces in it).
+    """
+    values = [raw] if isinstance(raw, str) else [str(value) for value in raw]
+    found: list[str] = []
+    for value in values:
+        value = value.strip()
+        if not value:
+            raise bad_value(flag, value, "a non-empty name")
+        if value in found:
+            raise pytest.UsageError(
+                f"--openenv-{flag}={value!r} is listed twice: list each one once (every "
+                "one plays the same episodes, and a second copy would only repeat them)"
+            )
+        found.append(value)
+    return tuple(found)
+
+
+def positive_number(flag: str, raw: Any) -> float:
+    value = number(flag, raw)
+    if value <= 0:
+        raise bad_value(flag, raw, "a number > 0, e.g. 2.5")
+    return value
+
+
 #: the ini type each converter reads (``config/ini.py``); text and JSON stay strings
 KIND: dict[Callable[[str, Any], Any], IniKind] = {
     positive_int: "int",
@@ -400,6 +429,9 @@ KIND: dict[Callable[[str, Any], Any], IniKind] = {
     non_negative_number: "float",
     boolean: "bool",
     server_urls: "list",
+    names: "list",
+    positive_number: "float",
     concurrency: "int-or-auto",
     json_object: "table",
+    price_table: "table",
 }

@@ -40,18 +40,21 @@ from .convert import (
     item_count,
     json_object,
     model_or_path,
+    names,
     non_negative_int,
     non_negative_number,
     number,
     one_of,
     path_text,
     positive_int,
+    positive_number,
     positive_seconds,
     progress_seconds,
     seed,
     server_urls,
     text,
 )
+from .prices import price_table
 
 #: seconds one LLM request may take when nothing else is set: the SDKs' own default
 #: (600 s, retried twice) leaves a hung endpoint holding an episode for ~30 minutes
@@ -128,11 +131,13 @@ OPTIONS: list[Option] = [
         "expert, scripted, random, openai, anthropic, transformers (a local checkpoint "
         "in-process), or pkg.module:callable (default: the "
         "env family's best teacher, expert where OpenSpiel's bots play the game, else "
-        "scripted; openai when --openenv-llm-endpoint is given)",
-        text,
+        "scripted; openai when --openenv-llm-endpoint is given); repeat it to compare "
+        "policies on the same episodes (ids P-ep-000000, one row per policy in the summary)",
+        names,
         None,
         "P",
-        into="run.policy",
+        repeat=True,
+        into="run.policies",
     ),
     Option(
         "system-prompt",
@@ -245,15 +250,38 @@ OPTIONS: list[Option] = [
         is_flag=True,
         into="gate.baseline_any_env",
     ),
+    Option(
+        "gate-model",
+        "with several models or policies: the one the gates (--openenv-min-pass-rate, "
+        "--openenv-min-mean-reward, --openenv-baseline, --openenv-gate-vs) judge, by its "
+        "exact name (default: the first one listed)",
+        text,
+        None,
+        "MODEL",
+        into="gate.model",
+    ),
+    Option(
+        "gate-vs",
+        "gate: the gated model must not be significantly worse than MODEL on the same "
+        "episodes (one-sided exact McNemar test on pass/fail, at --openenv-gate-confidence, "
+        "default 0.95)",
+        text,
+        None,
+        "MODEL",
+        into="gate.vs",
+    ),
     # -- LLM policies (policies/llm.py, cache.py; concurrency in prefetch.py) --
     Option(
         "model",
         "model for LLM policies: an id for openai / anthropic; for transformers a checkpoint "
-        "folder, a .gguf file or a Hub id",
-        text,
+        "folder, a .gguf file or a Hub id; repeat it to compare models on the same "
+        "episodes (ids M-ep-000000 with M the model's id part, one row per model in the "
+        "summary and a paired test for each pair)",
+        names,
         None,
         "M",
-        into="llm.model",
+        repeat=True,
+        into="llm.models",
     ),
     Option(
         "llm-endpoint",
@@ -333,6 +361,46 @@ OPTIONS: list[Option] = [
         False,
         is_flag=True,
         into="llm.replay",
+    ),
+    # -- cost and budgets (config/prices.py, controller/budget.py) --
+    Option(
+        "prices",
+        "price table: a JSON file (or inline JSON object, or an ini/TOML table) mapping each "
+        'model to USD per million tokens, {"MODEL": {"input": 0.15, "output": 0.6}}; '
+        "episodes get a cost in their rows, the summary, card and report the totals",
+        price_table,
+        None,
+        "FILE",
+        into="budget.prices",
+    ),
+    Option(
+        "max-cost",
+        "run budget in USD (needs --openenv-prices): once the run's episodes have cost this "
+        "much, no further episode starts; those left are reported as skipped and "
+        "--openenv-resume finishes the run",
+        positive_number,
+        None,
+        "USD",
+        into="budget.max_cost",
+    ),
+    Option(
+        "max-total-tokens",
+        "run budget in tokens (prompt + completion): once the run's episodes have used this "
+        "many, no further episode starts; those left are reported as skipped and "
+        "--openenv-resume finishes the run",
+        positive_int,
+        None,
+        "N",
+        into="budget.max_total_tokens",
+    ),
+    Option(
+        "episode-max-tokens",
+        "token limit per episode (prompt + completion, all turns): an episode that passes "
+        "it ends there as a failure (reason token_limit), never an error",
+        positive_int,
+        None,
+        "N",
+        into="budget.episode_max_tokens",
     ),
     # -- publishing (dataset/hub.py, dataset/card.py) --
     Option(

@@ -35,8 +35,11 @@ class RunSettings:
     """``--openenv-id-prefix``: ids become ``{prefix}-ep-000000``."""
     env_config: dict[str, Any] | None = default_of("env-config")
     """``--openenv-env-config``: env options (opponent, game params, dataset config)."""
-    policy: str | None = default_of("policy")
-    """``--openenv-policy``; None: each env family's best teacher (``expert`` or ``scripted``)."""
+    policy: str | None = None
+    """The first ``--openenv-policy``; None: each env family's best teacher (``expert`` or
+    ``scripted``)."""
+    policies: tuple[str, ...] = ()
+    """Every ``--openenv-policy``, in order (several: each plays the same episodes)."""
     system_prompt: str | None = default_of("system-prompt")
     """``--openenv-system-prompt``; None: the family's prompt; '' sends no system message."""
     max_turns: int | None = default_of("max-turns")
@@ -59,6 +62,11 @@ class RunSettings:
         """``env_config`` as a dict (empty when not given)."""
         return dict(self.env_config or {})
 
+    @property
+    def named_policies(self) -> tuple[str, ...]:
+        """The policies named for the run, in order (none: each family's teacher)."""
+        return self.policies or ((self.policy,) if self.policy else ())
+
 
 @dataclass(frozen=True)
 class ServerSettings:
@@ -79,8 +87,22 @@ class LLMSettings:
     """Model calls of the LLM policies: ``openai``, ``anthropic``, ``transformers`` (no keys:
     those come from the environment)."""
 
-    model: str | None = default_of("model")
-    """``--openenv-model``: the model id."""
+    model: str | None = None
+    """The first ``--openenv-model``: the model id."""
+    models: tuple[str, ...] = ()
+    """Every ``--openenv-model``, in order (several: each plays the same episodes)."""
+
+    @property
+    def named_models(self) -> tuple[str, ...]:
+        """The models named for the run, in order."""
+        return self.models or ((self.model,) if self.model else ())
+
+    def for_model(self, model: str | None) -> LLMSettings:
+        """These settings for one of the models (``model`` None: as they are)."""
+        if model is None or model == self.model:
+            return self
+        return dataclasses.replace(self, model=model)
+
     endpoint: str | None = default_of("llm-endpoint")
     """``--openenv-llm-endpoint``: an OpenAI-compatible base URL; None: the official API."""
     temperature: float = default_of("temperature")
@@ -102,6 +124,7 @@ class LLMSettings:
 
         return {
             "model": self.model,
+            **({"models": list(self.models)} if len(self.models) > 1 else {}),
             "endpoint": redact(self.endpoint) if self.endpoint else None,
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
@@ -130,6 +153,32 @@ class GateSettings:
     """``--openenv-baseline``: an earlier summary.json or output folder."""
     baseline_any_env: bool = default_of("baseline-any-env")
     """``--openenv-baseline-any-env``: a baseline of another env is compared, not refused."""
+    model: str | None = default_of("gate-model")
+    """``--openenv-gate-model``: the model (or policy) the gates judge; None: the first."""
+    vs: str | None = default_of("gate-vs")
+    """``--openenv-gate-vs``: the model the gated one must not be significantly worse than."""
+
+
+@dataclass(frozen=True)
+class BudgetSettings:
+    """What the run may spend (``controller/budget.py``) and what tokens cost."""
+
+    prices: dict[str, dict[str, float]] | None = default_of("prices")
+    """``--openenv-prices``: model -> USD per million ``input`` / ``output`` tokens."""
+    max_cost: float | None = default_of("max-cost")
+    """``--openenv-max-cost``: USD the run's episodes may cost before no more start."""
+    max_total_tokens: int | None = default_of("max-total-tokens")
+    """``--openenv-max-total-tokens``: tokens the run may use before no more episodes start."""
+    episode_max_tokens: int | None = default_of("episode-max-tokens")
+    """``--openenv-episode-max-tokens``: past it an episode ends as a failure (token_limit)."""
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "prices": self.prices,
+            "max_cost_usd": self.max_cost,
+            "max_total_tokens": self.max_total_tokens,
+            "episode_max_tokens": self.episode_max_tokens,
+        }
 
 
 @dataclass(frozen=True)
@@ -177,6 +226,7 @@ class Settings:
     gate: GateSettings = GateSettings()
     output: OutputSettings = OutputSettings()
     publish: PublishSettings = PublishSettings()
+    budget: BudgetSettings = BudgetSettings()
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -195,7 +245,7 @@ class Settings:
             folder = Path(config.invocation_params.dir) / folder
         values["output"] = folder
         if values["policy"] is None and values["llm-endpoint"]:
-            values["policy"] = "openai"  # an endpoint without a policy means its client
+            values["policy"] = ("openai",)  # an endpoint without a policy means its client
         return cls.from_values(values)
 
     @classmethod
@@ -207,6 +257,12 @@ class Settings:
                 group, _, name = opt.into.partition(".")
                 groups[group][name] = values[opt.flag]
         groups["servers"]["urls"] = tuple(groups["servers"].get("urls") or ())
+        # the first of a repeatable name is what a one-model run reads
+        for group, many, one in (("run", "policies", "policy"), ("llm", "models", "model")):
+            listed = groups[group].get(many)
+            listed = (listed,) if isinstance(listed, str) else tuple(listed or ())
+            groups[group][many] = listed
+            groups[group][one] = listed[0] if listed else None
         output = groups["output"]
         output["tool_arguments_given"] = output.get("tool_arguments") is not None
         if output.get("tool_arguments") is None:
@@ -222,6 +278,7 @@ class Settings:
             "seed": run.seed,
             "env_config": run.config,
             "policy": run.policy,
+            **({"policies": list(run.policies)} if len(run.policies) > 1 else {}),
             "system_prompt": run.system_prompt,
             "max_turns": run.max_turns,
             "output": str(self.output.folder),
@@ -233,6 +290,7 @@ class Settings:
             "prompt_style": run.prompt_style,
             "servers": self.servers.public(),
             "llm": self.llm.public(run),
+            "budget": self.budget.public(),
         }
 
 
@@ -244,6 +302,7 @@ GROUPS: dict[str, type] = {
     "gate": GateSettings,
     "output": OutputSettings,
     "publish": PublishSettings,
+    "budget": BudgetSettings,
 }
 
 

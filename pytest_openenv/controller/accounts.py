@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..config.settings import Settings
+from ..report.arms import ArmAccounts
 from ..report.passk import PassKTally
 from ..report.tally import Tally
 from .output import Row
@@ -31,6 +32,38 @@ EPISODE_ID_IN_NODEID = re.compile(r"\[(?:.*-)?(ep-\d{6}(?:-r\d+)?)(?:-.*)?\]$")
 def episode_id_from_nodeid(nodeid: str) -> str | None:
     match = EPISODE_ID_IN_NODEID.search(nodeid)
     return match.group(1) if match else None
+
+
+def run_arm_names(settings: Settings) -> list[str]:
+    """The models (or policies) the run names, in order: the order of its figures."""
+    from ..errors import EnvConfigError
+    from ..policies.arms import arms_of
+
+    policies = settings.run.named_policies or (settings.run.policy or "scripted",)
+    try:
+        return [arm.name for arm in arms_of(policies, settings.llm.named_models)]
+    except EnvConfigError:  # refused before the run starts (worker/run_policy.py)
+        return []
+
+
+def crashed_arm(nodeid: str, episode_id: str, settings: Settings) -> tuple[str, Any]:
+    """The id part and arm (``policies/arms.Arm``, None if not the run's) of a crashed item
+    of a run with several models or policies: ``test[P-M-ep-000003]`` gives ``M``."""
+    from ..policies.arms import arms_of, id_part
+
+    inside = nodeid.rpartition("[")[2]
+    head = inside[: inside.rfind(episode_id)].removesuffix("-")
+    prefix = settings.run.id_prefix
+    if prefix and (head == prefix or head.startswith(prefix + "-")):
+        head = head[len(prefix) :].removeprefix("-")
+    if not head:
+        return "", None
+    policies = settings.run.named_policies or ("openai",)
+    try:
+        arms = arms_of(policies, settings.llm.named_models)
+    except Exception:  # refused before the run (worker/run_policy.py)
+        arms = []
+    return head, next((arm for arm in arms if id_part(arm.name) == head), None)
 
 
 def dist_each_problem(nodeids: list[str], dist: str | None) -> str | None:
@@ -75,6 +108,13 @@ class Accounts:
         self.seen_tests: dict[str, dict[str, Any]] = {}
         #: episodes this run reported (an earlier failure among them was played again)
         self.reported: set[str] = set()
+        #: per model (or policy) of the run, and what pairs their episodes (issue 24)
+        self.arms = ArmAccounts(
+            run_arm_names(settings),
+            settings.run.repeats,
+            priced=settings.budget.prices is not None,
+            id_prefix=settings.run.id_prefix,
+        )
 
     def expect(self, nodeids: list[str]) -> bool:
         """The collection is known (first time only): how many episodes it holds. Any?"""
@@ -108,6 +148,7 @@ class Accounts:
         brief = getattr(report, "openenv_brief", None)
         if brief is not None:
             self.count_spend(brief)
+        self.arms.count(report, brief)
         record = getattr(report, "openenv_record", None)
         if record is None:
             return None
@@ -166,6 +207,7 @@ class Accounts:
         self._count_names(brief)
 
     def count_earlier_pass(self, nodeid: str, earlier: dict[str, Any]) -> None:
+        self.arms.count_earlier(nodeid, earlier)
         self.tally.add_outcome("passed")
         self.tally.resumed += 1
         self.passk.add(nodeid, True)
@@ -234,7 +276,7 @@ class Accounts:
         self._add_crashed_episode(report, episode_id, why)
 
     def _add_crashed_episode(self, report: pytest.TestReport, episode_id: str, why: str) -> None:
-        from ..episode.record import brief, dumps_record, placeholder_row
+        from ..episode.record import comparison_brief, dumps_record, placeholder_row
         from ..episode.spec import EpisodeSpec
 
         index_text, _, repeat_text = episode_id.removeprefix("ep-").partition("-r")
@@ -248,6 +290,9 @@ class Accounts:
         policy = known.get("policy") or run.policy
         if policy is None and env != "unknown":
             policy = self.service.family(env, config).default_policy()
+        arm_part, arm = crashed_arm(report.nodeid, episode_id, self.settings)
+        if arm is not None and arm.policy:
+            policy = arm.policy
         spec = EpisodeSpec(
             env=env,
             index=index,
@@ -257,9 +302,11 @@ class Accounts:
             policy=policy or "unknown",
             config=config,
             prefix=run.id_prefix or "",
+            model=arm.model if arm is not None else None,
+            arm=arm_part,
         )
         reason = f"{why} (the process running this episode died: os._exit, a signal or OOM)"
         record = placeholder_row(spec, reason, test=report.nodeid)
         report.openenv_episode_id = spec.episode_id  # type: ignore[attr-defined]
         report.openenv_record = dumps_record(record)  # type: ignore[attr-defined]
-        report.openenv_brief = brief(record)  # type: ignore[attr-defined]
+        report.openenv_brief = comparison_brief(record)  # type: ignore[attr-defined]

@@ -18,12 +18,16 @@ from ..dataset.card import render_card
 from ..dataset.folder import card_is_generated
 from ..dataset.hub import HubPublisher
 from ..dataset.writer import CARD, METADATA, REPORT, RESULTS, SUMMARY
+from ..report.arms import ArmTally
+from ..report.baseline import DEFAULT_CONFIDENCE
 from ..report.gates import GateConfig, RunFigures, Verdict, evaluate
+from ..report.passk import PassKTally
 from ..report.step_summary import append_step_summary, summary_markdown
-from ..report.summary import summary_lines
+from ..report.summary import arm_lines, summary_lines
 from ..util.format import percent
 from ..util.secrets import KnownSecrets
 from .accounts import Accounts
+from .budget import RunBudget
 from .metadata import RunMetadata
 from .output import OutputFolder
 
@@ -56,6 +60,7 @@ class SessionEnd:
         publisher: HubPublisher | None,
         secrets: KnownSecrets,
         notes: list[str],
+        budget: RunBudget | None = None,
     ) -> None:
         self.config = config
         self.settings: Settings = service.settings
@@ -67,6 +72,8 @@ class SessionEnd:
         self.publisher = publisher
         self.secrets = secrets
         self.notes = notes
+        #: --openenv-max-cost / --openenv-max-total-tokens (issue 24)
+        self.budget = budget
         self.verdict: Verdict | None = None
         self.step_summary_error: str | None = None
         self.exit_status: int | None = None
@@ -75,32 +82,87 @@ class SessionEnd:
         #: report.html was written (the end of run links each failed episode into it)
         self.report_written = False
 
+    def figures(self) -> dict[str, Any]:
+        """The run's figures; episodes a run budget kept from starting count as skipped."""
+        figures = self.accounts.tally.figures()
+        arms = self.accounts.arms
+        not_started = self.budget.not_started if self.budget is not None else 0
+        figures["skipped"] += not_started
+        figures["episodes"] += not_started
+        figures["cost_usd"] = arms.cost_usd if arms.priced else None
+        figures["unpriced_episodes"] = sum(arm.unpriced for arm in arms.arms.values())
+        return figures
+
     def summary(self, exitstatus: int) -> dict[str, Any]:
+        tally, arms = self.accounts.tally, self.accounts.arms
+        compared = arms.to_json(self.gate.confidence or DEFAULT_CONFIDENCE)
+        budget = self.budget
         return {
-            "figures": self.accounts.tally.figures(),
+            "figures": self.figures(),
             "passk": self.accounts.passk.result().to_json(),
             "gate": self.verdict.to_json() if self.verdict else None,
             "exit_status": int(exitstatus),
             "output": str(self.output.writer.folder),
             "episodes_expected": self.accounts.expected,
             "interrupted": int(exitstatus) == pytest.ExitCode.INTERRUPTED,
+            **(compared or {}),
+            **(
+                {
+                    "budget": budget.to_json(
+                        tally.prompt_tokens + tally.completion_tokens,
+                        arms.cost_usd if arms.priced else None,
+                    )
+                }
+                if budget is not None and (budget.active or budget.episode_max_tokens)
+                else {}
+            ),
         }
+
+    def gate_figures(self) -> RunFigures:
+        """What the gate reads: the run's figures, or with several models the gated one's
+        (``--openenv-gate-model``, default the first), with each one's episodes for the
+        paired tests (``--openenv-gate-vs``, a paired ``--openenv-baseline``)."""
+        tally, arms = self.accounts.tally, self.accounts.arms
+        vs = arms.arms.get(self.gate.vs) if self.gate.vs else None
+        vs_outcomes = vs.outcomes if vs is not None else None
+        ordered = arms.ordered()
+        if not arms.several:
+            only = ordered[0] if ordered else None
+            return RunFigures(
+                passed=tally.passed,
+                ran=tally.ran,
+                reward=tally.reward,
+                passk=self.accounts.passk.result(),
+                judged=tally.passed + tally.failed,
+                model=only.name if only is not None else None,
+                outcomes=only.outcomes if only is not None else None,
+                vs_outcomes=vs_outcomes,
+                envs=frozenset(tally.envs),
+                policies=frozenset(tally.policies),
+                models=frozenset(tally.models),
+            )
+        name = self.gate.model or ordered[0].name
+        gated = arms.arms.get(name) or ArmTally(name)
+        return RunFigures(
+            passed=gated.passed,
+            ran=gated.ran,
+            reward=gated.reward,
+            passk=(gated.passk or PassKTally(self.settings.run.repeats)).result(),
+            judged=gated.passed + gated.failed,
+            model=name,
+            outcomes=gated.outcomes,
+            vs_outcomes=vs_outcomes,
+            # the gated model is compared with the baseline's: only the env must agree
+            envs=frozenset(tally.envs),
+        )
 
     def apply_gate(self, session: pytest.Session) -> None:
         """With a gate set the gate decides the exit code; other failures still fail it."""
+        if self.budget is not None:
+            self.budget.count_not_started(self.accounts.expected, self.accounts.tally.total)
         if not (self.accounts.active and self.gate.active):
             return
-        tally = self.accounts.tally
-        figures = RunFigures(
-            passed=tally.passed,
-            ran=tally.ran,
-            reward=tally.reward,
-            passk=self.accounts.passk.result(),
-            judged=tally.passed + tally.failed,
-            envs=frozenset(tally.envs),
-            policies=frozenset(tally.policies),
-            models=frozenset(tally.models),
-        )
+        figures = self.gate_figures()
         stopped = session.shouldfail or session.shouldstop
         self.verdict = evaluate(
             self.gate,
@@ -138,10 +200,11 @@ class SessionEnd:
         self.write_files(exitstatus)
         self.publish(exitstatus)
         markdown = summary_markdown(
-            self.accounts.tally.figures(),
+            self.figures(),
             self.accounts.passk.result(),
             self.verdict,
             str(self.settings.output.folder),
+            self.accounts.arms.to_json(self.gate.confidence or DEFAULT_CONFIDENCE),
         )
         self.step_summary_error = append_step_summary(self.secrets.scrub(markdown))
 
@@ -257,7 +320,7 @@ class SessionEnd:
     def terminal_lines(self) -> list[str]:
         tally, output = self.accounts.tally, self.output
         lines = summary_lines(
-            tally.figures(),
+            self.figures(),
             str(self.settings.output.folder),
             gated=self.gate.active,
             teacher=self.stronger_teacher(),
@@ -278,6 +341,11 @@ class SessionEnd:
                     else ""
                 )
             )
+        arms = self.accounts.arms
+        if arms.several:
+            lines.extend(arm_lines(arms, self.gate.confidence or DEFAULT_CONFIDENCE))
+        if self.budget is not None:
+            lines.extend(self.budget.lines())
         if self.verdict is not None:
             lines.extend(self.verdict.lines())
         if self.step_summary_error:

@@ -87,6 +87,9 @@ def earlier_passes(settings: Settings) -> dict[str, dict[str, Any]]:
             "env": row.get("env"),
             "policy": row.get("policy"),
             "model": row.get("model"),
+            # the paired tests of several models pair earlier episodes too (issue 24)
+            "seed": row.get("seed"),
+            "repeat": (row.get("extra") or {}).get("repeat", 0),
         }
     return earlier
 

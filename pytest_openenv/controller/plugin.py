@@ -10,6 +10,7 @@ one job, and its hooks hand each event to them:
 * ``ReportSlimmer`` (``report/slim.py``): the controller's memory flat over long runs;
 * ``SessionEnd`` (``finish.py``): gate, JUnit, final files, report, card, Hub, summaries;
 * ``RunStop`` (``stopping.py``): a write error ends the run after the items in flight;
+* ``RunBudget`` (``budget.py``): a run budget reached ends it the same way (issue 24);
 * what a person sees (issue 22): ``LiveStatus`` (``progress.py``), the live line, and
   ``EndOfRun`` (``terminal_end.py``), a short end of run, a plugin of its own.
 
@@ -32,6 +33,7 @@ from ..report.slim import ReportSlimmer
 from ..util.secrets import KnownSecrets
 from ..util.signals import TermAsInterrupt
 from .accounts import Accounts
+from .budget import RunBudget
 from .finish import SessionEnd
 from .metadata import RunMetadata
 from .output import OutputFolder, earlier_failures, earlier_passes
@@ -77,6 +79,8 @@ class ControllerPlugin:
             earlier_failures(settings, earlier) if settings.output.resume else {}
         )
         self.accounts = Accounts(settings, service, earlier)
+        # issue 24: what the run may spend; a cost budget without prices is a usage error
+        self.budget = RunBudget(settings)
         self.slimmer = ReportSlimmer(config)
         self.end = SessionEnd(
             config,
@@ -87,6 +91,7 @@ class ControllerPlugin:
             publisher=publisher,
             secrets=self.secrets,
             notes=notes,
+            budget=self.budget,
         )
         self.stopper = RunStop(config)
         self.sigterm = TermAsInterrupt()
@@ -123,6 +128,17 @@ class ControllerPlugin:
     def stop(self, reason: str) -> None:
         self.stopper.stop(reason)
 
+    def check_budget(self) -> None:
+        """Stop the run once its spend reaches a budget, unless no episode is left to run
+        (a finished run is not an interrupted one)."""
+        tally, expected = self.accounts.tally, self.accounts.expected
+        if expected is not None and tally.total >= expected:
+            return
+        spent = tally.prompt_tokens + tally.completion_tokens
+        reason = self.budget.reached(spent, self.accounts.arms.cost_usd)
+        if reason is not None:
+            self.stop(f"openenv: {reason}")
+
     def show_progress(self) -> None:
         live, accounts = self.live, self.accounts
         if live is not None and accounts.tally.total and live.due():
@@ -152,6 +168,8 @@ class ControllerPlugin:
             error = self.output.save(row)
             if error is not None:
                 self.stop(f"openenv: {error}")
+        if self.budget.active:
+            self.check_budget()
         self.slimmer.slim(report)
         self.show_progress()
 

@@ -1,8 +1,9 @@
 """Ending a run early: one way, whatever asked for it.
 
-Two things stop a run before its last item: pytest's ``-x`` / ``--maxfail`` (xdist
-sets its ``shouldstop``) and a write error on the controller (episodes that cannot
-be saved are waste: ``RunStop.stop``). Setting xdist's flag shuts the workers down,
+Three things stop a run before its last item: pytest's ``-x`` / ``--maxfail`` (xdist
+sets its ``shouldstop``), a write error on the controller (episodes that cannot be
+saved are waste) and a run budget reached (``budget.py``): the last two through
+``RunStop.stop``. Setting xdist's flag shuts the workers down,
 but each first plays every item already sent to it, and a queue may hold hundreds.
 So a scheduler that can take its queued items back (xdist's ``steal`` command)
 implements ``TakesBackQueued``, and is asked to at either kind of stop. Schedulers

@@ -24,7 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 from ..config.convert import TOOL_ARGUMENT_FORMS
 from ..episode.record import FIELDS, MESSAGES_WITH_OBJECT_ARGUMENTS
-from ..util.format import cell, interval, percent, table
+from ..util.format import (
+    MODEL_COLUMNS,
+    cell,
+    comparison_line,
+    interval,
+    model_row,
+    percent,
+    table,
+    usd,
+)
 from .writer import CHART, FAILURES, REPORT, RESULTS
 
 if TYPE_CHECKING:
@@ -227,6 +236,7 @@ def figures_table(figures: dict[str, Any], settings: dict[str, Any]) -> list[str
         ("mean reward", reward),
         ("mean turns", "n/a" if f.get("mean_turns") is None else f"{f['mean_turns']:.2f}"),
         ("tokens", f"{f.get('prompt_tokens', 0)} in / {f.get('completion_tokens', 0)} out"),
+        *([("cost", usd(f["cost_usd"]))] if f.get("cost_usd") is not None else []),
         (
             "seed",
             "n/a"
@@ -235,6 +245,22 @@ def figures_table(figures: dict[str, Any], settings: dict[str, Any]) -> list[str
         ),
     ]
     return table(("", ""), rows)
+
+
+def models_section(summary: dict[str, Any]) -> list[str]:
+    """Several models (or policies) on the same seeds: one row each, then each pair."""
+    models = [m for m in summary.get("models") or [] if isinstance(m, dict)]
+    if not models:
+        return []
+    lines = [
+        "## Models on the same seeds",
+        "",
+        *table(MODEL_COLUMNS, [tuple(cell(text) for text in model_row(m)) for m in models]),
+        "",
+    ]
+    comparisons = [c for c in summary.get("comparisons") or [] if isinstance(c, dict)]
+    lines += [f"- {comparison_line(c)}" for c in comparisons]
+    return [*lines, ""] if comparisons else lines
 
 
 def snippet_model(metadata: dict[str, Any]) -> str:
@@ -473,6 +499,7 @@ def build_card(
         "",
         *figures_table(figures, settings),
         "",
+        *models_section(summary),
         *chart_section(chart),
         *files_section(rows),
         *loading_section(repo_id, rows, snippet_model(metadata)),

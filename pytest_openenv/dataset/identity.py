@@ -72,8 +72,11 @@ def run_identity(settings: Settings, policy: str | None) -> dict[str, Any]:
             "seed": settings.run.seed,
             "id_prefix": settings.run.id_prefix or "",
             "repeats": settings.run.repeats,
-            "policy": policy,
-            "model": settings.llm.model,
+            # several (issue 24): the list, so a resume with other models is refused
+            "policy": list(settings.run.policies) if len(settings.run.policies) > 1 else policy,
+            "model": list(settings.llm.models)
+            if len(settings.llm.models) > 1
+            else settings.llm.model,
             "system_prompt": settings.run.system_prompt,
             "temperature": settings.llm.temperature,
             "max_tokens": settings.llm.max_tokens,

@@ -47,6 +47,13 @@ class Limits:
     min_reward: float | None = None
     #: ``--openenv-judge-at``: ``done`` or ``turn-limit``; None: the family's
     judge_at: str | None = None
+    #: ``--openenv-episode-max-tokens``: prompt + completion tokens of all turns; past it
+    #: the episode ends unfinished, a failure (inspect's ``token_limit``), never an error
+    max_tokens: int | None = None
+
+
+#: how an episode stopped by ``Limits.max_tokens`` says why (the reason starts with it)
+TOKEN_LIMIT = "token_limit"
 
 
 #: one encoder for every step: json.dumps with options builds a new encoder per call
@@ -316,6 +323,8 @@ class _Loop:
             check_answer_size(reply, str(getattr(self.policy, "name", "") or "the policy"))
             if reply.usage.prompt_tokens or reply.usage.completion_tokens:
                 self.usage = self.usage + reply.usage
+            if self.over_token_limit():
+                break
             self.messages.append(reply.to_openai())
             if not reply.tool_calls:
                 self.remind(reply)
@@ -326,6 +335,20 @@ class _Loop:
                     final_text = self.steps[-1]["observation"]
         self.check_time()
         return self.finish(final_text)
+
+    def over_token_limit(self) -> bool:
+        """Past ``--openenv-episode-max-tokens``: the episode ends unfinished. The reply that
+        passed it is left out of the transcript (its tool calls would have no results) but
+        its tokens are counted."""
+        limit = self.limits.max_tokens
+        used = self.usage.prompt_tokens + self.usage.completion_tokens
+        if limit is None or used <= limit:
+            return False
+        self.stopped = (
+            f"{TOKEN_LIMIT}: the episode used {used} tokens ({self.usage.prompt_tokens} in, "
+            f"{self.usage.completion_tokens} out), over --openenv-episode-max-tokens={limit}"
+        )
+        return True
 
     def turn_for(self, current: StepResult) -> Turn:
         """What the policy sees on this turn."""

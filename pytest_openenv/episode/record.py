@@ -63,7 +63,8 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
     (
         "episode_id",
         "string",
-        "`ep-000000`, `ep-000000-r0` with repeats, `P-ep-000000` with --openenv-id-prefix P",
+        "`ep-000000`, `ep-000000-r0` with repeats, `P-ep-000000` with --openenv-id-prefix P, "
+        "`M-ep-000000` with several models (M: the model's id part)",
     ),
     (
         "messages",
@@ -84,7 +85,8 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
     (
         "metrics",
         "struct",
-        "turns, tool calls, tool errors, prompt/completion tokens, wall time",
+        "turns, tool calls, tool errors, prompt/completion tokens, wall time; `cost_usd` "
+        "with --openenv-prices (null for a model the table does not price)",
     ),
     ("verify_metrics", "struct", "verifier outcome, pass threshold, verdict"),
     ("artifacts", "struct", "final observation shown to the agent"),
@@ -224,7 +226,7 @@ def placeholder_row(
         "env": spec.env,
         "seed": spec.seed,
         "policy": spec.policy,
-        "model": None,
+        "model": spec.model,
         "tools": [],
         "test": test,
         "passed": False,
@@ -250,6 +252,19 @@ def brief(row: dict[str, Any]) -> dict[str, Any]:
         "env": row["env"],
         "policy": row["policy"],
         "model": row["model"],
+    }
+
+
+def comparison_brief(row: dict[str, Any]) -> dict[str, Any]:
+    """``brief`` and what the per-model figures and paired tests read (``report/arms.py``)."""
+    metrics = row["metrics"]
+    return {
+        **brief(row),
+        "arm": row["model"] or row["policy"],
+        "seed": row["seed"],
+        "repeat": row["extra"].get("repeat", 0),
+        "cost_usd": metrics.get("cost_usd"),
+        "wall_time_s": metrics.get("wall_time_s", 0.0),
     }
 
 

@@ -24,10 +24,17 @@ class EpisodeSpec:
     min_reward: float | None = None
     #: the marker's ``judge_at`` (over ``--openenv-judge-at``); None: not set there
     judge_at: str | None = None
+    #: the model the policy plays with (an LLM policy); None: the run's, or none
+    model: str | None = None
+    #: with several models or policies, this one's id part (``policies/arms.py``): ids
+    #: become ``{arm}-ep-000000``; "" with one
+    arm: str = ""
 
     @cached_property  # asked on every turn and report; frozen fields, so it never changes
     def episode_id(self) -> str:
         base = f"ep-{self.index:06d}"
+        if self.arm:
+            base = f"{self.arm}-{base}"
         if self.prefix:
             base = f"{self.prefix}-{base}"
         return f"{base}-r{self.repeat}" if self.repeats > 1 else base

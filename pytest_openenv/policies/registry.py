@@ -40,16 +40,22 @@ def build_policy(name: str, settings: Settings, overload: OverloadSignal | None 
         from .llm.common import build_llm_policy
 
         policy = build_llm_policy(name, settings, overload)
-    elif ":" in name:
+    else:
+        check_known(name)
         from .callable import load_policy
 
         policy = load_policy(name)
-    else:
-        raise pytest.UsageError(
-            f"--openenv-policy={name!r} is unknown; choose one of: "
-            f"{', '.join([*BUILTIN, *LLM])}, or pkg.module:callable"
-        )
     from ..util.secrets import KnownSecrets
     from .cache import wrap_with_cache
 
     return wrap_with_cache(policy, settings.llm, name, KnownSecrets.from_settings(settings))
+
+
+def check_known(name: str) -> None:
+    """Raise ``pytest.UsageError`` unless ``name`` is a policy this registry can build."""
+    if name in BUILTIN or name in LLM or ":" in name:
+        return
+    raise pytest.UsageError(
+        f"--openenv-policy={name!r} is unknown; choose one of: "
+        f"{', '.join([*BUILTIN, *LLM])}, or pkg.module:callable"
+    )

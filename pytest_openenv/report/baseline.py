@@ -4,10 +4,13 @@
 holding one. It is read once at configure time (controller), so pointing it at the
 folder this run will overwrite works: the baseline is the previous run's summary.
 
-The test is one-sided: H0 "the pass rate did not drop", rejected when the
-two-proportion z statistic falls below the normal quantile of the confidence
-level (``--openenv-gate-confidence``, default 0.95), i.e. when a drop this large
-would happen by chance less than 1 - C of the time.
+The test is one-sided: H0 "the pass rate did not drop", rejected when a drop this
+large would happen by chance less than 1 - C of the time (``--openenv-gate-confidence``,
+default 0.95). When the earlier folder holds its rows (``results.jsonl``,
+``failures.jsonl``) and every episode of this run has an earlier one with the same
+test, seed and repeat, the test is paired: the exact McNemar test on the episodes
+that changed (``report/paired.py``). Otherwise (other seeds, only a summary.json) it
+is the two-proportion z-test of two unrelated samples. The check says which it used.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
@@ -47,6 +50,9 @@ class Baseline:
     envs: tuple[str, ...] = ()
     policies: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
+    #: each episode of the earlier run by model (or policy), then by (test, seed, repeat):
+    #: (passed, reward), read from its results.jsonl and failures.jsonl; empty without them
+    outcomes: dict[str, dict[Any, Any]] = field(default_factory=dict)
 
     def rate(self, metric: str) -> Rate | None:
         return self.rates.get(metric)
@@ -72,6 +78,14 @@ class Baseline:
                 found[name] = (_names(before), _names(now))
         return found
 
+    def outcomes_for(self, arm: str | None) -> dict[Any, Any] | None:
+        """The earlier episodes to pair with ``arm``'s: its own, or the only arm's."""
+        if arm is not None and arm in self.outcomes:
+            return self.outcomes[arm]
+        if len(self.outcomes) == 1:
+            return next(iter(self.outcomes.values()))
+        return None
+
 
 def _names(values: Iterable[str]) -> str:
     return ", ".join(sorted(values)) or "none"
@@ -81,6 +95,33 @@ def _strings(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list):
         return ()
     return tuple(sorted(str(item) for item in value if isinstance(item, str) and item))
+
+
+def read_outcomes(folder: Path) -> dict[str, dict[Any, Any]]:
+    """Each episode of an earlier output folder, by arm and pair key (``report/arms``)."""
+    from ..dataset.jsonl import iter_records
+    from .arms import pair_key
+
+    outcomes: dict[str, dict[Any, Any]] = {}
+    for name in ("failures.jsonl", "results.jsonl"):  # a pass wins over a stale failure
+        try:
+            for row in iter_records(folder / name):
+                extra = row.get("extra") if isinstance(row.get("extra"), dict) else {}
+                key = pair_key(str(row.get("test", "")), row.get("seed"), extra.get("repeat"))
+                arm = row.get("model") or row.get("policy")
+                if key is None or not arm:
+                    continue
+                failure = row.get("failure") if isinstance(row.get("failure"), dict) else {}
+                errored = failure.get("outcome") == "error"
+                reward = row.get("reward")
+                reward = float(reward) if isinstance(reward, (int, float)) else None
+                outcomes.setdefault(str(arm), {})[key] = (
+                    bool(row.get("passed")),
+                    None if errored else reward,
+                )
+        except (OSError, ValueError):  # unreadable rows: the unpaired test still works
+            return {}
+    return outcomes
 
 
 def _usage(path: str, why: str) -> pytest.UsageError:
@@ -127,6 +168,7 @@ def load_baseline(raw: str, *, relative_to: Path) -> Baseline:
         envs=_strings(figures.get("envs")),
         policies=_strings(figures.get("policies")),
         models=_strings(figures.get("models")),
+        outcomes=read_outcomes(path.parent),
     )
 
 

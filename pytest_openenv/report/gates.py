@@ -1,9 +1,11 @@
 """Gate rules and the session verdict (controller only).
 
 With any gate option set (``--openenv-min-pass-rate``, ``--openenv-min-mean-reward``,
-``--openenv-baseline``), a failing episode no longer fails the session by itself:
-the gate decides. Errored episodes count as not passed. Each check names the rule
-it applied, the figure it read and the threshold, so a red CI job says why.
+``--openenv-baseline``, ``--openenv-gate-vs``), a failing episode no longer fails the
+session by itself: the gate decides. With several models the gates judge one
+(``--openenv-gate-model``, default the first). Errored episodes count as not passed.
+Each check names the rule it applied, the figure it read and the threshold, so a red
+CI job says why.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from .baseline import (
     env_problem,
     load_baseline,
 )
+from .paired import MCNEMAR, mcnemar_one_sided_worse
 from .passk import PassAtK
 from .stats import RunningMean, wilson_interval, z_for
 
@@ -43,6 +46,10 @@ class GateConfig:
     baseline_any_env: bool = False
     #: ``--openenv-baseline`` as given (messages)
     baseline_given: str = ""
+    #: ``--openenv-gate-model``: with several models, the one judged (None: the first)
+    model: str | None = None
+    #: ``--openenv-gate-vs``: the model the judged one must not be significantly worse than
+    vs: str | None = None
 
     @property
     def active(self) -> bool:
@@ -50,6 +57,7 @@ class GateConfig:
             self.min_pass_rate is not None
             or self.min_mean_reward is not None
             or self.baseline is not None
+            or self.vs is not None
         )
 
     @classmethod
@@ -70,6 +78,12 @@ class GateConfig:
                 f"to compare with --openenv-gate-metric={metric}; it has "
                 f"{', '.join(sorted(baseline.rates))}"
             )
+        check_gate_names(settings)
+        if gate.vs is not None and gate.vs == gate.model:
+            raise pytest.UsageError(
+                f"--openenv-gate-vs={gate.vs!r} names the gated model itself "
+                "(--openenv-gate-model): name the model it must not be worse than"
+            )
         return cls(
             min_pass_rate=gate.min_pass_rate,
             min_mean_reward=gate.min_mean_reward,
@@ -78,6 +92,8 @@ class GateConfig:
             baseline=baseline,
             baseline_any_env=gate.baseline_any_env,
             baseline_given=raw_baseline or "",
+            model=gate.model,
+            vs=gate.vs,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -87,7 +103,35 @@ class GateConfig:
             "confidence": self.confidence,
             "metric": self.metric,
             "baseline": str(self.baseline.path) if self.baseline else None,
+            "model": self.model,
+            "vs": self.vs,
         }
+
+
+def check_gate_names(settings: Settings) -> None:
+    """``--openenv-gate-model`` / ``--openenv-gate-vs`` name one of the models (or policies)
+    the run names; a marker's ``models=[...]`` are known only at the end, where a name that
+    played nothing fails its check instead."""
+    from ..errors import EnvConfigError
+    from ..policies.arms import arms_of
+
+    gate = settings.gate
+    named = [name for name in (gate.model, gate.vs) if name is not None]
+    if not named or not (settings.run.named_policies or settings.llm.named_models):
+        return
+    policies = settings.run.named_policies or ("openai",)
+    try:
+        arms = [arm.name for arm in arms_of(policies, settings.llm.named_models)]
+    except EnvConfigError:
+        return  # refused with its own message (worker/run_policy.py)
+    if len(arms) < 2:
+        return  # one named: a test's marker may name the others
+    for flag, name in (("gate-model", gate.model), ("gate-vs", gate.vs)):
+        if name is not None and name not in arms:
+            raise pytest.UsageError(
+                f"--openenv-{flag}={name!r} is not one of the run's models or policies: "
+                f"{', '.join(map(repr, arms))} (give the exact name, as listed)"
+            )
 
 
 @dataclass(frozen=True)
@@ -215,6 +259,12 @@ class RunFigures:
     passk: PassAtK
     #: episodes the env judged (passed or failed); the rest of ``ran`` errored
     judged: int
+    #: with several models: the one these figures are of (``--openenv-gate-model``)
+    model: str | None = None
+    #: its episodes by pair key, (passed, reward): for the paired tests
+    outcomes: dict[Any, Any] | None = None
+    #: ``--openenv-gate-vs``: that model's episodes by pair key (None: it played none)
+    vs_outcomes: dict[Any, Any] | None = None
 
     #: what the run played (the baseline check names what differs from its baseline)
     envs: frozenset[str] = frozenset()
@@ -344,12 +394,12 @@ def check_baseline(config: GateConfig, figures: RunFigures) -> Check:
     assert baseline is not None
     metric = config.metric
     confidence = config.confidence or DEFAULT_CONFIDENCE
-    rule = (
-        f"no significant drop in {metric} vs {baseline.path} "
-        f"(one-sided two-proportion z-test, {_level(confidence)})"
-    )
     before = baseline.rate(metric)
     after = pass_rate_sample(figures, metric)
+    paired, why_not = paired_baseline(baseline, figures, metric)
+    test = "paired exact McNemar test" if paired is not None else "two-proportion z-test"
+    rule = f"no significant drop in {metric} vs {baseline.path} (one-sided {test}, "
+    rule += f"{_level(confidence)})"
     if before is None:
         return Check(
             "baseline", rule, None, None, None, False, f"the baseline has no {metric} figure"
@@ -370,12 +420,16 @@ def check_baseline(config: GateConfig, figures: RunFigures) -> Check:
             f"the baseline is a run of env {was}, this run played {now}: not comparable "
             "(--openenv-baseline-any-env compares them anyway)",
         )
+    if paired is not None:
+        return paired_baseline_check(rule, paired, figures, confidence)
     result: Comparison = compare(before, after, metric=metric, confidence=confidence)
     sign = "+" if result.change >= 0 else ""
     detail = (f"compared across {compared_across}: " if compared_across else "") + (
         f"{metric} {percent(result.before)} (n={result.before_trials}) -> {percent(result.after)} "
         f"(n={result.after_trials}), change {sign}{100 * result.change:.1f} points, "
-        f"p = {result.p_value:.3g}" + (" (significant drop)" if result.significant_drop else "")
+        f"p = {result.p_value:.3g}"
+        + (" (significant drop)" if result.significant_drop else "")
+        + f"; unpaired test: {why_not}"
     )
     return Check(
         "baseline",
@@ -385,7 +439,120 @@ def check_baseline(config: GateConfig, figures: RunFigures) -> Check:
         1.0 - confidence,
         not result.significant_drop,
         detail,
-        {"comparison": result.to_json()},
+        {"comparison": result.to_json(), "test": test, "paired": False, "why": why_not},
+    )
+
+
+def paired_baseline(
+    baseline: Baseline, figures: RunFigures, metric: str
+) -> tuple[dict[Any, tuple[Any, Any]] | None, str]:
+    """The (earlier, now) outcome of each episode of this run, when every one of them has
+    an earlier episode with the same test, seed and repeat; else None and why not."""
+    if metric != "pass@1":
+        return None, f"{metric} is a per-seed figure; only pass@1 is compared episode by episode"
+    now = figures.outcomes
+    if not now:
+        return None, "no episode of this run to pair"
+    before = baseline.outcomes_for(figures.model)
+    if not before:
+        return None, (
+            f"{baseline.path.parent} holds no rows of "
+            f"{figures.model or 'the same policy'} (results.jsonl / failures.jsonl) to pair with"
+        )
+    missing = [key for key in now if key not in before]
+    if missing:
+        return None, (
+            f"{len(missing)} of this run's {len(now)} episodes have no earlier episode with the "
+            "same test, seed and repeat"
+        )
+    return {key: (before[key], now[key]) for key in now}, ""
+
+
+def paired_baseline_check(
+    rule: str, pairs: dict[Any, tuple[Any, Any]], figures: RunFigures, confidence: float
+) -> Check:
+    lost = sum(1 for (was, now) in pairs.values() if was[0] and not now[0])
+    gained = sum(1 for (was, now) in pairs.values() if now[0] and not was[0])
+    p_value = mcnemar_one_sided_worse(lost, gained)
+    drop = p_value < 1.0 - confidence
+    before = sum(1 for (was, _) in pairs.values() if was[0]) / len(pairs)
+    after = sum(1 for (_, now) in pairs.values() if now[0]) / len(pairs)
+    detail = (
+        f"pass@1 {percent(before)} -> {percent(after)} on the same {len(pairs)} episodes: "
+        f"{lost} newly failing, {gained} newly passing, p = {p_value:.3g}"
+        + (" (significant drop)" if drop else "")
+    )
+    return Check(
+        "baseline",
+        rule,
+        after,
+        p_value,
+        1.0 - confidence,
+        not drop,
+        detail,
+        {
+            "test": f"paired {MCNEMAR}, one-sided",
+            "paired": True,
+            "comparison": {
+                "metric": "pass@1",
+                "baseline": before,
+                "current": after,
+                "change": after - before,
+                "paired_episodes": len(pairs),
+                "newly_failing": lost,
+                "newly_passing": gained,
+                "p_value": p_value,
+                "confidence": confidence,
+                "significant_drop": drop,
+            },
+        },
+    )
+
+
+def check_vs(config: GateConfig, figures: RunFigures) -> Check:
+    """The gated model is not significantly worse than ``--openenv-gate-vs`` on the
+    episodes both played: one-sided exact McNemar test on pass/fail."""
+    vs = config.vs
+    assert vs is not None
+    confidence = config.confidence or DEFAULT_CONFIDENCE
+    gated = figures.model or "the gated model"
+    rule = (
+        f"{gated} not significantly worse than {vs} on the same episodes (one-sided "
+        f"{MCNEMAR}, {_level(confidence)})"
+    )
+    mine, theirs = figures.outcomes or {}, figures.vs_outcomes
+    if theirs is None:
+        return Check("vs", rule, None, None, None, False, f"{vs} played no episode in this run")
+    common = [key for key in mine if key in theirs]
+    if not common:
+        return Check("vs", rule, None, None, None, False, f"no episode played by both {vs}")
+    lost = sum(1 for key in common if theirs[key][0] and not mine[key][0])
+    gained = sum(1 for key in common if mine[key][0] and not theirs[key][0])
+    p_value = mcnemar_one_sided_worse(lost, gained)
+    worse = p_value < 1.0 - confidence
+    rate = sum(1 for key in common if mine[key][0]) / len(common)
+    other = sum(1 for key in common if theirs[key][0]) / len(common)
+    detail = (
+        f"{gated} {percent(rate)} vs {vs} {percent(other)} on {len(common)} paired episodes: "
+        f"{vs} alone passed {lost}, {gated} alone passed {gained}, p = {p_value:.3g}"
+        + (" (significantly worse)" if worse else "")
+    )
+    return Check(
+        "vs",
+        rule,
+        rate,
+        p_value,
+        1.0 - confidence,
+        not worse,
+        detail,
+        {
+            "model": figures.model,
+            "vs": vs,
+            "test": f"{MCNEMAR}, one-sided",
+            "paired_episodes": len(common),
+            "only_vs_passed": lost,
+            "only_model_passed": gained,
+        },
     )
 
 
@@ -406,6 +573,8 @@ def evaluate(
         checks.append(check_mean_reward(config, figures))
     if config.baseline is not None:
         checks.append(check_baseline(config, figures))
+    if config.vs is not None:
+        checks.append(check_vs(config, figures))
     return Verdict(
         config=config, checks=checks, other_failures=other_failures, stopped_early=stopped_early
     )

@@ -10,7 +10,16 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..util.format import cell, interval, percent, table
+from ..util.format import (
+    MODEL_COLUMNS,
+    cell,
+    comparison_line,
+    interval,
+    model_row,
+    percent,
+    table,
+    usd,
+)
 from .gates import Verdict
 from .passk import PassAtK
 
@@ -18,8 +27,13 @@ ENV_VAR = "GITHUB_STEP_SUMMARY"
 
 
 def summary_markdown(
-    figures: dict[str, Any], passk: PassAtK | None, verdict: Verdict | None, output: str
+    figures: dict[str, Any],
+    passk: PassAtK | None,
+    verdict: Verdict | None,
+    output: str,
+    compared: dict[str, Any] | None = None,
 ) -> str:
+    """``compared``: summary.json's ``models`` and ``comparisons`` (several models)."""
     f = figures
     low, high = f["pass_rate_ci95"]
     rows = [
@@ -49,8 +63,14 @@ def summary_markdown(
                 f"over {passk.problems_scored} seeds (pass@1 {percent(passk.pass_at_1)})",
             )
         )
+    if figures.get("cost_usd") is not None:
+        rows.append(("cost", usd(figures["cost_usd"])))
     rows.append(("output", f"`{output}`"))
     lines = ["### pytest-openenv", "", *table(("", ""), [(n, cell(v)) for n, v in rows])]
+    if compared:
+        models = compared.get("models") or []
+        lines += ["", *table(MODEL_COLUMNS, [tuple(map(cell, model_row(m))) for m in models])]
+        lines += ["", *(f"- {cell(comparison_line(c))}" for c in compared.get("comparisons") or [])]
     if verdict is not None:
         lines += ["", verdict.markdown()]
     return "\n".join(lines) + "\n\n"

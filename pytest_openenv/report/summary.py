@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..util.format import interval, percent
+from ..util.format import MODEL_COLUMNS, comparison_line, interval, model_row, percent, usd
 
 
 def failure_hint(figures: dict[str, Any], teacher: str | None = None) -> str | None:
@@ -73,7 +73,15 @@ def summary_lines(
         )
     if f["mean_turns"] is not None:
         lines.append(f"mean turns: {f['mean_turns']:.2f}")
-    lines.append(f"tokens: {f['prompt_tokens']} in / {f['completion_tokens']} out")
+    lines.append(
+        f"tokens: {f['prompt_tokens']} in / {f['completion_tokens']} out"
+        + (f"    cost: {usd(f['cost_usd'])}" if f.get("cost_usd") is not None else "")
+        + (
+            f" ({f['unpriced_episodes']} episode(s) of models --openenv-prices does not price)"
+            if f.get("cost_usd") is not None and f.get("unpriced_episodes")
+            else ""
+        )
+    )
     rate = f["episodes_per_s"]
     lines.append(
         f"wall time: {f['wall_time_s']:.1f}s" + (f"    episodes/s: {rate:.1f}" if rate else "")
@@ -83,4 +91,16 @@ def summary_lines(
     hint = None if gated or not exits_1 else failure_hint(f, teacher)
     if hint:
         lines.append(hint)
+    return lines
+
+
+def arm_lines(arms: Any, confidence: float) -> list[str]:
+    """With several models (or policies): one row each, then each pair's paired tests."""
+    rows = [MODEL_COLUMNS, *(model_row(f) for f in arms.figures(confidence))]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(MODEL_COLUMNS))]
+    lines = ["models (same seeds):"]
+    lines += [
+        "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows
+    ]
+    lines += ["  " + comparison_line(c) for c in arms.comparisons(confidence)]
     return lines

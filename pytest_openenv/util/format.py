@@ -44,3 +44,59 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
         return "|" + "|".join(f" {text} " if text else " " for text in cells) + "|"
 
     return [line(header), "|" + "|".join("---" for _ in header) + "|", *map(line, rows)]
+
+
+def usd(x: object) -> str:
+    """A cost: ``$0.0123``; None -> ``n/a``."""
+    if not isinstance(x, (int, float)):
+        return NOT_AVAILABLE
+    return f"${x:.4f}" if x < 100 else f"${x:,.2f}"
+
+
+#: the columns of the per-model table (summary, step summary, card, report)
+MODEL_COLUMNS = (
+    "model",
+    "passed",
+    "pass rate (95% CI)",
+    "mean reward",
+    "tokens in / out",
+    "cost",
+    "time",
+)
+
+
+def model_row(figures: dict) -> tuple[str, ...]:
+    """One model's row of ``MODEL_COLUMNS`` from summary.json's ``models`` entry."""
+    f = figures
+    low, high = f.get("pass_rate_ci95") or (None, None)
+    reward = f.get("mean_reward")
+    stderr = f.get("mean_reward_stderr")
+    shown = NOT_AVAILABLE if reward is None else f"{reward:.3f}"
+    if reward is not None and stderr is not None:
+        shown += f" ± {stderr:.3f}"
+    return (
+        str(f.get("name")),
+        f"{f.get('passed', 0)}/{f.get('ran', 0)}",
+        f"{percent(f.get('pass_rate'))} ({interval(low, high)})",
+        shown,
+        f"{f.get('prompt_tokens', 0)} / {f.get('completion_tokens', 0)}",
+        usd(f.get("cost_usd")),
+        f"{float(f.get('episode_seconds') or 0.0):.1f}s",
+    )
+
+
+def comparison_line(c: dict) -> str:
+    """One pair's paired tests and verdict, on one line."""
+    passing, reward = c.get("pass") or {}, c.get("reward") or {}
+    text = (
+        f"{c.get('verdict')}. pass/fail: {c.get('a')} alone passed "
+        f"{passing.get('only_a_passed', 0)}, {c.get('b')} alone {passing.get('only_b_passed', 0)}"
+        f" ({passing.get('test')}, p = {float(passing.get('p_value', 1.0)):.3g})"
+    )
+    if reward.get("pairs"):
+        diff = reward.get("mean_difference")
+        text += (
+            f"; reward: mean difference {diff:+.3f} ({reward.get('test')}, "
+            f"p = {float(reward.get('p_value', 1.0)):.3g})"
+        )
+    return text

@@ -16,6 +16,7 @@ from ..config.settings import Settings
 from ..envs.base import EnvConfigError
 from ..envs.verdict import JUDGE_AT
 from ..episode.spec import EpisodeSpec
+from ..policies.arms import Arm, arms_of, id_part
 from .fixtures import EPISODE_FIXTURE, fixture_is_ours
 from .service import EpisodeService
 
@@ -39,9 +40,24 @@ class EpisodeTest:
     #: the marker's verdict overrides (``min_reward``, ``judge_at``); None: not set there
     min_reward: float | None = None
     judge_at: str | None = None
+    #: every policy named (the marker's ``policies``, or ``--openenv-policy`` repeated);
+    #: empty: ``policy`` alone, or the env family's teacher
+    policies: tuple[str, ...] = ()
+    #: the models of the LLM policies (the marker's ``models``, or ``--openenv-model``)
+    models: tuple[str, ...] = ()
 
-    def specs(self, policy: str, settings: Settings) -> list[EpisodeSpec]:
+    def arms(self, default_policy: str) -> list[Arm]:
+        """Who plays these episodes; raises ``EnvConfigError`` for names ids cannot tell apart."""
+        policies = self.policies or (self.policy or default_policy,)
+        return arms_of(policies, self.models)
+
+    def specs(self, arms: list[Arm] | str, settings: Settings) -> list[EpisodeSpec]:
+        """Episode i of every arm, then episode i + 1: a run stopped early (a budget) still
+        has the arms' episodes on the same seeds."""
+        if isinstance(arms, str):
+            arms = [Arm(arms)]
         repeats = settings.run.repeats
+        several = len(arms) > 1
         return [
             EpisodeSpec(
                 env=self.env,
@@ -49,15 +65,40 @@ class EpisodeTest:
                 seed=self.seed + i,
                 repeat=r,
                 repeats=repeats,
-                policy=policy,
+                policy=arm.policy,
                 config=self.config,
                 prefix=settings.run.id_prefix or "",
                 min_reward=self.min_reward,
                 judge_at=self.judge_at,
+                model=arm.model,
+                arm=id_part(arm.name) if several else "",
             )
             for i in range(self.n)
+            for arm in arms
             for r in range(repeats)
         ]
+
+
+def listed_names(kwargs: dict[str, Any], key: str) -> tuple[str, ...] | None:
+    """The marker's ``policies=[...]`` / ``models=[...]``; None when not given."""
+    value = kwargs.pop(key, None)
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not value:
+        raise EnvConfigError(
+            f"openenv marker {key}={value!r} is invalid: expected a non-empty list of names, "
+            f"e.g. {key}=['a', 'b']"
+        )
+    found: list[str] = []
+    for name in value:
+        if not isinstance(name, str) or not name.strip():
+            raise EnvConfigError(f"openenv marker {key}={value!r} is invalid: {name!r} is no name")
+        if name in found:
+            raise EnvConfigError(
+                f"openenv marker {key}={value!r} is invalid: {name!r} is listed twice"
+            )
+        found.append(name)
+    return tuple(found)
 
 
 def episode_test(settings: Settings, marker: pytest.Mark | None) -> EpisodeTest:
@@ -89,12 +130,25 @@ def episode_test(settings: Settings, marker: pytest.Mark | None) -> EpisodeTest:
             f"openenv marker policy={marked_policy!r} is invalid: expected a policy name "
             "such as 'expert', 'scripted', 'random', 'openai' or 'pkg.module:callable'"
         )
-    if marked_policy:
+    marked_policies = listed_names(kwargs, "policies")
+    marked_models = listed_names(kwargs, "models")
+    if marked_policy and marked_policies:
+        raise EnvConfigError(
+            "openenv marker has both policy= and policies=: give one of them (policies=[...] "
+            "for several)"
+        )
+    policies: tuple[str, ...] = ()
+    if marked_policies:
+        policies = marked_policies
+        policy, source = policies[0], f"openenv marker policies={list(policies)!r}"
+    elif marked_policy:
         policy, source = marked_policy, f"openenv marker policy={marked_policy!r}"
     elif settings.run.policy:
+        policies = settings.run.named_policies
         policy, source = settings.run.policy, f"--openenv-policy={settings.run.policy}"
     else:
         policy, source = None, None
+    models = marked_models if marked_models else settings.llm.named_models
     min_reward = kwargs.pop("min_reward", None)
     if min_reward is not None and (
         isinstance(min_reward, bool) or not isinstance(min_reward, (int, float))
@@ -126,6 +180,8 @@ def episode_test(settings: Settings, marker: pytest.Mark | None) -> EpisodeTest:
         policy_source=source,
         min_reward=None if min_reward is None else float(min_reward),
         judge_at=judge_at,
+        policies=policies if len(policies) > 1 else (),
+        models=models,
     )
 
 
@@ -183,27 +239,43 @@ def parametrize(
         family = service.family(test.env, test.config)
     except EnvConfigError as exc:
         raise pytest.Collector.CollectError(f"{where}: {exc}") from None
-    policy = test.policy or family.default_policy()
-    chosen_by = test.policy_source or f"the default teacher of {test.env} ({policy})"
+    default = family.default_policy()
     try:
-        service.policy(policy)
-    except pytest.UsageError as exc:
-        raise pytest.Collector.CollectError(f"{where}: {chosen_by} cannot be used: {exc}") from None
+        arms = test.arms(default)
+    except EnvConfigError as exc:
+        raise pytest.Collector.CollectError(f"{where}: {exc}") from None
     # the test plays the policy it names only where no override stands in for it
-    if fixture_is_ours(metafunc.definition, "openenv_policy"):
-        from .policy_fit import check_fits, check_honoured
-
+    ours = fixture_is_ours(metafunc.definition, "openenv_policy")
+    for arm in arms:
+        if test.policy_source is None:
+            chosen_by = f"the default teacher of {test.env} ({arm.policy})"
+        elif len(arms) > 1:
+            chosen_by = f"{test.policy_source} ({arm.name})"
+        else:
+            chosen_by = test.policy_source
         try:
-            check_fits(service.policy(policy), family, chosen_by)
-            check_honoured(policy, family, chosen_by)
+            built = service.policy(arm.policy, arm.model)
         except pytest.UsageError as exc:
-            raise pytest.Collector.CollectError(f"{where}: {exc}") from None
+            raise pytest.Collector.CollectError(
+                f"{where}: {chosen_by} cannot be used: {exc}"
+            ) from None
+        if ours:
+            from .policy_fit import check_fits, check_honoured
+
+            try:
+                check_fits(built, family, chosen_by)
+                check_honoured(arm.policy, family, chosen_by)
+            except pytest.UsageError as exc:
+                raise pytest.Collector.CollectError(f"{where}: {exc}") from None
     played_twice = parametrized_beyond_the_episode(metafunc)
     if played_twice is not None:
         raise pytest.Collector.CollectError(f"{where}: {played_twice}")
-    specs = test.specs(policy, settings)
+    specs = test.specs(arms, settings)
     if resume is not None:
-        resume.check(metafunc, test, family, policy, specs, service)
+        for arm in arms:  # each arm's rows against what that arm plays now
+            part = id_part(arm.name) if len(arms) > 1 else ""
+            played = [spec for spec in specs if spec.arm == part]
+            resume.check(metafunc, test, family, arm, played, service)
     metafunc.parametrize(
         EPISODE_FIXTURE, specs, ids=[spec.episode_id for spec in specs], indirect=True
     )

@@ -196,7 +196,7 @@ class WorkerPlugin:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        attach_to_report(item, report, self.tool_arguments)
+        attach_to_report(item, report, self.tool_arguments, self.settings.budget.prices)
         if self.secrets.active:
             # one choke point for what JUnit XML, the terminal and the controller receive
             self.secrets.scrub_report(report)

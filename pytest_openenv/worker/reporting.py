@@ -11,7 +11,8 @@ from typing import Any, cast
 
 import pytest
 
-from ..episode.record import brief, dumps_record, placeholder_row, with_failure
+from ..config.prices import PriceTable, cost_usd
+from ..episode.record import comparison_brief, dumps_record, placeholder_row, with_failure
 from .items import EPISODE_KEY, ERROR_KEY, spec_of
 
 
@@ -43,11 +44,15 @@ def shorten_crash_message(report: pytest.TestReport) -> None:
 
 
 def attach_to_report(
-    item: pytest.Item, report: pytest.TestReport, tool_arguments: str = "string"
+    item: pytest.Item,
+    report: pytest.TestReport,
+    tool_arguments: str = "string",
+    prices: PriceTable | None = None,
 ) -> None:
     """Put the episode on the report as JSON text: the controller is the only writer.
 
-    ``tool_arguments`` (``--openenv-tool-arguments``): how the row's messages carry them.
+    ``tool_arguments`` (``--openenv-tool-arguments``): how the row's messages carry them;
+    ``prices`` (``--openenv-prices``): the row's ``metrics.cost_usd`` is priced by it.
     """
     spec = spec_of(item)
     if spec is None:
@@ -75,9 +80,16 @@ def attach_to_report(
         # the test failed without ever building the episode (e.g. it raised before use)
         record = placeholder_row(spec, failure_message(report), test=item.nodeid)
     if record is not None:
+        if prices is not None:
+            metrics = record["metrics"]
+            metrics["cost_usd"] = cost_usd(
+                prices, record["model"], metrics["prompt_tokens"], metrics["completion_tokens"]
+            )
         report.openenv_record = dumps_record(record)  # type: ignore[attr-defined]
         shorten_crash_message(report)
-        report.openenv_brief = brief(record)  # type: ignore[attr-defined]
+        report.openenv_brief = comparison_brief(record)  # type: ignore[attr-defined]
+        # the name the run knows the arm by, for a played and an errored episode alike
+        report.openenv_brief["arm"] = spec.model or spec.policy  # type: ignore[attr-defined]
         if episode is not None:  # the verdict's own words for the item status line
             report.openenv_brief["detail"] = episode.status_line()  # type: ignore[attr-defined]
         # junitxml writes the teardown report's user_properties, copied from the item

@@ -19,6 +19,7 @@ from ..config.settings import Settings
 from ..dataset.identity import UNCHECKED, PlayedNow, RowIdentity, row_mismatch, row_problem
 from ..envs.base import EnvFamily
 from ..episode.spec import EpisodeSpec
+from ..policies.arms import Arm
 from .fixtures import fixture_is_ours
 from .marker import EpisodeTest
 from .service import EpisodeService
@@ -45,7 +46,7 @@ class ResumeCheck:
         metafunc: pytest.Metafunc,
         test: EpisodeTest,
         family: EnvFamily,
-        policy: str,
+        arm: Arm,
         specs: list[EpisodeSpec],
         service: EpisodeService,
     ) -> None:
@@ -53,7 +54,7 @@ class ResumeCheck:
         rows = self.rows_of(metafunc.definition.nodeid)
         if not rows:
             return
-        now = played_now(metafunc, test, family, policy, service.settings, service)
+        now = played_now(metafunc, test, family, arm, service.settings, service)
         seeds = {spec.episode_id: spec.seed for spec in specs}
         differ = [
             (nodeid, row)
@@ -80,7 +81,7 @@ def played_now(
     metafunc: pytest.Metafunc,
     test: EpisodeTest,
     family: EnvFamily,
-    policy: str,
+    arm: Arm,
     settings: Settings,
     service: EpisodeService,
 ) -> PlayedNow:
@@ -92,7 +93,7 @@ def played_now(
     )
     env_is_ours = fixture_is_ours(definition, "openenv_env")
     policy_is_ours = fixture_is_ours(definition, "openenv_policy")
-    played = service.policy(policy) if policy_is_ours else None
+    played = service.policy(arm.policy, arm.model) if policy_is_ours else None
     return PlayedNow(
         env=family.spec if env_is_ours else UNCHECKED,
         config=family.config_json if env_is_ours else UNCHECKED,

@@ -13,23 +13,38 @@ from ..policies.base import Policy
 from .service import EpisodeService
 
 
-def check_run_policy(config: pytest.Config, service: EpisodeService) -> Policy:
-    """Fail fast on a bad run policy; returns it, for a process that plays to load."""
+def check_run_policy(config: pytest.Config, service: EpisodeService) -> list[Policy]:
+    """Fail fast on a bad run policy; returns each policy the run plays (one per model of
+    several), for a process that plays to load."""
+    from ..errors import EnvConfigError
+    from ..policies.arms import arms_of
+    from ..policies.registry import check_known
+
     settings = service.settings
     family = service.run_family()
     run_policy = service.run_policy_name()
-    policy = service.policy(run_policy or "scripted")
-    if family is not None and run_policy_in_use(config):
-        from .policy_fit import check_fits, check_honoured
+    policies = settings.run.named_policies or (run_policy or "scripted",)
+    for name in policies:  # a misspelt one is named first, whatever is listed before it
+        check_known(name)
+    try:
+        arms = arms_of(policies, settings.llm.named_models)
+    except EnvConfigError as exc:
+        raise pytest.UsageError(f"--openenv-policy / --openenv-model: {exc}") from None
+    built = []
+    for arm in arms:
+        policy = service.policy(arm.policy, arm.model)
+        built.append(policy)
+        if family is not None and run_policy_in_use(config):
+            from .policy_fit import check_fits, check_honoured
 
-        where = (
-            f"--openenv-policy={run_policy}"
-            if settings.run.policy
-            else f"no --openenv-policy is given, and the default teacher ({run_policy})"
-        )
-        check_fits(policy, family, where)
-        check_honoured(str(run_policy), family, where)
-    return policy
+            where = (
+                f"--openenv-policy={arm.policy}"
+                if settings.run.policy
+                else f"no --openenv-policy is given, and the default teacher ({arm.policy})"
+            )
+            check_fits(policy, family, where)
+            check_honoured(arm.policy, family, where)
+    return built
 
 
 def run_policy_in_use(config: pytest.Config) -> bool:

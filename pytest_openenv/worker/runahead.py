@@ -290,7 +290,7 @@ class Runahead:
             spec = upcoming.stash[SPEC_KEY]
             try:
                 env = self.service.env_factory(spec)
-                policy = self.service.policy(spec.policy)
+                policy = self.service.policy_for(spec)
             except Exception:  # e.g. a bad policy in its marker: that item reports it itself
                 self._eligible[id(upcoming)] = False
                 continue

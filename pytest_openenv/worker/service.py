@@ -7,6 +7,7 @@ policy a crashed episode played). Nothing here writes files.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from typing import Any
@@ -40,7 +41,7 @@ class EpisodeService:
         self.remote = RemoteServers(overload=self.overload)
         self._families: dict[tuple[str, str], EnvFamily] = {}
         self._factories: dict[tuple[str, str], EnvFactory] = {}
-        self._policies: dict[str, Policy] = {}
+        self._policies: dict[tuple[str, str | None], Policy] = {}
         self._lock = threading.Lock()
 
     def family(self, env: str, config: str) -> EnvFamily:
@@ -56,11 +57,19 @@ class EpisodeService:
                 )
             return self._families[key]
 
-    def policy(self, name: str) -> Policy:
+    def policy(self, name: str, model: str | None = None) -> Policy:
+        """Policy ``name``, playing ``model`` (one of several ``--openenv-model``); None: the
+        run's model."""
+        if model == self.settings.llm.model:
+            model = None  # the run's model: one policy object, however it was asked for
+        key = (name, model)
         with self._lock:
-            if name not in self._policies:
-                self._policies[name] = build_policy(name, self.settings, self.overload)
-            return self._policies[name]
+            if key not in self._policies:
+                settings = self.settings
+                if model is not None:
+                    settings = dataclasses.replace(settings, llm=settings.llm.for_model(model))
+                self._policies[key] = build_policy(name, settings, self.overload)
+            return self._policies[key]
 
     def run_family(self) -> EnvFamily | None:
         """The family of ``--openenv-env`` (None without one); a bad env is a usage error."""
@@ -80,7 +89,7 @@ class EpisodeService:
 
     def policy_for(self, spec: EpisodeSpec) -> Policy:
         """The policy an episode's spec names (its marker's, or the run's)."""
-        return self.policy(spec.policy)
+        return self.policy(spec.policy, spec.model)
 
     def servers(self) -> tuple[str, ...]:
         """``--openenv-server`` URLs (with credentials, if given: connection use only)."""
@@ -102,6 +111,7 @@ class EpisodeService:
             timeout=self.settings.run.timeout,
             min_reward=self.settings.run.min_reward,
             judge_at=self.settings.run.judge_at,
+            max_tokens=self.settings.budget.episode_max_tokens,
         )
 
     def run(self, spec: EpisodeSpec, env: Any, policy: Policy) -> Episode:

@@ -162,3 +162,21 @@ def test_a_crash_of_an_item_that_is_no_episode_is_left_as_xdist_made_it() -> Non
 )
 def test_episode_ids_are_read_from_node_ids(nodeid: str, episode_id: str | None) -> None:
     assert episode_id_from_nodeid(nodeid) == episode_id
+
+
+def test_a_crashed_episode_of_one_of_several_models_keeps_its_model_and_id() -> None:
+    from pytest_openenv.config.settings import LLMSettings
+
+    settings = Settings(
+        run=RunSettings(env=ENV, policy="openai", policies=("openai",), id_prefix="run1"),
+        llm=LLMSettings(model="org/a", models=("org/a", "org/b")),
+    )
+    books = Accounts(settings, EpisodeService(settings), {})
+    nodeid = f"{TEST}[run1-org_b-ep-000004]"
+    crash = pytest.TestReport(nodeid, ("test_x.py", None, "x"), {}, "failed", "gone", "???")
+    books.decorate_crash_report(crash, nodeid)
+    row = json.loads(crash.openenv_record)  # type: ignore[attr-defined]
+    assert crash.openenv_episode_id == row["episode_id"] == "run1-org_b-ep-000004"  # type: ignore[attr-defined]
+    assert (row["policy"], row["model"], row["seed"]) == ("openai", "org/b", 4)
+    books.count(crash)
+    assert books.arms.arms["org/b"].errored == 1

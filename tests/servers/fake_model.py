@@ -17,7 +17,8 @@ policy's. ``Faults`` makes it misbehave the way real endpoints and models do:
   ``raw_200`` (answer every request 200 with this (content type, body): an HTML page,
   JSON that is not a completion, as a wrong endpoint or a proxy does);
 * model: per turn (``turn_faults``) or on every turn (``every_turn``) one of
-  ``FAULT_KINDS``.
+  ``FAULT_KINDS``; per model name (``by_model``: the request's ``model``) one of them
+  or ``last`` (play the last legal move), so two models of one run play differently.
 
 The server counts requests, in-flight requests (and their peak) and keeps the
 request bodies, so tests can assert what was sent and how much.
@@ -43,6 +44,9 @@ FAULT_KINDS = (
     "two_calls",  # two tool calls in one turn
 )
 
+#: ``Faults.by_model``: the model plays the last legal move
+LAST = "last"
+
 LEGAL = re.compile(r"Legal actions:\s*([0-9][0-9 ,()A-Za-z_\-]*)")
 
 
@@ -62,6 +66,9 @@ class Faults:
     raw_200: tuple[str, str] | None = None
     turn_faults: dict[int, str] = field(default_factory=dict)
     every_turn: str | None = None
+    #: how each model (the request's ``model``) plays instead: ``last`` (the last legal
+    #: move, not the first) or one of ``FAULT_KINDS`` on every turn; others play as above
+    by_model: dict[str, str] = field(default_factory=dict)
     #: sent as the completion's ``usage`` instead of the counts (``"abc"``, NaN, negative ...)
     usage: dict[str, Any] | None = None
     #: (bytes, with Content-Length?): a completion whose text is that many bytes, streamed
@@ -69,7 +76,9 @@ class Faults:
     huge_answer: tuple[int, bool] | None = None
 
     def __post_init__(self) -> None:
-        for kind in [*self.turn_faults.values(), self.every_turn]:
+        for kind in [*self.turn_faults.values(), self.every_turn, *self.by_model.values()]:
+            if kind == LAST:
+                continue
             if kind is not None and kind not in FAULT_KINDS:
                 raise ValueError(f"unknown fault {kind!r}; choose from {FAULT_KINDS}")
 
@@ -91,11 +100,14 @@ def legal_actions(texts: list[str]) -> list[int]:
     return []
 
 
-def decide(texts: list[str], turn: int, faults: Faults) -> Decision:
+def decide(texts: list[str], turn: int, faults: Faults, model: str | None = None) -> Decision:
     legal = legal_actions(texts)
-    move = legal[0] if legal else 0
+    style = faults.by_model.get(model or "")
+    move = (legal[-1] if style == LAST else legal[0]) if legal else 0
     play = ("play_move", json.dumps({"action_id": move}))
     kind = faults.turn_faults.get(turn, faults.every_turn)
+    if style is not None and style != LAST:
+        kind = style
     if kind == "malformed":
         return Decision("", (("play_move", '{"action_id": ' + str(move)),))
     if kind == "wrong_type":
@@ -336,7 +348,7 @@ class ModelServer:
         if faults.delay or faults.delay_per_in_flight:
             time.sleep(faults.delay + faults.delay_per_in_flight * others)
         texts, turn = self.texts_and_turn(body)
-        decision = decide(texts, turn, faults)
+        decision = decide(texts, turn, faults, body.get("model"))
         if faults.echo_auth_in_reply:
             seen = handler.headers.get("Authorization") or handler.headers.get("x-api-key")
             decision = Decision(f"{decision.text} (my request said {seen})".strip(), decision.calls)

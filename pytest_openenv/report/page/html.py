@@ -26,7 +26,7 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-from ...util.format import percent
+from ...util.format import MODEL_COLUMNS, comparison_line, model_row, percent, usd
 from .. import charts
 from ..passk import pass_at_k
 from .rows import COLUMNS, FolderRows
@@ -142,6 +142,10 @@ def summary_markup(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
             f"{speed:.1f} episodes/s" if isinstance(speed, (int, float)) else "",
         ),
     ]
+    if f.get("cost_usd") is not None:
+        unpriced = f.get("unpriced_episodes") or 0
+        note = f"{unpriced} episode(s) not priced" if unpriced else "--openenv-prices"
+        cards.append(_card("cost", usd(f.get("cost_usd")), note, figure="cost"))
     facts = [
         ("env", ", ".join(f.get("envs") or []) or settings.get("env") or "n/a"),
         ("policy", ", ".join(f.get("policies") or []) or "n/a"),
@@ -161,6 +165,15 @@ def summary_markup(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
                 f"pass^{k} {percent(passk.get('pass^k'))}",
             )
         )
+    budget = summary.get("budget") or {}
+    if budget.get("stopped"):
+        facts.append(
+            (
+                "stopped",
+                f"{budget['stopped']}; {budget.get('not_started', 0)} episode(s) not started "
+                "(skipped; --openenv-resume runs them)",
+            )
+        )
     rows = "".join(
         f'<tr><th>{escape(name)}</th><td class="mono" data-fact="{escape(name)}">'
         f"{escape(str(value))}</td></tr>"
@@ -168,7 +181,34 @@ def summary_markup(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
     )
     return (
         f'<div class="cards">{"".join(cards)}</div>'
-        f'<table class="facts">{rows}</table>' + gate_markup(summary.get("gate"))
+        f'<table class="facts">{rows}</table>'
+        + models_markup(summary)
+        + gate_markup(summary.get("gate"))
+    )
+
+
+def models_markup(summary: dict[str, Any]) -> str:
+    """Several models (or policies) on the same seeds: one row each, then each pair."""
+    models = summary.get("models")
+    if not isinstance(models, list) or not models:
+        return ""
+    head = "".join(f"<th>{escape(name)}</th>" for name in MODEL_COLUMNS)
+    body = "".join(
+        f'<tr data-model="{escape(str(m.get("name")))}">'
+        + "".join(f"<td>{escape(text)}</td>" for text in model_row(m))
+        + "</tr>"
+        for m in models
+        if isinstance(m, dict)
+    )
+    pairs = "".join(
+        f'<li data-pair="{escape(str(c.get("a")))} vs {escape(str(c.get("b")))}">'
+        f"{escape(comparison_line(c))}</li>"
+        for c in summary.get("comparisons") or []
+        if isinstance(c, dict)
+    )
+    return (
+        '<h2>Models on the same seeds</h2><table class="facts" id="models">'
+        f"<tr>{head}</tr>{body}</table>" + (f'<ul id="comparisons">{pairs}</ul>' if pairs else "")
     )
 
 
@@ -193,25 +233,30 @@ def gate_markup(gate: Any) -> str:
     for check in gate.get("checks") or []:
         comparison = check.get("comparison")
         if isinstance(comparison, dict):
-            parts.append(baseline_markup(comparison, str(gate.get("config", {}).get("baseline"))))
+            parts.append(
+                baseline_markup(
+                    comparison, str(gate.get("config", {}).get("baseline")), check.get("test")
+                )
+            )
     return "".join(parts)
 
 
-def baseline_markup(c: dict[str, Any], path: str) -> str:
+def baseline_markup(c: dict[str, Any], path: str, test: Any = None) -> str:
     drop = bool(c.get("significant_drop"))
+    used = str(test) if test else "one-sided z-test"
     verdict = (
-        ("significant drop" if drop else "no significant drop")
-        + f" (one-sided z-test, p = {c.get('p_value', float('nan')):.3g}, "
-        f"level {c.get('confidence')})"
-    )
+        "significant drop" if drop else "no significant drop"
+    ) + f" ({used}, p = {c.get('p_value', float('nan')):.3g}, level {c.get('confidence')})"
+    before_n = c.get("baseline_n", c.get("paired_episodes"))
+    after_n = c.get("current_n", c.get("paired_episodes"))
     change = c.get("change")
     change_text = "n/a" if not isinstance(change, (int, float)) else f"{100 * change:+.1f} points"
     return (
         '<h2>Against the baseline</h2><table class="facts" id="baseline">'
         f"<tr><th></th><th>baseline</th><th>this run</th></tr>"
         f"<tr><th>{escape(str(c.get('metric', 'pass@1')))}</th>"
-        f"<td>{percent(c.get('baseline'))} (n={escape(str(c.get('baseline_n')))})</td>"
-        f"<td>{percent(c.get('current'))} (n={escape(str(c.get('current_n')))})</td></tr>"
+        f"<td>{percent(c.get('baseline'))} (n={escape(str(before_n))})</td>"
+        f"<td>{percent(c.get('current'))} (n={escape(str(after_n))})</td></tr>"
         f"<tr><th>change</th><td colspan=2>{escape(change_text)}</td></tr>"
         f'<tr><th>verdict</th><td colspan=2 class="{"verdict-fail" if drop else "verdict-pass"}"'
         f">{escape(verdict)}</td></tr>"
