@@ -19,7 +19,6 @@ import json
 import os
 import re
 import threading
-import time
 from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
@@ -32,6 +31,7 @@ from ...errors import AnswerTooLarge, ContextExhausted, PolicyUnavailable
 from ...util.overload import OverloadSignal
 from ...util.secrets import KnownSecrets
 from ..base import Policy, Reply, Turn
+from .deadline import seconds_left
 
 #: Placeholder key for self-hosted OpenAI-compatible servers that ignore it (vLLM's convention).
 PLACEHOLDER_KEY = "EMPTY"
@@ -288,14 +288,7 @@ class RemoteModelPolicy(Policy):
             raise ContextExhausted(f"HTTP {status} from {self.where}: {said}") from None
 
     def _request_timeout(self, turn: Turn) -> float:
-        if turn.deadline is None:
-            return self.config.request_timeout
-        remaining = turn.deadline - time.monotonic()
-        if remaining <= 0.01:
-            raise PolicyUnavailable(
-                f"--openenv-timeout={self.config.timeout:g}s ran out before the model was asked"
-            )
-        return self.config.per_request(remaining)
+        return seconds_left(turn, self.config.request_timeout, self.config.timeout)
 
     def _classify(self, exc: Exception, timeout: float | None) -> Failure | None:
         sdk = self._module()

@@ -20,14 +20,28 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ...errors import AnswerTooLarge
+from ...errors import AnswerTooLarge, PolicyUnavailable
 from ...util.jsonlimits import MAX_ANSWER_BYTES
 
 if TYPE_CHECKING:
     from ...util.overload import OverloadSignal
+    from ..base import Turn
 
 #: where a request carries the moment it was sent (httpcore ignores keys it does not know)
 SENT = "pytest_openenv_sent"
+
+
+def seconds_left(turn: Turn, request_timeout: float, episode_timeout: float | None) -> float:
+    """Seconds the next model call may take: ``request_timeout``, or less when the episode
+    (``--openenv-timeout``) has less left; none left is ``PolicyUnavailable``."""
+    if turn.deadline is None:
+        return request_timeout
+    remaining = turn.deadline - time.monotonic()
+    if remaining <= 0.01:
+        raise PolicyUnavailable(
+            f"--openenv-timeout={episode_timeout or 0:g}s ran out before the model was asked"
+        )
+    return min(remaining, request_timeout)
 
 
 def stamp_request(request: Any) -> None:

@@ -33,6 +33,7 @@ import pytest
 from ...config.settings import Settings
 from ..base import ContextExhausted, Policy, PolicyUnavailable, Reply, ToolCall, Turn, Usage
 from .checkpoint import Checkpoint, CheckpointProblem, find_checkpoint
+from .deadline import seconds_left
 from .openai_chat import sampling_seed
 from .template_fit import TemplateFit, in_form, probe, render_with_transformers
 from .tool_text import parse_tool_calls
@@ -214,14 +215,7 @@ class TransformersPolicy(Policy):
 
     def _budget(self, turn: Turn) -> float:
         """Seconds this generation may take: the request bound, or what the episode has left."""
-        if turn.deadline is None:
-            return self.sampling.request_timeout
-        remaining = turn.deadline - time.monotonic()
-        if remaining <= 0.01:
-            raise PolicyUnavailable(
-                f"--openenv-timeout={self.sampling.timeout:g}s ran out before the model was asked"
-            )
-        return min(remaining, self.sampling.request_timeout)
+        return seconds_left(turn, self.sampling.request_timeout, self.sampling.timeout)
 
     def _out_of_time(self, budget: float, turn: Turn) -> str:
         if budget < self.sampling.request_timeout:
