@@ -17,16 +17,13 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-MIRROR = Path("/work/.mirror/huggingface+OpenEnv/repo")
 PACKAGE_FILES = ("__init__.py", "client.py", "models.py", "harness.py")
 
 
 def repository() -> Path | None:
+    """OpenEnv's repository (a clone or a bare mirror) named by ``OPENENV_REPO``, if any."""
     named = os.environ.get("OPENENV_REPO")
-    for candidate in (Path(named) if named else None, MIRROR):
-        if candidate is not None and candidate.exists():
-            return candidate
-    return None
+    return Path(named) if named and Path(named).exists() else None
 
 
 def read_source(repo: Path, path: str) -> str | None:
