@@ -251,10 +251,19 @@ OPTIONS: list[Option] = [
         into="gate.baseline_any_env",
     ),
     Option(
+        "gate-pooled",
+        "the gates judge the run's pooled figures (every group together) instead of each "
+        "group (test function, env, model or policy) on its own",
+        boolean,
+        False,
+        is_flag=True,
+        into="gate.pooled",
+    ),
+    Option(
         "gate-model",
-        "with several models or policies: the one the gates (--openenv-min-pass-rate, "
-        "--openenv-min-mean-reward, --openenv-baseline, --openenv-gate-vs) judge, by its "
-        "exact name (default: the first one listed)",
+        "with several models or policies: the one whose groups the gates (--openenv-min-pass-"
+        "rate, --openenv-min-mean-reward, --openenv-baseline, --openenv-gate-vs) judge, by "
+        "its exact name (default: every group; with --openenv-gate-vs every other model's)",
         text,
         None,
         "MODEL",

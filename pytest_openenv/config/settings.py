@@ -153,8 +153,11 @@ class GateSettings:
     """``--openenv-baseline``: an earlier summary.json or output folder."""
     baseline_any_env: bool = default_of("baseline-any-env")
     """``--openenv-baseline-any-env``: a baseline of another env is compared, not refused."""
+    pooled: bool = default_of("gate-pooled")
+    """``--openenv-gate-pooled``: judge the pooled figures, not each group."""
     model: str | None = default_of("gate-model")
-    """``--openenv-gate-model``: the model (or policy) the gates judge; None: the first."""
+    """``--openenv-gate-model``: the model (or policy) whose groups the gates judge; None:
+    every group (with ``--openenv-gate-vs``, every other model's)."""
     vs: str | None = default_of("gate-vs")
     """``--openenv-gate-vs``: the model the gated one must not be significantly worse than."""
 

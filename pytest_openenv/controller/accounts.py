@@ -108,7 +108,8 @@ class Accounts:
         self.seen_tests: dict[str, dict[str, Any]] = {}
         #: episodes this run reported (an earlier failure among them was played again)
         self.reported: set[str] = set()
-        #: per model (or policy) of the run, and what pairs their episodes (issue 24)
+        #: per group (test function, env, model or policy) and per model, and what pairs
+        #: their episodes
         self.arms = ArmAccounts(
             run_arm_names(settings),
             settings.run.repeats,
@@ -231,6 +232,7 @@ class Accounts:
             if nodeid in self.reported:
                 continue  # played again this run: its new report counted
             self.tally.add_outcome(row["outcome"])
+            self.arms.count_earlier_failure(nodeid, row)
             self.tally.earlier_failures += 1
             self.passk.add(nodeid, False)
             with contextlib.suppress(TypeError, ValueError):

@@ -90,7 +90,10 @@ class SessionEnd:
         figures["skipped"] += not_started
         figures["episodes"] += not_started
         figures["cost_usd"] = arms.cost_usd if arms.priced else None
-        figures["unpriced_episodes"] = sum(arm.unpriced for arm in arms.arms.values())
+        figures["unpriced_episodes"] = sum(arm.unpriced for arm in arms.by_group.values())
+        # the run's figures pool its groups: said so wherever there is more than one
+        figures["pooled"] = arms.several_groups
+        figures["group_count"] = len(arms.by_group)
         return figures
 
     def summary(self, exitstatus: int) -> dict[str, Any]:
@@ -105,6 +108,7 @@ class SessionEnd:
             "output": str(self.output.writer.folder),
             "episodes_expected": self.accounts.expected,
             "interrupted": int(exitstatus) == pytest.ExitCode.INTERRUPTED,
+            "groups": arms.groups_json(self.gate.confidence or DEFAULT_CONFIDENCE),
             **(compared or {}),
             **(
                 {
@@ -118,16 +122,65 @@ class SessionEnd:
             ),
         }
 
-    def gate_figures(self) -> RunFigures:
-        """What the gate reads: the run's figures, or with several models the gated one's
-        (``--openenv-gate-model``, default the first), with each one's episodes for the
-        paired tests (``--openenv-gate-vs``, a paired ``--openenv-baseline``)."""
+    def gate_figures(self) -> RunFigures | list[RunFigures]:
+        """What the gate reads: each group's figures (the groups of ``--openenv-gate-model``
+        only, or with ``--openenv-gate-vs`` every other model's), or with one group or
+        ``--openenv-gate-pooled`` the pooled figures; each with its episodes for the paired
+        tests (``--openenv-gate-vs``, a paired ``--openenv-baseline``)."""
+        arms = self.accounts.arms
+        groups = arms.groups()
+        baseline = self.gate.baseline
+        baseline_groups = len(baseline.groups) if baseline is not None else 0
+        if self.gate.pooled or not groups or (len(groups) == 1 and baseline_groups <= 1):
+            return self.pooled_gate_figures()
+        judged = [
+            group
+            for group in groups
+            if (self.gate.model is None or group.name == self.gate.model)
+            and (self.gate.model is not None or group.name != self.gate.vs)
+        ]
+        figures = []
+        for group in judged:
+            vs = self.vs_group(group) if self.gate.vs else None
+            figures.append(
+                RunFigures(
+                    passed=group.passed,
+                    ran=group.ran,
+                    reward=group.reward,
+                    passk=(group.passk or PassKTally(self.settings.run.repeats)).result(),
+                    judged=group.passed + group.failed,
+                    model=group.name,
+                    outcomes=group.outcomes,
+                    vs_outcomes=vs.outcomes if vs is not None else None,
+                    envs=frozenset({group.env} - {""}),
+                    policies=frozenset({group.policy} - {None}),  # type: ignore[arg-type]
+                    models=frozenset({group.model} - {None}),  # type: ignore[arg-type]
+                    group=group.label,
+                    group_key=(group.test, group.env, group.name),
+                )
+            )
+        return figures
+
+    def vs_group(self, group: ArmTally) -> ArmTally | None:
+        """``--openenv-gate-vs``'s group beside ``group``: the same test and env."""
+        for other in self.accounts.arms.by_group.values():
+            if (other.test, other.env, other.name) == (group.test, group.env, self.gate.vs):
+                return other
+        return None
+
+    def pooled_gate_figures(self) -> RunFigures:
+        """The pooled figures: the whole run's, or with several models the gated one's
+        (``--openenv-gate-model``, default the first not ``--openenv-gate-vs``)."""
         tally, arms = self.accounts.tally, self.accounts.arms
-        vs = arms.arms.get(self.gate.vs) if self.gate.vs else None
+        merged = arms.arms
+        vs = merged.get(self.gate.vs) if self.gate.vs else None
         vs_outcomes = vs.outcomes if vs is not None else None
         ordered = arms.ordered()
-        if not arms.several:
-            only = ordered[0] if ordered else None
+        if not arms.several or (self.gate.model is None and self.gate.vs is None):
+            only = ordered[0] if len(ordered) == 1 else None
+            outcomes: dict[Any, Any] = {}
+            for arm in ordered:
+                outcomes.update(arm.outcomes)
             return RunFigures(
                 passed=tally.passed,
                 ran=tally.ran,
@@ -135,14 +188,16 @@ class SessionEnd:
                 passk=self.accounts.passk.result(),
                 judged=tally.passed + tally.failed,
                 model=only.name if only is not None else None,
-                outcomes=only.outcomes if only is not None else None,
+                outcomes=outcomes if only is not None else None,
                 vs_outcomes=vs_outcomes,
                 envs=frozenset(tally.envs),
                 policies=frozenset(tally.policies),
                 models=frozenset(tally.models),
+                group="pooled (all groups)" if arms.several_groups else None,
             )
-        name = self.gate.model or ordered[0].name
-        gated = arms.arms.get(name) or ArmTally(name)
+        others = [arm.name for arm in ordered if arm.name != self.gate.vs]
+        name = self.gate.model or (others[0] if others else ordered[0].name)
+        gated = merged.get(name) or ArmTally(name)
         return RunFigures(
             passed=gated.passed,
             ran=gated.ran,
@@ -154,6 +209,7 @@ class SessionEnd:
             vs_outcomes=vs_outcomes,
             # the gated model is compared with the baseline's: only the env must agree
             envs=frozenset(tally.envs),
+            group=f"pooled ({name}, all its groups)" if arms.several_groups else None,
         )
 
     def apply_gate(self, session: pytest.Session) -> None:
@@ -205,6 +261,7 @@ class SessionEnd:
             self.verdict,
             str(self.settings.output.folder),
             self.accounts.arms.to_json(self.gate.confidence or DEFAULT_CONFIDENCE),
+            groups=self.accounts.arms.groups_json(self.gate.confidence or DEFAULT_CONFIDENCE),
         )
         self.step_summary_error = append_step_summary(self.secrets.scrub(markdown))
 
@@ -319,17 +376,21 @@ class SessionEnd:
 
     def terminal_lines(self) -> list[str]:
         tally, output = self.accounts.tally, self.output
+        arms = self.accounts.arms
+        groups = arms.groups_json(self.gate.confidence or DEFAULT_CONFIDENCE)
         lines = summary_lines(
             self.figures(),
             str(self.settings.output.folder),
             gated=self.gate.active,
             teacher=self.stronger_teacher(),
             exit_status=self.final_exit_status,
+            groups=groups,
         )
         passk = self.accounts.passk.result()
         if passk.k > 1:
             lines.append(
-                f"repeats: {passk.k} per seed over {passk.problems} seed(s): "
+                ("pooled " if arms.several_groups else "")
+                + f"repeats: {passk.k} per seed over {passk.problems} seed(s): "
                 + "    ".join(
                     f"{name.replace('k', str(passk.k))} {percent(passk.metric(name))}"
                     for name in PASSK_NAMES
@@ -341,7 +402,6 @@ class SessionEnd:
                     else ""
                 )
             )
-        arms = self.accounts.arms
         if arms.several:
             lines.extend(arm_lines(arms, self.gate.confidence or DEFAULT_CONFIDENCE))
         if self.budget is not None:

@@ -28,6 +28,8 @@ from ..util.format import (
     MODEL_COLUMNS,
     cell,
     comparison_line,
+    group_columns,
+    group_row,
     interval,
     model_row,
     percent,
@@ -245,6 +247,24 @@ def figures_table(figures: dict[str, Any], settings: dict[str, Any]) -> list[str
         ),
     ]
     return table(("", ""), rows)
+
+
+def groups_section(summary: dict[str, Any]) -> list[str]:
+    """More than one group (test function, env, policy / model): a row each, before the
+    pooled figures, which are labelled as such."""
+    groups = [g for g in summary.get("groups") or [] if isinstance(g, dict)]
+    if len(groups) < 2:
+        return []
+    columns = group_columns(groups)
+    return [
+        "## Figures per group",
+        "",
+        "A group is the episodes of one test function on one env played by one policy "
+        "(and model): each row is its own figures.",
+        "",
+        *table(columns, [tuple(cell(text) for text in group_row(g, columns)) for g in groups]),
+        "",
+    ]
 
 
 def models_section(summary: dict[str, Any]) -> list[str]:
@@ -495,7 +515,8 @@ def build_card(
         "environment's verifier as the assertion. Passing episodes are in `results.jsonl` "
         "(ready for supervised fine-tuning), the rest in `failures.jsonl`.",
         "",
-        "## Figures",
+        *groups_section(summary),
+        "## Pooled figures (all groups)" if len(summary.get("groups") or []) > 1 else "## Figures",
         "",
         *figures_table(figures, settings),
         "",

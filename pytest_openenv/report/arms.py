@@ -1,10 +1,13 @@
-"""Per model (or policy) figures of a run, and each pair's paired comparison (controller).
+"""Per group figures of a run, per model (or policy), and each pair's paired comparison.
 
-With several ``--openenv-model`` / ``--openenv-policy`` (or a marker's ``models=`` /
-``policies=``) every arm plays the same seeds. Each report is counted under its arm
-(the model, or the policy without one: ``brief["arm"]``) with its outcome, reward,
-tokens, cost and time, and its pass/reward is kept by (test, seed, repeat), the key
-on which two arms' episodes are paired (``report/paired.py``).
+A *group* is (test function, env, arm): the episodes of one test function played on one
+env by one model (or policy, without a model). Every figure the run reports is kept per
+group, so three tests in one file, or two models on the same seeds, are never one pooled
+pass rate. With several ``--openenv-model`` / ``--openenv-policy`` (or a marker's
+``models=`` / ``policies=``) every arm plays the same seeds: each report is counted in
+its group with its outcome, reward, tokens, cost and time, and its pass/reward is kept
+by (test, seed, repeat), the key on which two arms' episodes are paired
+(``report/paired.py``); an arm's figures are its groups merged.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from .stats import RunningMean, wilson_interval
 
 #: what pairs two arms' episodes: (test function, seed, repeat)
 PairKey = tuple[str, int, int]
+#: what a group is: (test function, env, arm id part)
+GroupKey = tuple[str, str, str]
 
 
 #: ``ep-000000`` or ``ep-000000-r0`` at the end of a node id's parameter
@@ -48,11 +53,22 @@ def pair_key(nodeid: str, seed: Any, repeat: Any) -> PairKey | None:
         return None
 
 
+def short_test(test: str) -> str:
+    """``tests/evals/test_x.py::test_a`` -> ``test_x.py::test_a``: what a line has room for."""
+    path, sep, function = test.rpartition("::")
+    return path.rpartition("/")[2] + sep + function if sep else test
+
+
 @dataclass
 class ArmTally:
+    """One group's tally (or, merged, one arm's over its groups)."""
+
     name: str
     policy: str | None = None
     model: str | None = None
+    #: the group's test function (node id without parameters) and env; "" when merged
+    test: str = ""
+    env: str = ""
     passed: int = 0
     failed: int = 0
     errored: int = 0
@@ -72,6 +88,41 @@ class ArmTally:
     @property
     def ran(self) -> int:
         return self.passed + self.failed + self.errored
+
+    @property
+    def label(self) -> str:
+        """How lines name the group: ``test_x.py::test_a · openspiel:tic_tac_toe · expert``
+        (``... · openai / gpt-4o-mini`` with a model)."""
+        played = f"{self.policy} / {self.model}" if self.policy and self.model else self.name
+        return " · ".join(part for part in (short_test(self.test), self.env, played) if part)
+
+    def absorb(self, other: ArmTally) -> None:
+        """Add another group's figures to these (an arm's figures over its groups)."""
+        for name in ("passed", "failed", "errored", "skipped", "resumed", "unpriced"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for name in ("prompt_tokens", "completion_tokens"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.cost_usd += other.cost_usd
+        self.episode_seconds += other.episode_seconds
+        self.reward.absorb(other.reward)
+        self.outcomes.update(other.outcomes)
+        if self.passk is not None and other.passk is not None:
+            self.passk.absorb(other.passk)
+        self.policy = self.policy or other.policy
+        self.model = self.model or other.model
+
+    def group_json(self, confidence: float = 0.95, priced: bool = False) -> dict[str, Any]:
+        """summary.json's entry of ``groups``: the key fields, then the figures."""
+        passk = self.passk.result().to_json() if self.passk is not None else None
+        return {
+            "test": self.test,
+            "env": self.env,
+            "policy": self.policy,
+            "model": self.model,
+            "label": self.label,
+            **self.figures(confidence, priced),
+            "passk": passk,
+        }
 
     def figures(self, confidence: float = 0.95, priced: bool = False) -> dict[str, Any]:
         low, high = wilson_interval(self.passed, self.ran, confidence)
@@ -98,7 +149,7 @@ class ArmTally:
 
 
 class ArmAccounts:
-    """Every arm's tally, in the order the run named them (then as first seen)."""
+    """Every group's tally; arms (models or policies) in the order the run named them."""
 
     def __init__(
         self,
@@ -113,36 +164,68 @@ class ArmAccounts:
         self.id_prefix = id_prefix
         #: a price table was given: costs are figures, not n/a
         self.priced = priced
-        #: by the arm's id part in node ids (``arm_part``)
-        self.by_part: dict[str, ArmTally] = {}
+        #: by (test function, env, the arm's id part in node ids: ``arm_part``)
+        self.by_group: dict[GroupKey, ArmTally] = {}
         self.cost_usd = 0.0
+
+    def _rank(self, name: str) -> int:
+        return self.declared.index(name) if name in self.declared else len(self.declared)
+
+    def groups(self) -> list[ArmTally]:
+        """Every group: by test, env, then arm in the order named (the same on every run,
+        whatever order xdist's reports arrived in)."""
+        first_seen = {key: i for i, key in enumerate(self.by_group)}
+        return [
+            self.by_group[key]
+            for key in sorted(
+                self.by_group,
+                key=lambda k: (k[0], k[1], self._rank(self.by_group[k].name), first_seen[k]),
+            )
+        ]
+
+    @property
+    def several_groups(self) -> bool:
+        return len(self.by_group) > 1
 
     @property
     def arms(self) -> dict[str, ArmTally]:
-        """Each arm by its name (the model, or the policy without one)."""
-        return {tally.name: tally for tally in self.by_part.values()}
+        """Each arm by its name (the model, or the policy without one): its groups merged."""
+        merged: dict[str, ArmTally] = {}
+        for tally in self.by_group.values():
+            arm = merged.get(tally.name)
+            if arm is None:
+                arm = merged[tally.name] = ArmTally(tally.name, passk=PassKTally(self.repeats))
+            arm.absorb(tally)
+        return merged
 
     def arm(self, nodeid: str, name: str, seen: dict[str, Any] | None = None) -> ArmTally:
-        part = arm_part(nodeid, self.id_prefix)
-        tally = self.by_part.get(part)
+        """The group of an episode: its test function, env and arm."""
+        seen = seen or {}
+        key = (
+            nodeid.rpartition("[")[0] or nodeid,
+            str(seen.get("env") or ""),
+            arm_part(nodeid, self.id_prefix) or name,
+        )
+        tally = self.by_group.get(key)
         if tally is None:
-            tally = self.by_part[part] = ArmTally(name, passk=PassKTally(self.repeats))
-        if seen:
-            tally.policy = tally.policy or seen.get("policy")
-            tally.model = tally.model or seen.get("model")
+            tally = self.by_group[key] = ArmTally(
+                name, test=key[0], env=key[1], passk=PassKTally(self.repeats)
+            )
+        tally.policy = tally.policy or seen.get("policy")
+        tally.model = tally.model or seen.get("model")
         return tally
 
     @property
     def several(self) -> bool:
-        return len(self.by_part) > 1
+        """Several arms (models or policies) played the same seeds: their table and paired
+        tests show (three tests with a policy each are groups, not arms to compare)."""
+        names = {tally.name for tally in self.by_group.values()}
+        return len(names) == 2 or (len(names) > 2 and bool(self.comparisons()))
 
     def ordered(self) -> list[ArmTally]:
-        rank = {name: i for i, name in enumerate(self.declared)}
-        first_seen = {tally.name: i for i, tally in enumerate(self.by_part.values())}
-        return sorted(
-            self.by_part.values(),
-            key=lambda t: (rank.get(t.name, len(rank)), first_seen[t.name]),
-        )
+        arms = self.arms
+        first_seen = {name: i for i, name in enumerate(arms)}
+        return sorted(arms.values(), key=lambda t: (self._rank(t.name), first_seen[t.name]))
 
     def count(self, report: pytest.TestReport, brief: dict[str, Any] | None) -> None:
         """One episode report (not a resumed pass: ``count_earlier``)."""
@@ -203,17 +286,41 @@ class ArmAccounts:
         if key is not None:
             tally.outcomes[key] = (True, reward)
 
+    def count_earlier_failure(self, nodeid: str, row: dict[str, Any]) -> None:
+        """--openenv-resume: a failed or errored episode of the earlier run, not played again."""
+        name = row.get("model") or row.get("policy")
+        if not name:
+            return
+        tally = self.arm(nodeid, str(name), row)
+        if row.get("outcome") == "errored":
+            tally.errored += 1
+        else:
+            tally.failed += 1
+            reward = row.get("reward")
+            if isinstance(reward, (int, float)):
+                tally.reward.add(float(reward))
+        if tally.passk is not None:
+            tally.passk.add(nodeid, False)
+
     def figures(self, confidence: float = 0.95) -> list[dict[str, Any]]:
         return [tally.figures(confidence, self.priced) for tally in self.ordered()]
+
+    def groups_json(self, confidence: float = 0.95) -> list[dict[str, Any]]:
+        """summary.json's ``groups``: each group's key fields and figures."""
+        return [tally.group_json(confidence, self.priced) for tally in self.groups()]
 
     def comparisons(self, confidence: float = 0.95) -> list[dict[str, Any]]:
         """Each pair, in the order named: the first against the second, ..."""
         arms = self.ordered()
-        return [
+        pairs = [
             compare_pair(a.name, b.name, a.outcomes, b.outcomes, confidence)
             for i, a in enumerate(arms)
             for b in arms[i + 1 :]
         ]
+        if len(arms) <= 2:
+            return pairs
+        # arms of different tests share no episode: no pair of them to compare
+        return [pair for pair in pairs if pair["paired_episodes"]]
 
     def to_json(self, confidence: float = 0.95) -> dict[str, Any] | None:
         """summary.json's ``models`` and ``comparisons``; None with one arm."""

@@ -43,6 +43,26 @@ class Rate:
 
 
 @dataclass(frozen=True)
+class GroupBaseline:
+    """One group of the baseline run: (test function, env, model or policy)."""
+
+    key: tuple[str, str, str]
+    rates: dict[str, Rate]
+    #: its episodes by (test, seed, repeat): (passed, reward); empty without its rows
+    outcomes: dict[Any, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        from .arms import short_test
+
+        test, env, arm = self.key
+        return " · ".join(part for part in (short_test(test), env, arm) if part)
+
+    def rate(self, metric: str) -> Rate | None:
+        return self.rates.get(metric)
+
+
+@dataclass(frozen=True)
 class Baseline:
     path: Path
     rates: dict[str, Rate]
@@ -53,9 +73,14 @@ class Baseline:
     #: each episode of the earlier run by model (or policy), then by (test, seed, repeat):
     #: (passed, reward), read from its results.jsonl and failures.jsonl; empty without them
     outcomes: dict[str, dict[Any, Any]] = field(default_factory=dict)
+    #: each group of the earlier run by (test function, env, model or policy)
+    groups: dict[tuple[str, str, str], GroupBaseline] = field(default_factory=dict)
 
     def rate(self, metric: str) -> Rate | None:
         return self.rates.get(metric)
+
+    def group(self, key: tuple[str, str, str]) -> GroupBaseline | None:
+        return self.groups.get(key)
 
     def differences(
         self, envs: Iterable[str], policies: Iterable[str], models: Iterable[str]
@@ -97,12 +122,16 @@ def _strings(value: Any) -> tuple[str, ...]:
     return tuple(sorted(str(item) for item in value if isinstance(item, str) and item))
 
 
-def read_outcomes(folder: Path) -> dict[str, dict[Any, Any]]:
-    """Each episode of an earlier output folder, by arm and pair key (``report/arms``)."""
+def read_outcomes(
+    folder: Path, by_group: dict[tuple[str, str, str], dict[Any, Any]] | None = None
+) -> dict[str, dict[Any, Any]]:
+    """Each episode of an earlier output folder, by arm and pair key (``report/arms``);
+    ``by_group`` is filled with the same by group (test function, env, arm)."""
     from ..dataset.jsonl import iter_records
     from .arms import pair_key
 
     outcomes: dict[str, dict[Any, Any]] = {}
+    groups: dict[tuple[str, str, str], dict[Any, Any]] = {}
     for name in ("failures.jsonl", "results.jsonl"):  # a pass wins over a stale failure
         try:
             for row in iter_records(folder / name):
@@ -115,13 +144,48 @@ def read_outcomes(folder: Path) -> dict[str, dict[Any, Any]]:
                 errored = failure.get("outcome") == "error"
                 reward = row.get("reward")
                 reward = float(reward) if isinstance(reward, (int, float)) else None
-                outcomes.setdefault(str(arm), {})[key] = (
-                    bool(row.get("passed")),
-                    None if errored else reward,
-                )
+                outcome = (bool(row.get("passed")), None if errored else reward)
+                outcomes.setdefault(str(arm), {})[key] = outcome
+                group = (key[0], str(row.get("env") or ""), str(arm))
+                groups.setdefault(group, {})[key] = outcome
         except (OSError, ValueError):  # unreadable rows: the unpaired test still works
             return {}
+    if by_group is not None:
+        by_group.update(groups)
     return outcomes
+
+
+def read_groups(
+    payload: dict[str, Any], rows: dict[tuple[str, str, str], dict[Any, Any]]
+) -> dict[tuple[str, str, str], GroupBaseline]:
+    """The baseline's groups: from its summary's ``groups`` (rates as it counted them),
+    else from its rows (an older summary without groups)."""
+    found: dict[tuple[str, str, str], GroupBaseline] = {}
+    listed = payload.get("groups")
+    for entry in listed if isinstance(listed, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        arm = entry.get("name") or entry.get("model") or entry.get("policy")
+        passed, ran = entry.get("passed"), entry.get("ran")
+        if not (isinstance(entry.get("test"), str) and arm and _count(passed) and _count(ran)):
+            continue
+        key = (str(entry["test"]), str(entry.get("env") or ""), str(arm))
+        rates = {"pass@1": Rate(float(passed), int(ran))} if ran else {}
+        passk = entry.get("passk")
+        if isinstance(passk, dict) and _count(passk.get("problems_scored")):
+            scored = int(passk["problems_scored"])
+            for metric in ("pass@k", "pass^k"):
+                value = passk.get(metric)
+                if scored > 0 and isinstance(value, (int, float)):
+                    rates[metric] = Rate(float(value) * scored, scored)
+        found[key] = GroupBaseline(key, rates, rows.get(key, {}))
+    if not isinstance(listed, list):
+        for key, outcomes in rows.items():
+            passes = sum(1 for passed, _ in outcomes.values() if passed)
+            found[key] = GroupBaseline(
+                key, {"pass@1": Rate(float(passes), len(outcomes))}, outcomes
+            )
+    return found
 
 
 def _usage(path: str, why: str) -> pytest.UsageError:
@@ -162,13 +226,16 @@ def load_baseline(raw: str, *, relative_to: Path) -> Baseline:
             value = passk.get(metric)
             if scored > 0 and isinstance(value, (int, float)):
                 rates[metric] = Rate(float(value) * scored, scored)
+    by_group: dict[tuple[str, str, str], dict[Any, Any]] = {}
+    outcomes = read_outcomes(path.parent, by_group)
     return Baseline(
         path=path,
         rates=rates,
         envs=_strings(figures.get("envs")),
         policies=_strings(figures.get("policies")),
         models=_strings(figures.get("models")),
-        outcomes=read_outcomes(path.parent),
+        outcomes=outcomes,
+        groups=read_groups(payload, by_group),
     )
 
 

@@ -2,15 +2,17 @@
 
 With any gate option set (``--openenv-min-pass-rate``, ``--openenv-min-mean-reward``,
 ``--openenv-baseline``, ``--openenv-gate-vs``), a failing episode no longer fails the
-session by itself: the gate decides. With several models the gates judge one
-(``--openenv-gate-model``, default the first). Errored episodes count as not passed.
+session by itself: the gate decides. The gates judge every group (test function, env,
+model or policy: ``report/arms.py``) on its own, and the verdict names each group that
+failed; ``--openenv-gate-pooled`` judges the pooled figures instead, and
+``--openenv-gate-model`` the groups of one model. Errored episodes count as not passed.
 Each check names the rule it applied, the figure it read and the threshold, so a red
 CI job says why.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +48,9 @@ class GateConfig:
     baseline_any_env: bool = False
     #: ``--openenv-baseline`` as given (messages)
     baseline_given: str = ""
-    #: ``--openenv-gate-model``: with several models, the one judged (None: the first)
+    #: ``--openenv-gate-pooled``: judge the pooled figures, not each group
+    pooled: bool = False
+    #: ``--openenv-gate-model``: with several models, the one judged (None: every group)
     model: str | None = None
     #: ``--openenv-gate-vs``: the model the judged one must not be significantly worse than
     vs: str | None = None
@@ -92,6 +96,7 @@ class GateConfig:
             baseline=baseline,
             baseline_any_env=gate.baseline_any_env,
             baseline_given=raw_baseline or "",
+            pooled=gate.pooled,
             model=gate.model,
             vs=gate.vs,
         )
@@ -103,6 +108,7 @@ class GateConfig:
             "confidence": self.confidence,
             "metric": self.metric,
             "baseline": str(self.baseline.path) if self.baseline else None,
+            "judges": "pooled" if self.pooled else "each group",
             "model": self.model,
             "vs": self.vs,
         }
@@ -147,10 +153,20 @@ class Check:
     passed: bool
     detail: str
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the group judged (``report/arms.ArmTally.label``); None: the run's only or pooled figures
+    group: str | None = None
+    #: nothing to compare it with (a group the baseline does not hold): reported, not judged
+    not_compared: bool = False
+
+    @property
+    def title(self) -> str:
+        return f"{self.name} [{self.group}]" if self.group else self.name
 
     def to_json(self) -> dict[str, Any]:
         return {
             "check": self.name,
+            **({"group": self.group} if self.group else {}),
+            **({"not_compared": True} if self.not_compared else {}),
             "rule": self.rule,
             "value": self.value,
             "compared": self.compared,
@@ -176,6 +192,11 @@ class Verdict:
         return all(check.passed for check in self.checks)
 
     @property
+    def failed_groups(self) -> list[str]:
+        """Each group a check failed for, in the order judged."""
+        return list(dict.fromkeys(c.group for c in self.checks if c.group and not c.passed))
+
+    @property
     def gate_passed(self) -> bool:
         """The gate's one verdict: its checks pass over a run that was not cut short
         (``-x`` stops at a failure, so the episodes that ran are a biased sample)."""
@@ -192,6 +213,7 @@ class Verdict:
             "checks_passed": self.checks_passed,
             "config": self.config.to_json(),
             "checks": [check.to_json() for check in self.checks],
+            "failed_groups": self.failed_groups,
             "other_failures": self.other_failures,
             "stopped_early": self.stopped_early,
             "policy": POLICY_TEXT,
@@ -201,8 +223,11 @@ class Verdict:
         word = "PASSED" if self.gate_passed else "FAILED"
         lines = [f"gate: {word}"]
         for check in self.checks:
-            mark = "ok  " if check.passed else "FAIL"
-            lines.append(f"  [{mark}] {check.name}: {check.rule} -- {check.detail}")
+            mark = "n/a " if check.not_compared else "ok  " if check.passed else "FAIL"
+            lines.append(f"  [{mark}] {check.title}: {check.rule} -- {check.detail}")
+        failed = self.failed_groups
+        if failed:
+            lines.append(f"  failed group(s): {'; '.join(failed)}")
         lines.append(f"  rule: {POLICY_TEXT}")
         if self.other_failures:
             lines.append(
@@ -221,17 +246,19 @@ class Verdict:
             ("check", "rule", "figure", "threshold", "result"),
             [
                 (
-                    check.name,
+                    cell(check.title),
                     cell(check.rule),
                     cell(check.detail),
                     number(check.threshold),
-                    "pass" if check.passed else "**FAIL**",
+                    "n/a" if check.not_compared else "pass" if check.passed else "**FAIL**",
                 )
                 for check in self.checks
             ],
         )
         head = f"**Gate: {'PASSED' if self.gate_passed else 'FAILED'}**"
         tail = f"_{POLICY_TEXT}_"
+        if self.failed_groups:
+            tail += f" Failed group(s): {cell('; '.join(self.failed_groups))}."
         if self.other_failures:
             tail += f" {self.other_failures} non-episode test(s) failed."
         if self.stopped_early:
@@ -270,6 +297,10 @@ class RunFigures:
     envs: frozenset[str] = frozenset()
     policies: frozenset[str] = frozenset()
     models: frozenset[str] = frozenset()
+    #: the group these figures are of (None: the run's only group, or pooled figures)
+    group: str | None = None
+    #: its (test function, env, model or policy): what a baseline's group is paired by
+    group_key: tuple[str, str, str] | None = None
 
 
 def check_judged(figures: RunFigures) -> Check | None:
@@ -394,6 +425,8 @@ def check_baseline(config: GateConfig, figures: RunFigures) -> Check:
     assert baseline is not None
     metric = config.metric
     confidence = config.confidence or DEFAULT_CONFIDENCE
+    if figures.group_key is not None:
+        return check_baseline_group(config, figures)
     before = baseline.rate(metric)
     after = pass_rate_sample(figures, metric)
     paired, why_not = paired_baseline(baseline, figures, metric)
@@ -440,6 +473,99 @@ def check_baseline(config: GateConfig, figures: RunFigures) -> Check:
         not result.significant_drop,
         detail,
         {"comparison": result.to_json(), "test": test, "paired": False, "why": why_not},
+    )
+
+
+def check_baseline_group(config: GateConfig, figures: RunFigures) -> Check:
+    """One group against the baseline's group of the same test, env and model or policy:
+    paired on the same seeds when the baseline's rows are there; a group the baseline
+    does not hold is reported as not compared, never pooled with others."""
+    baseline = config.baseline
+    assert baseline is not None and figures.group_key is not None
+    metric = config.metric
+    confidence = config.confidence or DEFAULT_CONFIDENCE
+    test, env, arm = figures.group_key
+    earlier = baseline.group(figures.group_key)
+    outcomes = earlier.outcomes if earlier is not None else {}
+    paired = None
+    why_not = f"{metric} is a per-seed figure; only pass@1 is compared episode by episode"
+    now = figures.outcomes or {}
+    if metric == "pass@1" and now and outcomes:
+        missing = [key for key in now if key not in outcomes]
+        if missing:
+            why_not = (
+                f"{len(missing)} of this group's {len(now)} episodes have no earlier episode "
+                "with the same test, seed and repeat"
+            )
+        else:
+            paired = {key: (outcomes[key], now[key]) for key in now}
+    elif metric == "pass@1":
+        why_not = "the baseline folder holds no rows of this group to pair with"
+    test_name = "paired exact McNemar test" if paired is not None else "two-proportion z-test"
+    rule = f"no significant drop in {metric} vs the baseline's group of the same test, env "
+    rule += f"and model/policy in {baseline.path} (one-sided {test_name}, {_level(confidence)})"
+    keys = {"test": test, "env": env, "arm": arm}
+    if earlier is None:
+        return Check(
+            "baseline",
+            rule,
+            None,
+            None,
+            None,
+            True,
+            f"not compared: {baseline.path} has no group of test {test}, env {env} and "
+            f"{arm} (a new group; its other checks still judge it)",
+            {"paired_with": None, **keys},
+            group=figures.group,
+            not_compared=True,
+        )
+    pairing = {"paired_with": earlier.label, **keys}
+    if paired is not None:
+        check = paired_baseline_check(rule, paired, figures, confidence)
+        return Check(
+            check.name,
+            check.rule,
+            check.value,
+            check.compared,
+            check.threshold,
+            check.passed,
+            f"against {earlier.label}: {check.detail}",
+            {**check.extra, **pairing},
+            group=figures.group,
+        )
+    before, after = earlier.rate(metric), pass_rate_sample(figures, metric)
+    if before is None or after is None:
+        missing_side = "the baseline's group" if before is None else "this group"
+        return Check(
+            "baseline",
+            rule,
+            None,
+            None,
+            None,
+            False,
+            f"against {earlier.label}: {missing_side} has no {metric} figure",
+            pairing,
+            group=figures.group,
+        )
+    result = compare(before, after, metric=metric, confidence=confidence)
+    sign = "+" if result.change >= 0 else ""
+    detail = (
+        f"against {earlier.label}: {metric} {percent(result.before)} (n={result.before_trials})"
+        f" -> {percent(result.after)} (n={result.after_trials}), change {sign}"
+        f"{100 * result.change:.1f} points, p = {result.p_value:.3g}"
+        + (" (significant drop)" if result.significant_drop else "")
+        + f"; unpaired test: {why_not}"
+    )
+    return Check(
+        "baseline",
+        rule,
+        result.after,
+        result.p_value,
+        1.0 - confidence,
+        not result.significant_drop,
+        detail,
+        {"comparison": result.to_json(), "test": test_name, "paired": False, **pairing},
+        group=figures.group,
     )
 
 
@@ -558,11 +684,25 @@ def check_vs(config: GateConfig, figures: RunFigures) -> Check:
 
 def evaluate(
     config: GateConfig,
-    figures: RunFigures,
+    figures: RunFigures | list[RunFigures],
     *,
     other_failures: int = 0,
     stopped_early: str | None = None,
 ) -> Verdict:
+    """Every check over ``figures``; a list is each group's figures, each judged alone."""
+    judged = figures if isinstance(figures, list) else [figures]
+    checks: list[Check] = []
+    for one in judged:
+        checks.extend(
+            check if check.group or one.group is None else replace(check, group=one.group)
+            for check in group_checks(config, one)
+        )
+    return Verdict(
+        config=config, checks=checks, other_failures=other_failures, stopped_early=stopped_early
+    )
+
+
+def group_checks(config: GateConfig, figures: RunFigures) -> list[Check]:
     checks: list[Check] = []
     nothing_judged = check_judged(figures)
     if nothing_judged is not None:
@@ -575,6 +715,4 @@ def evaluate(
         checks.append(check_baseline(config, figures))
     if config.vs is not None:
         checks.append(check_vs(config, figures))
-    return Verdict(
-        config=config, checks=checks, other_failures=other_failures, stopped_early=stopped_early
-    )
+    return checks

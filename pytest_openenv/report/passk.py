@@ -87,6 +87,13 @@ class PassKTally:
         counts[0] += 1
         counts[1] += int(passed)
 
+    def absorb(self, other: PassKTally) -> None:
+        """Add another tally's problems (a problem in both adds its runs and passes)."""
+        for key, (runs, passes) in other._counts.items():
+            counts = self._counts.setdefault(key, [0, 0])
+            counts[0] += runs
+            counts[1] += passes
+
     def result(self) -> PassAtK:
         k = self.k
         counts = list(self._counts.values())

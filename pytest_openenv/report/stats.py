@@ -38,6 +38,12 @@ class RunningMean:
         self.total += value
         self.total_sq += value * value
 
+    def absorb(self, other: RunningMean) -> None:
+        """Add another mean's values (sums add: the merged mean is exact)."""
+        self.count += other.count
+        self.total += other.total
+        self.total_sq += other.total_sq
+
     @property
     def mean(self) -> float | None:
         return self.total / self.count if self.count else None

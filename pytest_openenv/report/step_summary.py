@@ -14,6 +14,8 @@ from ..util.format import (
     MODEL_COLUMNS,
     cell,
     comparison_line,
+    group_columns,
+    group_row,
     interval,
     model_row,
     percent,
@@ -32,8 +34,11 @@ def summary_markdown(
     verdict: Verdict | None,
     output: str,
     compared: dict[str, Any] | None = None,
+    *,
+    groups: list[dict[str, Any]] | None = None,
 ) -> str:
-    """``compared``: summary.json's ``models`` and ``comparisons`` (several models)."""
+    """``compared``: summary.json's ``models`` and ``comparisons`` (several models);
+    ``groups``: its ``groups`` (a table of them first when there is more than one)."""
     f = figures
     low, high = f["pass_rate_ci95"]
     rows = [
@@ -66,7 +71,16 @@ def summary_markdown(
     if figures.get("cost_usd") is not None:
         rows.append(("cost", usd(figures["cost_usd"])))
     rows.append(("output", f"`{output}`"))
-    lines = ["### pytest-openenv", "", *table(("", ""), [(n, cell(v)) for n, v in rows])]
+    lines = ["### pytest-openenv", ""]
+    if groups is not None and len(groups) > 1:
+        columns = group_columns(groups)
+        lines += [
+            *table(columns, [tuple(map(cell, group_row(g, columns))) for g in groups]),
+            "",
+            "Pooled (all groups):",
+            "",
+        ]
+    lines += table(("", ""), [(n, cell(v)) for n, v in rows])
     if compared:
         models = compared.get("models") or []
         lines += ["", *table(MODEL_COLUMNS, [tuple(map(cell, model_row(m))) for m in models])]

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..util.format import MODEL_COLUMNS, comparison_line, interval, model_row, percent, usd
+from ..util.format import (
+    MODEL_COLUMNS,
+    comparison_line,
+    group_columns,
+    group_row,
+    interval,
+    model_row,
+    percent,
+    usd,
+)
 
 
 def failure_hint(figures: dict[str, Any], teacher: str | None = None) -> str | None:
@@ -31,12 +40,16 @@ def summary_lines(
     gated: bool = False,
     teacher: str | None = None,
     exit_status: int | None = None,
+    groups: list[dict[str, Any]] | None = None,
 ) -> list[str]:
-    """``gated``: a gate decides the exit code, so failed episodes need no explaining;
+    """``groups``: summary.json's ``groups``; with more than one, a line each comes first
+    and the run's own figures follow labelled as pooled;
+    ``gated``: a gate decides the exit code, so failed episodes need no explaining;
     ``teacher``: a stronger policy to suggest when episodes failed (``failure_hint``);
     ``exit_status``: pytest's exit code, when known. The hint says failed episodes make
     pytest exit 1, so it shows only when it does (not under xfail, exit 0, nor Ctrl-C, 2)."""
     f = figures
+    several = groups is not None and len(groups) > 1
     lines = [
         f"env: {', '.join(f['envs']) or 'n/a'}    policy: {', '.join(f['policies']) or 'n/a'}"
         + (f"    model: {', '.join(f['models'])}" if f["models"] else ""),
@@ -82,6 +95,13 @@ def summary_lines(
             else ""
         )
     )
+    if several:
+        assert groups is not None
+        lines = [
+            *group_lines(groups),
+            "pooled (all groups): the figures below count every group together",
+            *("  " + line for line in lines),
+        ]
     rate = f["episodes_per_s"]
     lines.append(
         f"wall time: {f['wall_time_s']:.1f}s" + (f"    episodes/s: {rate:.1f}" if rate else "")
@@ -91,6 +111,19 @@ def summary_lines(
     hint = None if gated or not exits_1 else failure_hint(f, teacher)
     if hint:
         lines.append(hint)
+    return lines
+
+
+def group_lines(groups: list[dict[str, Any]]) -> list[str]:
+    """One line per group (test function, env, policy / model), columns aligned."""
+    columns = group_columns(groups)
+    rows = [columns, *(group_row(g, columns) for g in groups)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
+    lines = [f"groups: {len(groups)} (test, env, policy / model), each with its own figures"]
+    lines += [
+        "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
     return lines
 
 

@@ -100,3 +100,59 @@ def comparison_line(c: dict) -> str:
             f"p = {float(reward.get('p_value', 1.0)):.3g})"
         )
     return text
+
+
+#: the columns of the per-group table (summary, step summary, card, report)
+GROUP_COLUMNS = (
+    "test",
+    "env",
+    "policy / model",
+    "passed",
+    "pass rate (95% CI)",
+    "mean reward",
+    "tokens in / out",
+    "cost",
+)
+
+
+def played_by(figures: dict) -> str:
+    """``expert``, or ``openai / gpt-4o-mini``: the policy and the model a group played with."""
+    policy, model = figures.get("policy"), figures.get("model")
+    if policy and model:
+        return f"{policy} / {model}"
+    return str(policy or model or figures.get("name") or NOT_AVAILABLE)
+
+
+def group_columns(groups: Sequence[dict]) -> tuple[str, ...]:
+    """``GROUP_COLUMNS``, with pass@k after the pass rate when a group sampled seeds k times."""
+    k = max((int((g.get("passk") or {}).get("k") or 1) for g in groups), default=1)
+    if k <= 1:
+        return GROUP_COLUMNS
+    cut = GROUP_COLUMNS.index("mean reward")
+    return (*GROUP_COLUMNS[:cut], f"pass@{k}", *GROUP_COLUMNS[cut:])
+
+
+def group_row(figures: dict, columns: Sequence[str] = GROUP_COLUMNS) -> tuple[str, ...]:
+    """One group's row of ``columns`` from summary.json's ``groups`` entry."""
+    f = figures
+    low, high = f.get("pass_rate_ci95") or (None, None)
+    reward = f.get("mean_reward")
+    stderr = f.get("mean_reward_stderr")
+    shown = NOT_AVAILABLE if reward is None else f"{reward:.3f}"
+    if reward is not None and stderr is not None:
+        shown += f" ± {stderr:.3f}"
+    passk = f.get("passk") or {}
+    cells = {
+        "test": str(f.get("test") or "").rpartition("/")[2] or NOT_AVAILABLE,
+        "env": str(f.get("env") or NOT_AVAILABLE),
+        "policy / model": played_by(f),
+        "passed": f"{f.get('passed', 0)}/{f.get('ran', 0)}",
+        "pass rate (95% CI)": f"{percent(f.get('pass_rate'))} ({interval(low, high)})",
+        "mean reward": shown,
+        "tokens in / out": f"{f.get('prompt_tokens', 0)} / {f.get('completion_tokens', 0)}",
+        "cost": usd(f.get("cost_usd")),
+    }
+    return tuple(
+        percent(passk.get("pass@k")) if name.startswith("pass@") else cells[name]
+        for name in columns
+    )

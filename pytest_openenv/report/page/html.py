@@ -26,7 +26,15 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-from ...util.format import MODEL_COLUMNS, comparison_line, model_row, percent, usd
+from ...util.format import (
+    MODEL_COLUMNS,
+    comparison_line,
+    group_columns,
+    group_row,
+    model_row,
+    percent,
+    usd,
+)
 from .. import charts
 from ..passk import pass_at_k
 from .rows import COLUMNS, FolderRows
@@ -179,12 +187,36 @@ def summary_markup(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
         f"{escape(str(value))}</td></tr>"
         for name, value in facts
     )
+    pooled = len(summary.get("groups") or []) > 1
     return (
-        f'<div class="cards">{"".join(cards)}</div>'
+        groups_markup(summary)
+        + ('<h3 id="pooled-title">Pooled (all groups)</h3>' if pooled else "")
+        + f'<div class="cards">{"".join(cards)}</div>'
         f'<table class="facts">{rows}</table>'
         + models_markup(summary)
         + gate_markup(summary.get("gate"))
     )
+
+
+def group_id(test: Any, env: Any, played: Any) -> str:
+    """The key the page's group filter and charts share: test, env and policy / model."""
+    return f"{test}\x1f{env}\x1f{played}"
+
+
+def groups_markup(summary: dict[str, Any]) -> str:
+    """More than one group: a row each (test, env, policy / model and its figures)."""
+    groups = [g for g in summary.get("groups") or [] if isinstance(g, dict)]
+    if len(groups) < 2:
+        return ""
+    columns = group_columns(groups)
+    head = "".join(f"<th>{escape(name)}</th>" for name in columns)
+    body = "".join(
+        f'<tr data-group="{escape(group_id(g.get("test"), g.get("env"), g.get("name")))}">'
+        + "".join(f"<td>{escape(text)}</td>" for text in group_row(g, columns))
+        + "</tr>"
+        for g in groups
+    )
+    return f'<h3>Groups</h3><table class="facts" id="groups"><tr>{head}</tr>{body}</table>'
 
 
 def models_markup(summary: dict[str, Any]) -> str:
@@ -265,9 +297,11 @@ def baseline_markup(c: dict[str, Any], path: str, test: Any = None) -> str:
 
 
 # -- charts -------------------------------------------------------------------------------
-def pass_at_k_points(found: FolderRows, k: int) -> list[tuple[int, float]]:
+def pass_at_k_points(
+    found: FolderRows, k: int, chosen: list[int] | None = None
+) -> list[tuple[int, float]]:
     counts: dict[tuple[str, int], list[int]] = {}
-    for row in found.rows:
+    for row in found.rows if chosen is None else [found.rows[n] for n in chosen]:
         entry = counts.setdefault((row.function, row.index), [0, 0])
         entry[0] += 1
         entry[1] += int(row.outcome == "passed")
@@ -279,27 +313,75 @@ def pass_at_k_points(found: FolderRows, k: int) -> list[tuple[int, float]]:
     return points
 
 
-def chart_markup(found: FolderRows, summary: dict[str, Any]) -> list[str]:
-    rows = found.rows
+def chart_markup(
+    found: FolderRows, summary: dict[str, Any], chosen: list[int] | None = None
+) -> list[str]:
+    """The charts of the rows ``chosen`` (None: every row). No token chart for episodes no
+    model played: their tokens are zero by construction, not a figure."""
+    rows = found.rows if chosen is None else [found.rows[n] for n in chosen]
     figures = summary.get("figures") or {}
-    counts = found.counts()
-    counts["skipped"] = int(figures.get("skipped") or 0)
+    counts = {"passed": 0, "failed": 0, "errored": 0}
+    for row in rows:
+        counts[row.outcome] = counts.get(row.outcome, 0) + 1
+    counts["skipped"] = int(figures.get("skipped") or 0) if chosen is None else 0
     made = [
         charts.running_pass_rate([row.outcome == "passed" for row in rows]),
         charts.histogram("reward", "Reward per episode", [row.reward for row in rows], "reward"),
         charts.outcomes(counts),
         charts.histogram("turns", "Turns per episode", [row.turns for row in rows], "turns"),
-        charts.histogram(
-            "tokens",
-            "Tokens per episode (in + out)",
-            [row.tokens_in + row.tokens_out for row in rows],
-            "tokens",
-        ),
     ]
+    if any(row.model for row in rows):
+        made.append(
+            charts.histogram(
+                "tokens",
+                "Tokens per episode (in + out)",
+                [row.tokens_in + row.tokens_out for row in rows],
+                "tokens",
+            )
+        )
     k = (summary.get("passk") or {}).get("k")
     if isinstance(k, int) and k > 1:
-        made.append(charts.pass_at_k_curve(pass_at_k_points(found, k)))
+        made.append(charts.pass_at_k_curve(pass_at_k_points(found, k, chosen)))
     return made
+
+
+def group_label(key: tuple[str, str, str]) -> str:
+    from ..arms import short_test
+
+    return " · ".join(part for part in (short_test(key[0]), key[1], key[2]) if part)
+
+
+def charts_section(found: FolderRows, summary: dict[str, Any]) -> str:
+    """One set of charts; with several groups a set per group (the first shown, a selector
+    for the others) and the pooled set last, labelled, so no chart runs across groups
+    unless it says so."""
+    if len(found.groups) <= 1:
+        return '<div class="charts">' + "".join(chart_markup(found, summary)) + "</div>"
+    members: dict[int, list[int]] = {}
+    for number, row in enumerate(found.rows):
+        members.setdefault(row.group, []).append(number)
+    options = "".join(
+        f'<option value="{i}">{escape(group_label(key))}</option>'
+        for i, key in enumerate(found.groups)
+    )
+    parts = [
+        '<div class="controls"><label>group <select id="chart-group">'
+        f'{options}<option value="all">pooled (all groups)</option></select></label></div>'
+    ]
+    for i, key in enumerate(found.groups):
+        parts.append(
+            f'<div class="charts" data-group="{i}"{"" if i == 0 else " hidden"}>'
+            f'<h3 class="chart-group">{escape(group_label(key))}</h3>'
+            + "".join(chart_markup(found, summary, members.get(i, [])))
+            + "</div>"
+        )
+    parts.append(
+        '<div class="charts" data-group="all" hidden>'
+        '<h3 class="chart-group">pooled (all groups)</h3>'
+        + "".join(chart_markup(found, summary))
+        + "</div>"
+    )
+    return "".join(parts)
 
 
 # -- the page -----------------------------------------------------------------------------
@@ -317,17 +399,26 @@ TABLE = """
 <label>outcome <select id="outcome-filter">
 <option value="all">all</option><option value="passed">passed</option>
 <option value="failed">failed</option><option value="errored">errored</option></select></label>
+<label id="group-filter-label">group <select id="group-filter">
+<option value="all">all groups</option></select></label>
 <input type="search" id="search" placeholder="search id, test, reason, prompt…" aria-label="search">
 <span class="count" id="shown-count"></span></div>
 <table class="episodes"><thead><tr>
-<th data-key="id">id</th><th data-key="seed">seed</th><th data-key="outcome">outcome</th>
+<th data-key="id">id</th><th data-key="test">test</th><th data-key="env">env</th>
+<th data-key="model">policy / model</th><th data-key="seed">seed</th>
+<th data-key="outcome">outcome</th>
 <th data-key="reward">reward</th><th data-key="turns">turns</th>
 <th data-key="tokens_in">tokens</th><th data-key="reason">failure reason</th>
 </tr></thead><tbody id="episode-rows"></tbody></table>
 <div class="pager"><button id="prev-page" type="button">previous</button>
 <span id="page-label"></span><button id="next-page" type="button">next</button></div>
 </section>
-<section id="transcript" hidden></section>
+<section id="episode-view" hidden>
+<nav class="episode-nav"><button id="back-to-table" type="button">&larr; back to the table</button>
+<button id="prev-episode" type="button">&uarr; previous (k)</button>
+<button id="next-episode" type="button">next (j) &darr;</button>
+<span id="episode-position" class="count"></span></nav>
+<section id="transcript"></section></section>
 """
 
 
@@ -381,6 +472,10 @@ def page_parts(
         "rows": [row.cells() for row in found.rows],
         "embedded": embedded,
         "several_tests": len(found.functions) > 1,
+        "groups": [
+            {"test": key[0], "env": key[1], "played": key[2], "label": group_label(key)}
+            for key in found.groups
+        ],
     }
     folder_name = escape(str(found.folder))
     head = (
@@ -398,9 +493,9 @@ def page_parts(
         + "</header><main>"
         + '<section id="summary"><h2>Summary</h2>'
         + summary_markup(summary, metadata)
-        + '</section><section id="charts-section"><h2>Charts</h2><div class="charts">'
-        + "".join(chart_markup(found, summary))
-        + "</div></section>"
+        + '</section><section id="charts-section"><h2>Charts</h2>'
+        + charts_section(found, summary)
+        + "</section>"
         + TABLE
         + "</main>"
         + "<footer>Made by pytest-openenv. Every value is shown as text; nothing from the run "

@@ -25,6 +25,10 @@ from ...dataset.writer import FAILURES, RESULTS
 COLUMNS = (
     "id",
     "test",
+    "env",
+    "policy",
+    "model",
+    "group",
     "seed",
     "outcome",
     "reward",
@@ -62,6 +66,9 @@ class EpisodeRow:
     length: int
     episode_id: str
     test: str
+    env: str
+    policy: str
+    model: str
     seed: int | None
     outcome: str  # passed, failed, errored
     reward: float
@@ -73,10 +80,17 @@ class EpisodeRow:
     index: int
     repeat: int
 
+    #: the episode's group (test function, env, policy / model): index into ``FolderRows.groups``
+    group: int = 0
+
     def cells(self) -> list[Any]:
         return [
             self.episode_id,
             self.test,
+            self.env,
+            self.policy,
+            self.model,
+            self.group,
             self.seed,
             self.outcome,
             self.reward,
@@ -92,6 +106,11 @@ class EpisodeRow:
         """The test function of the episode's node id (``path::test`` without ``[...]``)."""
         return self.test.rpartition("[")[0] or self.test
 
+    @property
+    def group_key(self) -> tuple[str, str, str]:
+        """(test function, env, model or policy): the group its figures are kept in."""
+        return (self.function, self.env, self.model or self.policy)
+
 
 @dataclass
 class FolderRows:
@@ -99,9 +118,19 @@ class FolderRows:
     rows: list[EpisodeRow] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
 
+    #: every group of the folder, sorted: (test function, env, model or policy)
+    groups: list[tuple[str, str, str]] = field(default_factory=list)
+
     @property
     def functions(self) -> list[str]:
         return sorted({row.function for row in self.rows})
+
+    def number_groups(self) -> None:
+        """Give each row the index of its group in ``groups``."""
+        self.groups = sorted({row.group_key for row in self.rows})
+        index = {key: i for i, key in enumerate(self.groups)}
+        for row in self.rows:
+            row.group = index[row.group_key]
 
     def counts(self) -> dict[str, int]:
         counts = {"passed": 0, "failed": 0, "errored": 0}
@@ -167,9 +196,12 @@ def row_from_record(record: dict[str, Any], source: int, offset: int, length: in
         outcome = "passed"
     else:
         outcome = "errored" if failure.get("outcome") == "error" else "failed"
-    # a failed episode's own reason is short ("loss: reward -1 ..."); an error has only its message
+    # a failed episode's own reason is short ("loss: reward -1 ..."); an error has only its
+    # message; a passed one has no failure reason to show
     reason = (
-        (failure.get("message") if outcome == "errored" else extra.get("reason"))
+        ""
+        if outcome == "passed"
+        else (failure.get("message") if outcome == "errored" else extra.get("reason"))
         or failure.get("message")
         or ""
     )
@@ -180,6 +212,9 @@ def row_from_record(record: dict[str, Any], source: int, offset: int, length: in
         length=length,
         episode_id=str(record.get("episode_id", "")),
         test=sys.intern(str(record.get("test") or "")),
+        env=sys.intern(str(record.get("env") or "")),
+        policy=sys.intern(str(record.get("policy") or "")),
+        model=sys.intern(str(record.get("model") or "")),
         seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
         outcome=sys.intern(outcome),
         reward=_float(record.get("reward")),
@@ -226,6 +261,7 @@ def scan_folder(folder: Path) -> FolderRows:
     for source, name in enumerate(SOURCES):
         scan_file(folder / name, source, found)
     found.rows.sort(key=lambda row: (row.episode_id, row.test))
+    found.number_groups()
     return found
 
 

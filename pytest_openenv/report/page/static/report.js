@@ -1,5 +1,6 @@
-// pytest-openenv run report: the episode table (sort, filter, search, pages) and one
-// episode's transcript. Every value from the run reaches the page through textContent,
+// pytest-openenv run report: the episode table (sort, filter by outcome and group, search,
+// pages), the charts of one group at a time, and one episode on a view of its own (previous /
+// next, j / k or the arrow keys, back to the table where it was). Every value from the run reaches the page through textContent,
 // never as markup, so a model reply holding <script> or HTML is shown as text.
 (function () {
   "use strict";
@@ -11,7 +12,8 @@
   (data.embedded || []).forEach(function (n) { embedded[n] = true; });
   var PAGE = 200;
   var NUMERIC = { seed: 1, reward: 1, turns: 1, tokens_in: 1, tokens_out: 1 };
-  var state = { outcome: "all", query: "", sort: "id", dir: 1, page: 0, current: -1 };
+  var groups = data.groups || [];
+  var state = { outcome: "all", group: "all", query: "", sort: "id", dir: 1, page: 0, current: -1, scroll: 0 };
   var haystacks = null;
 
   function $(id) { return document.getElementById(id); }
@@ -39,11 +41,23 @@
     var cut = test.lastIndexOf("[");
     return id + "@" + (cut > 0 ? test.slice(0, cut) : test);
   }
+  // the test function as a line has room for it: file name and function, no parameters
+  function testName(test) {
+    var cut = test.lastIndexOf("[");
+    var fn = cut > 0 ? test.slice(0, cut) : test;
+    var slash = fn.lastIndexOf("/", fn.indexOf("::") < 0 ? fn.length : fn.indexOf("::"));
+    return slash >= 0 ? fn.slice(slash + 1) : fn;
+  }
+  function played(r) {
+    var policy = r[COL.policy], model = r[COL.model];
+    return policy && model ? policy + " / " + model : policy || model;
+  }
   function haystack(n) {
     if (!haystacks) haystacks = new Array(rows.length);
     if (haystacks[n] === undefined) {
       var r = rows[n];
-      haystacks[n] = [r[COL.id], r[COL.test], r[COL.outcome], r[COL.reason], r[COL.prompt], r[COL.seed]]
+      haystacks[n] = [r[COL.id], r[COL.test], r[COL.env], r[COL.policy], r[COL.model], r[COL.outcome],
+        r[COL.reason], r[COL.prompt], r[COL.seed]]
         .join("\n").toLowerCase();
     }
     return haystacks[n];
@@ -54,6 +68,7 @@
     var out = [];
     for (var n = 0; n < rows.length; n++) {
       if (state.outcome !== "all" && rows[n][COL.outcome] !== state.outcome) continue;
+      if (state.group !== "all" && String(rows[n][COL.group]) !== state.group) continue;
       if (words.length) {
         var text = haystack(n);
         var all = true;
@@ -85,12 +100,16 @@
       tr.dataset.row = n;
       tr.dataset.id = r[COL.id];
       tr.dataset.outcome = r[COL.outcome];
+      tr.dataset.group = r[COL.group];
       if (n === state.current) tr.className = "current";
       var idCell = el("td", "mono");
       var link = el("a", null, r[COL.id]);
       link.href = "#" + encodeURIComponent(anchorOf(r)).replace(/%40/g, "@");
       idCell.appendChild(link);
       tr.appendChild(idCell);
+      tr.appendChild(el("td", "mono test", testName(r[COL.test])));
+      tr.appendChild(el("td", "mono", r[COL.env]));
+      tr.appendChild(el("td", "mono", played(r)));
       tr.appendChild(el("td", "num", fmt(r[COL.seed])));
       tr.appendChild(el("td", "outcome " + r[COL.outcome], r[COL.outcome]));
       tr.appendChild(el("td", "num", fmt(r[COL.reward])));
@@ -149,6 +168,20 @@
     }
     return text(args);
   }
+  // A tic-tac-toe row (" X | 1 | 2", or "X | 1 | 2") numbers its empty cells: 0 beside O
+  // reads as a mark. Here only, an empty cell is shown as "."; the prompt's text stays as sent.
+  var BOARD_ROW = /^( ?)([XO0-8]) \| ([XO0-8]) \| ([XO0-8])( ?)$/;
+  function boardsShown(content) {
+    var changed = false;
+    var lines = content.split("\n").map(function (line) {
+      var m = BOARD_ROW.exec(line);
+      if (!m || !/[0-8]/.test(m[2] + m[3] + m[4])) return line;
+      changed = true;
+      var cell = function (c) { return /[0-8]/.test(c) ? "." : c; };
+      return m[1] + cell(m[2]) + " | " + cell(m[3]) + " | " + cell(m[4]) + m[5];
+    });
+    return { text: lines.join("\n"), changed: changed };
+  }
   function errorFlag(message) {
     var illegal = /not legal|illegal/i.test(message);
     return el("span", illegal ? "flag illegal" : "flag", illegal ? "illegal move" : "tool error");
@@ -156,12 +189,12 @@
 
   function renderTranscript(n, record, problem) {
     var box = $("transcript");
-    box.hidden = false;
     var r = rows[n];
     var parts = document.createDocumentFragment();
     parts.appendChild(el("h2", null, "Episode " + r[COL.id]));
     var facts = el("table", "facts");
-    [["test", r[COL.test]], ["seed", fmt(r[COL.seed])], ["outcome", r[COL.outcome]],
+    [["test", r[COL.test]], ["env", r[COL.env]], ["policy / model", played(r)],
+     ["seed", fmt(r[COL.seed])], ["outcome", r[COL.outcome]],
      ["reward", fmt(r[COL.reward])], ["turns", fmt(r[COL.turns])],
      ["tokens", r[COL.tokens_in] + " in / " + r[COL.tokens_out] + " out"]].forEach(function (pair) {
       var tr = el("tr");
@@ -192,9 +225,9 @@
       (vm.outcome ? " (" + vm.outcome + ")" : "") +
       (vm.min_reward !== undefined ? ", pass needs reward >= " + fmt(vm.min_reward) : "")));
     var reason = failure.outcome === "error" ? failure.message : extra.reason || failure.message;
-    if (reason) {
+    if (reason && !record.passed) {
       var why = el("pre", "reason");
-      why.textContent = shown("reason: " + reason);
+      why.textContent = shown("failure reason: " + reason);
       box.appendChild(why);
     }
     return box;
@@ -219,7 +252,14 @@
         if (m.name) head.appendChild(el("span", "step-reward", m.name));
       }
       var content = text(m.content);
-      if (content) { var pre = el("pre"); pre.textContent = shown(content); item.appendChild(pre); }
+      if (content) {
+        var board = boardsShown(content);
+        var pre = el("pre");
+        pre.textContent = shown(board.text);
+        item.appendChild(pre);
+        if (board.changed) item.appendChild(el("div", "board-note",
+          "board shown with . for an empty cell (the prompt numbered empty cells by their action id)"));
+      }
       (m.tool_calls || []).forEach(function (call) {
         var fn = call.function || {};
         var step = trace[callNumber++] || null;
@@ -244,27 +284,90 @@
     return list;
   }
 
+  var TABLE_PARTS = ["summary", "charts-section", "episodes-section"];
+  function showEpisodeView(on) {
+    var view = $("episode-view");
+    if (on && view.hidden) state.scroll = window.scrollY;  // where the table was
+    TABLE_PARTS.forEach(function (id) { var part = $(id); if (part) part.hidden = on; });
+    view.hidden = !on;
+  }
+  function closeEpisode() {
+    var wasOpen = !$("episode-view").hidden;
+    showEpisodeView(false);
+    if (wasOpen) window.scrollTo(0, state.scroll);
+  }
+  function backToTable() {
+    if (location.hash) history.pushState(null, "", location.pathname + location.search);
+    closeEpisode();
+  }
+  // previous / next within the table as filtered and sorted
+  function step(by) {
+    if (state.current < 0) return;
+    var chosen = selected();
+    var at = chosen.indexOf(state.current);
+    var to = at < 0 ? 0 : at + by;
+    if (to < 0 || to >= chosen.length) return;
+    location.hash = "#" + encodeURIComponent(anchorOf(rows[chosen[to]])).replace(/%40/g, "@");
+  }
+  function updateNav() {
+    var chosen = selected();
+    var at = chosen.indexOf(state.current);
+    $("prev-episode").disabled = at <= 0;
+    $("next-episode").disabled = at < 0 || at >= chosen.length - 1;
+    $("episode-position").textContent = at < 0 ? "" : "episode " + (at + 1) + " of " + chosen.length + " shown in the table";
+  }
+
   function openFromHash() {
     var fragment = decodeURIComponent(location.hash.replace(/^#/, ""));
-    if (!fragment) return;
+    if (!fragment) { closeEpisode(); return; }
     var n = findRow(fragment);
+    showEpisodeView(true);
     if (n < 0) {
-      $("transcript").hidden = false;
       $("transcript").replaceChildren(el("p", "banner", "No episode " + fragment + " in this report."));
       return;
     }
     state.current = n;
     var chosen = selected();
     var at = chosen.indexOf(n);
-    if (at < 0) { state.outcome = "all"; state.query = ""; $("outcome-filter").value = "all"; $("search").value = ""; chosen = selected(); at = chosen.indexOf(n); }
+    if (at < 0) {
+      state.outcome = "all"; state.group = "all"; state.query = "";
+      $("outcome-filter").value = "all"; $("group-filter").value = "all"; $("search").value = "";
+      chosen = selected(); at = chosen.indexOf(n);
+    }
     state.page = Math.floor(at / PAGE);
     renderTable();
+    updateNav();
     loadRecord(n, function (record, problem) {
+      if (state.current !== n) return;  // another episode was opened meanwhile
       renderTranscript(n, record, problem);
-      $("transcript").scrollIntoView();
+      window.scrollTo(0, 0);
     });
   }
 
+  groups.forEach(function (g, i) {
+    var option = el("option", null, g.label);
+    option.value = String(i);
+    $("group-filter").appendChild(option);
+  });
+  if (groups.length < 2) $("group-filter-label").hidden = true;
+  $("group-filter").addEventListener("change", function (e) { state.group = e.target.value; state.page = 0; renderTable(); });
+  var chartGroup = $("chart-group");
+  if (chartGroup) chartGroup.addEventListener("change", function (e) {
+    document.querySelectorAll(".charts[data-group]").forEach(function (set) {
+      set.hidden = set.dataset.group !== e.target.value;
+    });
+  });
+  $("back-to-table").addEventListener("click", backToTable);
+  $("prev-episode").addEventListener("click", function () { step(-1); });
+  $("next-episode").addEventListener("click", function () { step(1); });
+  document.addEventListener("keydown", function (e) {
+    if ($("episode-view").hidden || e.altKey || e.ctrlKey || e.metaKey) return;
+    var tag = (e.target && e.target.tagName) || "";
+    if (tag === "INPUT" || tag === "SELECT" || tag === "TEXTAREA") return;
+    if (e.key === "j" || e.key === "ArrowRight" || e.key === "ArrowDown") { e.preventDefault(); step(1); }
+    else if (e.key === "k" || e.key === "ArrowLeft" || e.key === "ArrowUp") { e.preventDefault(); step(-1); }
+    else if (e.key === "Escape" || e.key === "b") { e.preventDefault(); backToTable(); }
+  });
   $("outcome-filter").addEventListener("change", function (e) { state.outcome = e.target.value; state.page = 0; renderTable(); });
   $("search").addEventListener("input", function (e) { state.query = e.target.value; state.page = 0; renderTable(); });
   $("prev-page").addEventListener("click", function () { state.page -= 1; renderTable(); });
