@@ -221,6 +221,13 @@
     var vm = record.verify_metrics || {};
     var extra = record.extra || {};
     var failure = record.failure || {};
+    var metrics = record.metrics || {};
+    if (typeof metrics.wall_time_s === "number") {
+      // the row keeps the episode's totals, not each turn's
+      box.appendChild(el("div", "episode-time", "time: " + fmt(metrics.wall_time_s) + " s over " +
+        fmt(metrics.turns) + " turn(s); tokens " + fmt(metrics.prompt_tokens || 0) + " in / " +
+        fmt(metrics.completion_tokens || 0) + " out"));
+    }
     box.appendChild(el("div", null, "verdict: " + (record.passed ? "passed" : "not passed") +
       (vm.outcome ? " (" + vm.outcome + ")" : "") +
       (vm.min_reward !== undefined ? ", pass needs reward >= " + fmt(vm.min_reward) : "")));
