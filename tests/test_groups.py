@@ -255,3 +255,37 @@ def test_two_models_give_a_group_each_and_the_gate_judges_both(
     )
     markdown = step_summary.read_text()
     assert f"| openai / {FIRST} |" in markdown and "Pooled (all groups):" in markdown
+
+
+def test_a_baseline_summary_without_groups_gets_them_from_its_rows(tmp_path: Path) -> None:
+    from pytest_openenv.report.baseline import load_baseline
+
+    def row(test: str, seed: int, passed: bool, model: str | None = None) -> str:
+        return json.dumps(
+            {
+                "episode_id": f"ep-{seed:06d}",
+                "test": f"{test}[ep-{seed:06d}]",
+                "seed": seed,
+                "env": "openspiel:tic_tac_toe",
+                "policy": "openai" if model else "expert",
+                "model": model,
+                "passed": passed,
+                "reward": 1.0 if passed else -1.0,
+                "extra": {"repeat": 0},
+            }
+        )
+
+    (tmp_path / "summary.json").write_text(json.dumps({"figures": {"passed": 3, "ran": 4}}))
+    (tmp_path / "results.jsonl").write_text(
+        "\n".join([row("t.py::a", 0, True), row("t.py::a", 1, True), row("t.py::b", 0, True, "m")])
+        + "\n"
+    )
+    (tmp_path / "failures.jsonl").write_text(row("t.py::b", 1, False, "m") + "\n")
+    baseline = load_baseline(str(tmp_path), relative_to=tmp_path)
+    a = baseline.group(("t.py::a", "openspiel:tic_tac_toe", "expert"))
+    b = baseline.group(("t.py::b", "openspiel:tic_tac_toe", "m"))
+    assert a is not None and b is not None and len(baseline.groups) == 2
+    assert (a.rates["pass@1"].successes, a.rates["pass@1"].trials) == (2.0, 2)
+    assert (b.rates["pass@1"].successes, b.rates["pass@1"].trials) == (1.0, 2)
+    assert b.outcomes == {("t.py::b", 0, 0): (True, 1.0), ("t.py::b", 1, 0): (False, -1.0)}
+    assert a.label == "t.py::a · openspiel:tic_tac_toe · expert"
