@@ -567,6 +567,25 @@ def read_values(config: pytest.Config) -> dict[str, Any]:
     return values
 
 
+def given_as(config: pytest.Config, flag: str) -> str | None:
+    """How ``--openenv-{flag}`` was set, for messages (``--openenv-temperature=0.7``, or its
+    ini key and file); None when it was left at its default."""
+    opt = OPTION_BY_FLAG[flag]
+    raw = config.getoption(opt.dest, None)
+    if raw is not None:
+        if opt.is_flag:
+            return f"--openenv-{flag}"
+        values = raw if isinstance(raw, list) else [raw]
+        return " ".join(f"--openenv-{flag}={value}" for value in values)
+    try:
+        value = config.getini(opt.dest)
+    except (pytest.UsageError, TypeError, ValueError):
+        value = "?"  # read_values has refused it, or will
+    if value in (None, "", []) or (opt.is_flag and value is False):
+        return None
+    return f"{ini.origin(config, opt.dest)} ({value!r})"
+
+
 def _refuse_undecodable(opt: Option, raw: Any) -> None:
     """Bytes that are not UTF-8 reach Python as lone surrogates; files must hold UTF-8."""
     for value in raw if isinstance(raw, list) else [raw]:

@@ -227,7 +227,7 @@ class SessionEnd:
                 template.check_rows(writer.folder / RESULTS)
                 self.notes.extend(template.terminal_lines())
             summary = self.summary(exitstatus)
-            metadata = self.run.to_json()
+            metadata = self.run.to_json(played=self.accounts.tally.policies)
             writer.write_json(METADATA, metadata)
             writer.write_json(SUMMARY, summary)
             self.write_report()
