@@ -27,6 +27,7 @@ from .convert import (
     MAX_ITEMS,
     PROMPT_STYLES,
     TOOL_ARGUMENT_FORMS,
+    TRAIN_ON,
     boolean,
     concurrency,
     confidence,
@@ -189,6 +190,17 @@ OPTIONS: list[Option] = [
         None,
         "WHEN",
         into="run.judge_at",
+    ),
+    Option(
+        "train-on",
+        "which episodes fill results.jsonl, the training split: verdict (default: the test "
+        "passed and the env's verdict passed too; a test-passed episode the verdict failed "
+        "goes to failures.jsonl as verdict-failed) or test (every test-passed episode, for "
+        "suites whose test body is the judge)",
+        one_of(*TRAIN_ON),
+        TRAIN_ON[0],
+        "RULE",
+        into="output.train_on",
     ),
     # -- evaluation: gates, repeats, baseline (report/gates.py, report/passk.py) --
     Option(

@@ -196,6 +196,9 @@ class OutputSettings:
     """``--openenv-output``, absolute (relative ones are taken from the invocation folder)."""
     resume: bool = default_of("resume")
     """``--openenv-resume``: skip episodes already in results.jsonl."""
+    train_on: str = default_of("train-on")
+    """``--openenv-train-on``: ``verdict`` (results.jsonl holds episodes whose test and env
+    verdict both passed) or ``test`` (every test-passed episode)."""
     tool_arguments: str = TOOL_ARGUMENT_FORMS[0]
     """``--openenv-tool-arguments``: ``string`` (OpenAI wire form) or ``object``; when not
     given, ``string`` or the form the ``chat_template`` check chose (``controller/template``)."""
@@ -297,6 +300,7 @@ class Settings:
             "max_turns": run.max_turns,
             "output": str(self.output.folder),
             "resume": self.output.resume,
+            "train_on": self.output.train_on,
             "min_reward": run.min_reward,
             "judge_at": run.judge_at,
             "tool_arguments": self.output.tool_arguments,

@@ -433,8 +433,31 @@ def chat_template_lines(check: dict[str, Any]) -> list[str]:
     return lines
 
 
-def files_section(rows: dict[str, int]) -> list[str]:
+#: what each split holds under each ``--openenv-train-on`` rule: (results.jsonl, failures.jsonl)
+SPLIT_RULES = {
+    "verdict": (
+        "episodes whose test passed and whose env verdict passed (`--openenv-train-on=verdict`)",
+        "failed or errored episodes, and test-passed episodes the env's verdict failed "
+        "(`failure.outcome` `verdict-failed`), each with a `failure` field",
+    ),
+    "test": (
+        "episodes whose test passed (`--openenv-train-on=test`: the test body is the judge; "
+        "the env's verdict is in `verify_metrics.verdict`)",
+        "failed or errored episodes, with a `failure` field",
+    ),
+}
+
+
+def split_rule(metadata: dict[str, Any]) -> str:
+    """The rule that filled the splits; a folder written before the option: ``test``."""
+    settings = metadata.get("settings") or {}
+    rule = settings.get("train_on") if isinstance(settings, dict) else None
+    return rule if rule in SPLIT_RULES else "test"
+
+
+def files_section(rows: dict[str, int], rule: str = "verdict") -> list[str]:
     results, failures = rows.get(RESULTS, 0), rows.get(FAILURES, 0)
+    holds_results, holds_failures = SPLIT_RULES[rule]
     failures_config = "`failures`, split `train`"
     if failures and not results:
         failures_config += "; `default`, split `failures`"
@@ -443,13 +466,13 @@ def files_section(rows: dict[str, int]) -> list[str]:
             f"`{RESULTS}`",
             "`default`, split `train`" if results else "none (empty)",
             str(results),
-            "passing episodes",
+            holds_results,
         ),
         (
             f"`{FAILURES}`",
             failures_config,
             str(failures),
-            "failed or errored episodes, with a `failure` field",
+            holds_failures,
         ),
         ("`summary.json`", "", "", "the figures above"),
         (
@@ -492,8 +515,9 @@ def build_card(
         "",
         "Agent episodes in [OpenEnv](https://github.com/meta-pytorch/OpenEnv) environments, "
         "run and verified as pytest items by pytest-openenv: one episode per test, the "
-        "environment's verifier as the assertion. Passing episodes are in `results.jsonl` "
-        "(ready for supervised fine-tuning), the rest in `failures.jsonl`.",
+        "environment's verifier as the assertion. `results.jsonl` (ready for supervised "
+        f"fine-tuning) holds the {SPLIT_RULES[split_rule(metadata)][0]}; the rest are in "
+        "`failures.jsonl`.",
         "",
         "## Figures",
         "",
@@ -501,7 +525,7 @@ def build_card(
         "",
         *models_section(summary),
         *chart_section(chart),
-        *files_section(rows),
+        *files_section(rows, split_rule(metadata)),
         *loading_section(repo_id, rows, snippet_model(metadata)),
         *schema_section(tool_argument_form(metadata)),
         *run_section(metadata),

@@ -210,7 +210,13 @@ class WorkerPlugin:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        attach_to_report(item, report, self.tool_arguments, self.settings.budget.prices)
+        attach_to_report(
+            item,
+            report,
+            self.tool_arguments,
+            self.settings.budget.prices,
+            train_on=self.settings.output.train_on,
+        )
         if self.secrets.active:
             # one choke point for what JUnit XML, the terminal and the controller receive
             self.secrets.scrub_report(report)
