@@ -8,9 +8,9 @@ fixes episode i's seed, the id prefix and repeats shape the id, and the policy,
 model, system prompt, sampling, turn limit and pass threshold decide what was
 played and which file the row went to, ``--openenv-tool-arguments`` fixes the
 type of ``messages``' tool-call arguments (a JSON string or an object: a file with
-both has two types in one field), ``--openenv-prompt-style`` the prompts' wording, ``--openenv-train-on`` which
-episodes fill results.jsonl (a resumed folder filled by the other rule would hold
-both), and
+both has two types in one field), ``--openenv-prompt-style`` the prompts' wording,
+``--openenv-train-on`` which episodes fill results.jsonl (a resumed folder filled by the
+other rule would hold both), and
 the row ``schema_version`` the layout of every row. These fields are recorded in ``metadata.json``
 (``identity``) and a resume with any of them different is refused, naming the
 field: otherwise rows of two different runs end up in one dataset. ``--openenv-n``

@@ -256,7 +256,7 @@ class ModelServer:
             status = int(faults.models_status)
             self._send(handler, status, self.error_body(status, f"injected HTTP {status}"))
             return
-        head, _, asked = path.partition("/models/")
+        _, _, asked = path.partition("/models/")
         if asked:
             model = unquote(asked)
             if faults.models and model not in faults.models:
