@@ -128,6 +128,7 @@ def test_metadata_records_no_sampling_for_a_policy_that_does_not_sample(
     metadata = json.loads((output(pytester) / "metadata.json").read_text())
     assert "temperature" not in metadata["settings"]["llm"]
     assert "max_tokens" not in metadata["settings"]["llm"]
+    assert "temperature" not in metadata["identity"]
 
 
 def test_metadata_records_sampling_for_a_model_that_played(

@@ -58,17 +58,19 @@ class RunMetadata:
         from .. import __version__
 
         settings = self.settings.public()
+        identity = self.identity()
         if not self.samples(played):
             # a record never says the run did what it did not: nothing sampled
             for key in ("temperature", "max_tokens"):
                 settings["llm"].pop(key, None)
+                identity.pop(key, None)
         return {
             **MARKER,
             "tool": "pytest-openenv",
             "version": __version__,
             "started_at": self.started_at,
             "finished_at": utc_now() if finished else None,
-            "identity": self.identity(),
+            "identity": identity,
             "settings": settings,
             "python": platform.python_version(),
             "pytest": pytest.__version__,

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ..config.options import given_as
 from ..dataset.hub import HubPublisher
 from ..dataset.identity import RESUME_REFUSED, USAGE_REFUSED
 from ..report.gates import GateConfig
@@ -101,6 +102,8 @@ class ControllerPlugin:
                 full_reports=settings.output.failure_reports,
                 link=self.end.report_link,
                 excused=self.end.excused_by_gate,
+                quiet_when_gated=given_as(config, "failure-reports") is None,
+                failures_file=str(settings.output.folder / "failures.jsonl"),
             ),
             "openenv-end-of-run",
         )
