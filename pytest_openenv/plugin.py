@@ -70,6 +70,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if collects_items(config):
         resumed = controller.output.resumed if controller is not None else None
         WorkerPlugin.start(config, service, bundled=runs_bundled_test, resumed=resumed)
+    if controller is not None:
+        from .worker import html_extras
+
+        if html_extras.wanted(config):  # pytest-html's rows: episode duration and link
+            rows = html_extras.HtmlRows(config, service.settings.output.folder)
+            config.pluginmanager.register(rows, rows.name)
     if controller is not None and config.pluginmanager.hasplugin("xdist"):
         from .controller.xdist import XdistController
 

@@ -99,6 +99,9 @@ def attach_to_report(
                 prices, record["model"], metrics["prompt_tokens"], metrics["completion_tokens"]
             )
         report.openenv_record = dumps_record(record)  # type: ignore[attr-defined]
+        # the episode's own duration (pytest-html's row shows it): kept on the report
+        # when the controller slims a passed one
+        report.openenv_wall_time_s = float(record["metrics"]["wall_time_s"])  # type: ignore[attr-defined]
         shorten_crash_message(report)
         report.openenv_brief = comparison_brief(record)  # type: ignore[attr-defined]
         # which file the row goes to: results.jsonl only without a failure
