@@ -144,3 +144,16 @@ def test_metadata_records_sampling_for_a_model_that_played(
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
     llm = json.loads((output(pytester) / "metadata.json").read_text())["settings"]["llm"]
     assert llm["temperature"] == 0.4 and llm["model"] == MODEL
+
+
+def test_an_endpoint_no_policy_calls_is_refused(run_pytest, pytester: pytest.Pytester) -> None:
+    result = run_pytest(
+        ENV,
+        "--openenv-n=2",
+        "--openenv-policy=random",
+        "--openenv-llm-endpoint=http://127.0.0.1:9/v1",
+    )
+    stderr = refused_before_any_episode(result, pytester)
+    assert "--openenv-llm-endpoint=http://127.0.0.1:9/v1 is set but the policy is 'random'" in (
+        stderr
+    )

@@ -59,6 +59,19 @@ def unplayed_model(
     )
 
 
+def unused_endpoint(
+    policies: Sequence[str], endpoint_given: str | None, *, chosen_by: str | None
+) -> str | None:
+    """Why ``--openenv-llm-endpoint`` would be called by none of ``policies``, or None."""
+    if endpoint_given is None or any(p in ("openai", "anthropic") for p in policies):
+        return None
+    return (
+        f"{endpoint_given} is set but {_policy_words(policies, chosen_by)}, which calls no "
+        "endpoint: leave out --openenv-policy (an endpoint alone plays --openenv-policy=openai) "
+        "or name openai or anthropic, with --openenv-model"
+    )
+
+
 def unused_sampling(
     policies: Sequence[str], given: Sequence[tuple[str, str]], *, chosen_by: str | None
 ) -> str | None:
