@@ -22,8 +22,9 @@ class Tally:
     rerun: int = 0
     passed_on_rerun: int = 0
     #: --openenv-resume: failed or errored episodes of the earlier run this run did not play
-    #: again (deselected, past a smaller n), counted in ``failed``/``errored``: the folder's
-    #: failures.jsonl holds them, so the figures describe the whole dataset there
+    #: again (deselected, past a smaller n), counted in ``failed``/``errored`` (a
+    #: verdict-failed one in ``passed``, as its test was): the folder's failures.jsonl holds
+    #: them, so the figures describe the whole dataset there
     earlier_failures: int = 0
     #: episodes the env's verdict passed (at the run's threshold); errored ones never do
     verdict_passed: int = 0
@@ -33,9 +34,6 @@ class Tally:
     test_failed_verdict_passed: int = 0
     #: rows of results.jsonl, the training split (earlier runs' included)
     train_rows: int = 0
-    #: --openenv-resume: earlier verdict-failed rows (their test passed) not played again,
-    #: counted in ``passed``
-    verdict_failed_rows: int = 0
     reward: RunningMean = field(default_factory=RunningMean)
     turns: RunningMean = field(default_factory=RunningMean)
     prompt_tokens: int = 0
