@@ -70,6 +70,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if collects_items(config):
         resumed = controller.output.resumed if controller is not None else None
         WorkerPlugin.start(config, service, bundled=runs_bundled_test, resumed=resumed)
+    if controller is not None:
+        from .worker import html_extras
+
+        if html_extras.wanted(config):  # pytest-html's rows: episode duration and link
+            rows = html_extras.HtmlRows(config, service.settings.output.folder)
+            config.pluginmanager.register(rows, rows.name)
     if controller is not None and config.pluginmanager.hasplugin("xdist"):
         from .controller.xdist import XdistController
 
@@ -95,6 +101,8 @@ def start_service(config: pytest.Config) -> tuple[EpisodeService, TemplateCheck 
         check_deployed_servers(config, service)  # before any episode; workers trust it
     policies = check_run_policy(config, service)  # fail fast on a bad one
     if not is_worker(config):
+        check_endpoints(config, service)  # once per run, before any episode
+    if not is_worker(config):
         template = check_chat_template(service)  # before any episode: it fixes the row form
     if plays_episodes(config):
         for policy in policies:
@@ -102,6 +110,24 @@ def start_service(config: pytest.Config) -> tuple[EpisodeService, TemplateCheck 
     if service.settings.run.env:
         heap.freeze(config)  # what the run imported (an SDK) lives until exit
     return service, template
+
+
+def check_endpoints(config: pytest.Config, service: EpisodeService) -> None:
+    """The run's model endpoints answer, take the key and serve the model (controller)."""
+    from .controller.model_check import check_model_endpoints
+    from .errors import EnvConfigError
+    from .policies.arms import arms_of
+    from .worker.run_policy import run_policy_in_use
+
+    settings = service.settings
+    if not (run_policy_in_use(config) or settings.llm.endpoint):
+        return  # a conftest's policy stands in for the run's: it may call no endpoint
+    policies = settings.run.named_policies or (service.run_policy_name() or "scripted",)
+    try:
+        arms = arms_of(policies, settings.llm.named_models)
+    except EnvConfigError:  # refused by check_run_policy already
+        return
+    check_model_endpoints(config, settings, arms)
 
 
 def read_settings(config: pytest.Config) -> Settings:

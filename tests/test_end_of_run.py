@@ -87,3 +87,34 @@ def test_a_passing_gate_counts_gated_episodes_in_green(pytester, run_pytest) -> 
     assert failed.ret == 1
     assert failed.parseoutcomes() == {"passed": N - failing, "failed": failing}
     assert "\x1b[31m" in failed.outlines[-1]
+
+
+GATED_TEST = re.compile(r"^openenv::test_episode: (\d+) failed \((ep-\d{6}(?:, ep-\d{6})*)(.*)\)$")
+
+
+def test_a_decided_run_counts_the_failures_its_gate_accepted(pytester, run_pytest) -> None:
+    result = run_pytest(*RUN, "--openenv-min-pass-rate=0.5")
+    assert result.ret == pytest.ExitCode.OK
+    failing = failed_ids(pytester)
+    assert len(failing) > 5
+    lines = result.outlines
+    # no report block, no FAILED line per episode: one count per test, a few ids, pointers
+    assert not any(FULL_HEADER.match(line) for line in lines)
+    assert not any(line.startswith("FAILED") for line in lines)
+    (counted,) = [m for line in lines if (m := GATED_TEST.match(line))]
+    assert int(counted.group(1)) == len(failing)
+    assert counted.group(2).split(", ") == failing[:5]
+    assert counted.group(3) == f" and {len(failing) - 5} more"
+    assert any("report.html" in line and "failures.jsonl" in line for line in lines)
+    assert len(lines) < 60, "\n".join(lines)
+    assert result.parseoutcomes() == {"passed": N - len(failing), "gated": len(failing)}
+
+
+def test_verbose_or_the_option_brings_the_gated_reports_back(pytester, run_pytest) -> None:
+    verbose = run_pytest(*RUN, "--openenv-min-pass-rate=0.5", "-v")
+    failing = failed_ids(pytester)
+    assert sum(bool(FULL_HEADER.match(line)) for line in verbose.outlines) == 3
+    assert not any(GATED_TEST.match(line) for line in verbose.outlines)
+    every = run_pytest(*RUN, "--openenv-min-pass-rate=0.5", "--openenv-failure-reports=all")
+    assert sum(bool(FULL_HEADER.match(line)) for line in every.outlines) == len(failing)
+    assert every.ret == pytest.ExitCode.OK

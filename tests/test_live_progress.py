@@ -203,3 +203,14 @@ def test_pinned_line_leaves_the_screen_as_without_it() -> None:
         pyte.Stream(screen).feed(out.data.replace("\n", "\r\n"))
         screens.append(screen.display)
     assert screens[0] == screens[1]
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["one-process", "xdist"])
+def test_a_plain_status_line_starts_on_its_own_line(
+    slow_suite: Path, run_pytest, workers: tuple[str, ...]
+) -> None:
+    result = run_pytest(*RUN, "--openenv-progress=0.05", *workers)
+    lines = [line for line in result.outlines if STATUS.search(line)]
+    assert len(lines) >= 2, result.stdout.str()[-3000:]
+    # never glued onto pytest's dots: each status line is a line of its own
+    assert all(line.startswith("openenv ") for line in lines), lines

@@ -21,6 +21,7 @@ from llm_helpers import (
     junit_times,
     llm_args,
     openai_server_fixture,  # noqa: F401 - fixture
+    output,
     results,
     scripted_rewards,
     turns_taken,
@@ -189,7 +190,9 @@ def test_an_unreachable_endpoint_is_detected_once(run_pytest, pytester: pytest.P
     assert server.requests == 2  # one call and one retry, for the first episode only
 
 
-def test_a_closed_port_is_an_error_not_a_crash(run_pytest, pytester: pytest.Pytester) -> None:
+def test_a_closed_port_is_one_usage_error_not_a_crash(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -200,10 +203,11 @@ def test_a_closed_port_is_an_error_not_a_crash(run_pytest, pytester: pytest.Pyte
         f"--openenv-model={MODEL}",
         "--openenv-max-retries=0",
     )
-    assert result.ret == 1
-    found = errors(pytester)
-    assert len(found) == 2 and "unreachable" in found["ep-000000"]
-    assert f"127.0.0.1:{port}" in found["ep-000000"]
+    # checked before any episode (as env servers are): one usage error, no errored items
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"127.0.0.1:{port}/v1 (--openenv-policy=openai" in result.stderr.str()
+    assert "unreachable" in result.stderr.str()
+    assert not (output(pytester) / "failures.jsonl").exists()
 
 
 def test_reasoning_models_on_the_official_api_get_max_completion_tokens(

@@ -254,3 +254,52 @@ def test_view_answers_while_reading_a_large_folder_lazily(tmp_path: Path) -> Non
     status, body = site.episode(4321)
     assert status == 200 and json.loads(body)["episode_id"] == "ep-004321"
     assert len(site.page) < 5000 * 400  # the page holds rows, not transcripts
+
+
+SLOW_POLICY = """
+import time
+
+
+def play(messages, tools, turn):
+    time.sleep(0.05)
+    return turn.legal[0]
+"""
+
+
+def html_rows(page: str) -> dict[str, list[str]]:
+    """pytest-html's result rows (its JSON blob), by test id: their cells."""
+    import html
+    import re as regex
+
+    blob = regex.search(r'data-jsonblob="([^"]*)"', page)
+    assert blob is not None, "pytest-html keeps its rows in data-jsonblob"
+    tests = json.loads(html.unescape(blob.group(1)))["tests"]
+    return {nodeid: entry[0]["resultsTableRow"] for nodeid, entry in tests.items()}
+
+
+def test_pytest_html_rows_show_the_episode_duration_and_link_to_it(pytester, run_pytest) -> None:
+    pytester.makepyfile(slow=SLOW_POLICY)
+    result = run_pytest(
+        "--openenv-env=openspiel:tic_tac_toe",
+        "--openenv-n=6",
+        "--openenv-policy=slow:play",
+        "--openenv-concurrency=3",  # episodes run ahead: an item's setup only waits for one
+        "--html=ph/report.html",
+    )
+    assert result.ret in (0, 1)
+    from helpers import read_jsonl
+
+    from pytest_openenv.worker.html_extras import duration_text
+
+    folder = pytester.path / "openenv-results"
+    rows = read_jsonl(folder / "results.jsonl") + (
+        read_jsonl(folder / "failures.jsonl") if (folder / "failures.jsonl").exists() else []
+    )
+    cells = html_rows((pytester.path / "ph" / "report.html").read_text(encoding="utf-8"))
+    assert len(rows) == 6
+    for row in rows:
+        duration, links = cells[row["test"]][2], cells[row["test"]][3]
+        assert f">{duration_text(row['metrics']['wall_time_s'])}<" in duration, duration
+        href = f"{(folder / 'report.html').as_uri()}#{row['episode_id']}@openenv::test_episode"
+        assert f'href="{href}"' in links, links
+    assert (folder / "report.html").is_file()

@@ -27,6 +27,7 @@ from .convert import (
     MAX_ITEMS,
     PROMPT_STYLES,
     TOOL_ARGUMENT_FORMS,
+    TRAIN_ON,
     boolean,
     concurrency,
     confidence,
@@ -189,6 +190,17 @@ OPTIONS: list[Option] = [
         None,
         "WHEN",
         into="run.judge_at",
+    ),
+    Option(
+        "train-on",
+        "which episodes fill results.jsonl, the training split: verdict (default: the test "
+        "passed and the env's verdict passed too; a test-passed episode the verdict failed "
+        "goes to failures.jsonl as verdict-failed) or test (every test-passed episode, for "
+        "suites whose test body is the judge)",
+        one_of(*TRAIN_ON),
+        TRAIN_ON[0],
+        "RULE",
+        into="output.train_on",
     ),
     # -- evaluation: gates, repeats, baseline (report/gates.py, report/passk.py) --
     Option(
@@ -574,6 +586,25 @@ def read_values(config: pytest.Config) -> dict[str, Any]:
                 raise
             raise pytest.UsageError(f"{exc} ({ini.origin(config, opt.dest)})") from None
     return values
+
+
+def given_as(config: pytest.Config, flag: str) -> str | None:
+    """How ``--openenv-{flag}`` was set, for messages (``--openenv-temperature=0.7``, or its
+    ini key and file); None when it was left at its default."""
+    opt = OPTION_BY_FLAG[flag]
+    raw = config.getoption(opt.dest, None)
+    if raw is not None:
+        if opt.is_flag:
+            return f"--openenv-{flag}"
+        values = raw if isinstance(raw, list) else [raw]
+        return " ".join(f"--openenv-{flag}={value}" for value in values)
+    try:
+        value = config.getini(opt.dest)
+    except (pytest.UsageError, TypeError, ValueError):
+        value = "?"  # read_values has refused it, or will
+    if value in (None, "", []) or (opt.is_flag and value is False):
+        return None
+    return f"{ini.origin(config, opt.dest)} ({value!r})"
 
 
 def _refuse_undecodable(opt: Option, raw: Any) -> None:

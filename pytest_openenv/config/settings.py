@@ -18,7 +18,10 @@ from typing import Any
 import pytest
 
 from .convert import TOOL_ARGUMENT_FORMS, check_item_count, check_seed_range
-from .options import OPTIONS, default_of, read_values
+from .options import OPTIONS, default_of, given_as, read_values
+
+#: the options only a sampling policy (openai, anthropic, transformers) reads
+SAMPLING_OPTIONS = ("temperature", "max-tokens")
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,10 @@ class LLMSettings:
     """``--openenv-max-retries``: transport retries per call; None keeps the SDK's."""
     cache: str | None = default_of("cache")
     """``--openenv-cache``: the response cache folder."""
+    sampling_given: tuple[tuple[str, str], ...] = ()
+    """The sampling options set on purpose (command line or ini), each with how it was
+    set, e.g. ``("temperature", "--openenv-temperature=0.7")``: a policy that does not
+    sample must not be handed them (``worker/what_plays.py``)."""
     replay: bool = default_of("replay")
     """``--openenv-replay``: a cache miss is an episode error, never a network call."""
 
@@ -192,6 +199,9 @@ class OutputSettings:
     """``--openenv-output``, absolute (relative ones are taken from the invocation folder)."""
     resume: bool = default_of("resume")
     """``--openenv-resume``: skip episodes already in results.jsonl."""
+    train_on: str = default_of("train-on")
+    """``--openenv-train-on``: ``verdict`` (results.jsonl holds episodes whose test and env
+    verdict both passed) or ``test`` (every test-passed episode)."""
     tool_arguments: str = TOOL_ARGUMENT_FORMS[0]
     """``--openenv-tool-arguments``: ``string`` (OpenAI wire form) or ``object``; when not
     given, ``string`` or the form the ``chat_template`` check chose (``controller/template``)."""
@@ -249,7 +259,14 @@ class Settings:
         values["output"] = folder
         if values["policy"] is None and values["llm-endpoint"]:
             values["policy"] = ("openai",)  # an endpoint without a policy means its client
-        return cls.from_values(values)
+        settings = cls.from_values(values)
+        given = tuple(
+            (flag, how) for flag in SAMPLING_OPTIONS if (how := given_as(config, flag)) is not None
+        )
+        if given:
+            llm = dataclasses.replace(settings.llm, sampling_given=given)
+            settings = dataclasses.replace(settings, llm=llm)
+        return settings
 
     @classmethod
     def from_values(cls, values: dict[str, Any]) -> Settings:
@@ -286,6 +303,7 @@ class Settings:
             "max_turns": run.max_turns,
             "output": str(self.output.folder),
             "resume": self.output.resume,
+            "train_on": self.output.train_on,
             "min_reward": run.min_reward,
             "judge_at": run.judge_at,
             "tool_arguments": self.output.tool_arguments,

@@ -156,8 +156,11 @@ class Accounts:
         self.remember_test(report.nodeid, record)
         # Reports stay alive in the terminal reporter's stats for the whole session.
         del report.openenv_record  # type: ignore[attr-defined]
-        passed = report.when == "call" and report.passed
-        return Row(record, passed, (episode_id, report.nodeid))
+        # the training split: a passed test whose row carries no failure (verdict-failed)
+        train = report.when == "call" and report.passed and (brief or {}).get("train", True)
+        if train:
+            self.tally.train_rows += 1
+        return Row(record, bool(train), (episode_id, report.nodeid))
 
     def count_later_attempt(self, report: pytest.TestReport) -> None:
         """pytest-rerunfailures ran a failed episode again: this attempt is not counted.
@@ -196,6 +199,7 @@ class Accounts:
             if brief is not None:
                 self.tally.reward.add(float(brief["reward"]))
                 self.tally.turns.add(int(brief["turns"]))
+                self.tally.count_verdict(report.passed, bool(brief.get("verdict", report.passed)))
         elif report.when not in ("setup", "teardown") and report.failed:
             # xdist's report for an item whose worker died (when="???")
             self.tally.add_outcome("errored")
@@ -210,6 +214,8 @@ class Accounts:
     def count_earlier_pass(self, nodeid: str, earlier: dict[str, Any]) -> None:
         self.arms.count_earlier(nodeid, earlier)
         self.tally.add_outcome("passed")
+        self.tally.count_verdict(True, earlier.get("verdict") is not False)
+        self.tally.train_rows += 1
         self.tally.resumed += 1
         self.passk.add(nodeid, True)
         with contextlib.suppress(TypeError, ValueError):
@@ -233,8 +239,11 @@ class Accounts:
                 continue  # played again this run: its new report counted
             self.tally.add_outcome(row["outcome"])
             self.arms.count_earlier_failure(nodeid, row)
+            if row["outcome"] != "errored":
+                self.tally.count_verdict(row["outcome"] == "passed", bool(row.get("verdict")))
+            # a row of failures.jsonl; a verdict-failed one counts as its test did: passed
             self.tally.earlier_failures += 1
-            self.passk.add(nodeid, False)
+            self.passk.add(nodeid, row["outcome"] == "passed")
             with contextlib.suppress(TypeError, ValueError):
                 self.tally.reward.add(float(row["reward"]))
             with contextlib.suppress(TypeError, ValueError):

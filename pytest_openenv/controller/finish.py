@@ -284,7 +284,7 @@ class SessionEnd:
                 template.check_rows(writer.folder / RESULTS)
                 self.notes.extend(template.terminal_lines())
             summary = self.summary(exitstatus)
-            metadata = self.run.to_json()
+            metadata = self.run.to_json(played=self.accounts.tally.policies)
             writer.write_json(METADATA, metadata)
             writer.write_json(SUMMARY, summary)
             self.write_report()
@@ -386,6 +386,8 @@ class SessionEnd:
             exit_status=self.final_exit_status,
             groups=groups,
         )
+        at = next((i + 1 for i, line in enumerate(lines) if line.startswith("pass rate:")), 2)
+        lines[at:at] = verdict_lines(self.figures(), self.settings.output.train_on)
         passk = self.accounts.passk.result()
         if passk.k > 1:
             lines.append(
@@ -431,3 +433,30 @@ class SessionEnd:
                     "output folder and run again with --openenv-resume to redo them"
                 )
         return [self.secrets.scrub(line) for line in lines]
+
+
+def verdict_lines(figures: dict[str, Any], train_on: str) -> list[str]:
+    """Where the tests' outcomes and the env's verdicts differ, what each counts and which
+    rule filled results.jsonl (the summary's ``passed`` and pass rate count test outcomes)."""
+    kept_out = figures.get("test_passed_verdict_failed", 0)
+    stricter = figures.get("test_failed_verdict_passed", 0)
+    if not kept_out and not stricter:
+        return []
+    rate = figures.get("verdict_pass_rate")
+    shown = f" ({100 * rate:.1f}%)" if rate is not None else ""
+    lines = [
+        f"env verdict: {figures.get('verdict_passed', 0)} of {figures['ran']} passed{shown}; "
+        f"tests passed: {figures['passed']} (the episodes line and pass rate count tests)"
+    ]
+    if kept_out and train_on == "verdict":
+        lines.append(
+            f"training split: {figures.get('train_rows', 0)} rows in results.jsonl; "
+            f"{kept_out} test-passed episode(s) the env's verdict failed went to "
+            "failures.jsonl as verdict-failed (--openenv-train-on=test keeps them)"
+        )
+    elif kept_out:
+        lines.append(
+            f"training split: {figures.get('train_rows', 0)} rows in results.jsonl, "
+            f"{kept_out} of them failed by the env's verdict (--openenv-train-on=test)"
+        )
+    return lines

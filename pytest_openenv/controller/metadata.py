@@ -38,21 +38,40 @@ class RunMetadata:
         self.template = template
         self.started_at = utc_now()
 
+    def samples(self, played: set[str] | frozenset[str]) -> bool:
+        """Whether a policy that sends the sampling options played (or, before any row, is
+        named for the run)."""
+        from ..policies.registry import LLM
+
+        run = self.settings.run
+        named = {*run.named_policies, self.service.run_policy_name() or ""}
+        return any(name in LLM for name in (played or named))
+
     def identity(self) -> dict[str, Any]:
         """What must match for ``--openenv-resume`` to continue a folder (``dataset/identity``)."""
         return run_identity(self.settings, self.service.run_policy_name())
 
-    def to_json(self, *, finished: bool = True) -> dict[str, Any]:
+    def to_json(
+        self, *, finished: bool = True, played: set[str] | frozenset[str] = frozenset()
+    ) -> dict[str, Any]:
+        """``played``: the policies the rows name (at the end); before the run, the run's own."""
         from .. import __version__
 
+        settings = self.settings.public()
+        identity = self.identity()
+        if not self.samples(played):
+            # a record never says the run did what it did not: nothing sampled
+            for key in ("temperature", "max_tokens"):
+                settings["llm"].pop(key, None)
+                identity.pop(key, None)
         return {
             **MARKER,
             "tool": "pytest-openenv",
             "version": __version__,
             "started_at": self.started_at,
             "finished_at": utc_now() if finished else None,
-            "identity": self.identity(),
-            "settings": self.settings.public(),
+            "identity": identity,
+            "settings": settings,
             "python": platform.python_version(),
             "pytest": pytest.__version__,
             "platform": sys.platform,

@@ -90,8 +90,14 @@ def earlier_passes(settings: Settings) -> dict[str, dict[str, Any]]:
             # the paired tests of several models pair earlier episodes too (issue 24)
             "seed": row.get("seed"),
             "repeat": (row.get("extra") or {}).get("repeat", 0),
+            "verdict": (row.get("verify_metrics") or {}).get("verdict"),
         }
     return earlier
+
+
+#: a failures.jsonl row's ``failure.outcome`` -> how the figures count it (a verdict-failed
+#: row's test passed: it counts as passed, with its verdict failed)
+EARLIER_OUTCOME = {"error": "errored", "failed": "failed", "verdict-failed": "passed"}
 
 
 def earlier_failures(
@@ -113,7 +119,8 @@ def earlier_failures(
             metrics = row.get("metrics") if isinstance(row.get("metrics"), dict) else {}
             failure = row.get("failure") if isinstance(row.get("failure"), dict) else {}
             failed[test] = {
-                "outcome": "errored" if failure.get("outcome") == "error" else "failed",
+                "outcome": EARLIER_OUTCOME.get(str(failure.get("outcome")), "failed"),
+                "verdict": (row.get("verify_metrics") or {}).get("verdict"),
                 "reward": row.get("reward"),
                 "turns": metrics.get("turns"),
                 "env": row.get("env"),

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ..config.options import given_as
 from ..dataset.hub import HubPublisher
-from ..dataset.identity import RESUME_REFUSED
+from ..dataset.identity import RESUME_REFUSED, USAGE_REFUSED
 from ..report.gates import GateConfig
 from ..report.slim import ReportSlimmer
 from ..util.secrets import KnownSecrets
@@ -101,6 +102,8 @@ class ControllerPlugin:
                 full_reports=settings.output.failure_reports,
                 link=self.end.report_link,
                 excused=self.end.excused_by_gate,
+                quiet_when_gated=given_as(config, "failure-reports") is None,
+                failures_file=str(settings.output.folder / "failures.jsonl"),
             ),
             "openenv-end-of-run",
         )
@@ -159,6 +162,9 @@ class ControllerPlugin:
         refused = getattr(report, RESUME_REFUSED, None)
         if refused:  # a test plays its resumed rows otherwise: exit 4, before any episode
             self.output.refuse_resume(self.run, str(refused))
+        unplayed = getattr(report, USAGE_REFUSED, None)
+        if unplayed:  # a test names a model its policies do not play: exit 4
+            raise pytest.UsageError(str(unplayed))
         self.accounts.count_collect_report(report)
 
     @pytest.hookimpl(trylast=True)

@@ -233,8 +233,14 @@ class LiveStatus:
         self._last = self.clock()
         if self.pinned is not None:
             self.pinned.show(text)
-        else:
-            self.reporter.write_line(text)
+            return
+        # on its own line: pytest's dots (under xdist written without a line of their
+        # own, so ``write_line`` alone would append the status to them) end first
+        self.reporter.ensure_newline()
+        writer = getattr(self.reporter, "_tw", None)
+        if writer is not None and getattr(writer, "width_of_current_line", 0):
+            writer.line()
+        self.reporter.write_line(text)
 
     def close(self) -> None:
         """Erase the line and give pytest its file back (before the terminal summary)."""

@@ -9,7 +9,10 @@ hundreds of full failure reports. Here:
   link to the episode's transcript in ``report.html`` (``file://...#ep-000123``);
 - when a gate passes, the episodes it accepted are counted under their own category in
   pytest's last line (``24 passed, 6 gated``, green) instead of a red ``6 failed`` over
-  exit code 0. JUnit XML is aligned separately (``report/junit.py``).
+  exit code 0. JUnit XML is aligned separately (``report/junit.py``);
+- and, the run being decided, those episodes get no report of their own at all: one
+  section counts them per test with their first few ids and points at ``report.html`` and
+  ``failures.jsonl`` (``-v``, or ``--openenv-failure-reports`` given, shows them again).
 
 Reports are only moved between the terminal reporter's lists for the summary, never
 changed: every one is back (or under ``gated``) before pytest counts them.
@@ -66,11 +69,20 @@ class EndOfRun:
         full_reports: int | None,
         link: Callable[[str, str], str | None],
         excused: Callable[[], set[str] | None],
+        quiet_when_gated: bool = True,
+        failures_file: str | None = None,
     ) -> None:
         self.full_reports = full_reports
         self.link = link
         self.excused = excused
+        #: a passing gate's accepted episodes are only counted (not ``-v``, and no
+        #: ``--openenv-failure-reports`` given)
+        self.quiet_when_gated = quiet_when_gated
+        #: failures.jsonl, where the accepted episodes' rows are
+        self.failures_file = failures_file
         self._held: list[tuple[str, Any]] = []
+        #: the gate-accepted episodes held back, only counted (``gated_section``)
+        self._gated: list[tuple[str, Any]] = []
 
     def _holds_back(self, reporter: Any) -> bool:
         if self.full_reports is None or getattr(reporter, "no_summary", False):
@@ -80,15 +92,52 @@ class EndOfRun:
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> Generator[None, None, None]:
         stats: dict[str, list[Any]] = terminalreporter.stats
+        if self._quiet(terminalreporter):
+            self._gated = self._hold_back_excused(stats)
         if self._holds_back(terminalreporter):
             self._held = self._hold_back(stats)
         try:
             return (yield)
         finally:
-            for key, report in self._held:
+            for key, report in [*self._gated, *self._held]:
                 stats.setdefault(key, []).append(report)
-            self._held = []
+            self._held, self._gated = [], []
             self._count_gated(terminalreporter)
+
+    def _quiet(self, reporter: Any) -> bool:
+        if not self.quiet_when_gated or getattr(reporter, "no_summary", False):
+            return False
+        return reporter.config.get_verbosity() <= 0 and bool(self.excused())
+
+    def _hold_back_excused(self, stats: dict[str, list[Any]]) -> list[tuple[str, Any]]:
+        excused = self.excused() or set()
+        held: list[tuple[str, Any]] = []
+        for key in OUTCOME_KEYS:
+            reports = stats.get(key)
+            if not reports:
+                continue
+            stay = []
+            for report in reports:
+                if is_episode_verdict(report) and report.nodeid in excused:
+                    held.append((key, report))
+                else:
+                    stay.append(report)
+            if stay:
+                stats[key] = stay
+            else:
+                del stats[key]
+        return held
+
+    @pytest.hookimpl(tryfirst=True, specname="pytest_terminal_summary")
+    def pytest_terminal_summary_gated(self, terminalreporter: Any) -> None:
+        """The episodes a passing gate accepted: counted per test, a few ids, where to look."""
+        if not self._gated:
+            return
+        for line in gated_section(self._gated, self.link, self.failures_file):
+            if line.startswith("-- "):
+                terminalreporter.section(line[3:], sep="-", bold=True)
+            else:
+                terminalreporter.write_line(line)
 
     @pytest.hookimpl(tryfirst=True, specname="pytest_terminal_summary")
     def pytest_terminal_summary_held_back(self, terminalreporter: Any) -> None:
@@ -149,6 +198,42 @@ class EndOfRun:
         if gated:
             stats.setdefault(GATED, []).extend(gated)
             show_gated_in_green(reporter)
+
+
+#: ids shown per test in the gated section
+GATED_IDS_SHOWN = 5
+
+
+def gated_section(
+    gated: list[tuple[str, Any]],
+    link: Callable[[str, str], str | None],
+    failures_file: str | None,
+) -> list[str]:
+    """The lines that stand for the gate-accepted episodes' reports (a ``-- `` line is the
+    section's title)."""
+    by_test: dict[tuple[str, str], list[str]] = {}
+    for key, report in gated:
+        test = report.nodeid.rpartition("[")[0] or report.nodeid
+        word = "errored" if key == "error" else "failed"
+        by_test.setdefault((test, word), []).append(str(report.openenv_episode_id))
+    lines = [
+        f"-- {len(gated)} episode failure(s) the gate accepted",
+        "(their reports are left out: -v or --openenv-failure-reports=N shows them)",
+    ]
+    for (test, word), ids in by_test.items():
+        shown = ", ".join(ids[:GATED_IDS_SHOWN])
+        more = f" and {len(ids) - GATED_IDS_SHOWN} more" if len(ids) > GATED_IDS_SHOWN else ""
+        lines.append(f"{test}: {len(ids)} {word} ({shown}{more})")
+    first = gated[0][1]
+    address = link(str(first.openenv_episode_id), first.nodeid)
+    where = []
+    if address:
+        where.append(f"transcripts: {address.partition('#')[0]}")
+    if failures_file:
+        where.append(f"rows: {failures_file}")
+    if where:
+        lines.append("    ".join(where))
+    return lines
 
 
 def show_gated_in_green(reporter: Any) -> None:

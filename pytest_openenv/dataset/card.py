@@ -453,8 +453,31 @@ def chat_template_lines(check: dict[str, Any]) -> list[str]:
     return lines
 
 
-def files_section(rows: dict[str, int]) -> list[str]:
+#: what each split holds under each ``--openenv-train-on`` rule: (results.jsonl, failures.jsonl)
+SPLIT_RULES = {
+    "verdict": (
+        "episodes whose test passed and whose env verdict passed (`--openenv-train-on=verdict`)",
+        "failed or errored episodes, and test-passed episodes the env's verdict failed "
+        "(`failure.outcome` `verdict-failed`), each with a `failure` field",
+    ),
+    "test": (
+        "episodes whose test passed (`--openenv-train-on=test`: the test body is the judge; "
+        "the env's verdict is in `verify_metrics.verdict`)",
+        "failed or errored episodes, with a `failure` field",
+    ),
+}
+
+
+def split_rule(metadata: dict[str, Any]) -> str:
+    """The rule that filled the splits; a folder written before the option: ``test``."""
+    settings = metadata.get("settings") or {}
+    rule = settings.get("train_on") if isinstance(settings, dict) else None
+    return rule if rule in SPLIT_RULES else "test"
+
+
+def files_section(rows: dict[str, int], rule: str = "verdict") -> list[str]:
     results, failures = rows.get(RESULTS, 0), rows.get(FAILURES, 0)
+    holds_results, holds_failures = SPLIT_RULES[rule]
     failures_config = "`failures`, split `train`"
     if failures and not results:
         failures_config += "; `default`, split `failures`"
@@ -463,13 +486,13 @@ def files_section(rows: dict[str, int]) -> list[str]:
             f"`{RESULTS}`",
             "`default`, split `train`" if results else "none (empty)",
             str(results),
-            "passing episodes",
+            holds_results,
         ),
         (
             f"`{FAILURES}`",
             failures_config,
             str(failures),
-            "failed or errored episodes, with a `failure` field",
+            holds_failures,
         ),
         ("`summary.json`", "", "", "the figures above"),
         (
@@ -512,8 +535,9 @@ def build_card(
         "",
         "Agent episodes in [OpenEnv](https://github.com/meta-pytorch/OpenEnv) environments, "
         "run and verified as pytest items by pytest-openenv: one episode per test, the "
-        "environment's verifier as the assertion. Passing episodes are in `results.jsonl` "
-        "(ready for supervised fine-tuning), the rest in `failures.jsonl`.",
+        "environment's verifier as the assertion. `results.jsonl` (ready for supervised "
+        f"fine-tuning) holds the {SPLIT_RULES[split_rule(metadata)][0]}; the rest are in "
+        "`failures.jsonl`.",
         "",
         *groups_section(summary),
         "## Pooled figures (all groups)" if len(summary.get("groups") or []) > 1 else "## Figures",
@@ -522,7 +546,7 @@ def build_card(
         "",
         *models_section(summary),
         *chart_section(chart),
-        *files_section(rows),
+        *files_section(rows, split_rule(metadata)),
         *loading_section(repo_id, rows, snippet_model(metadata)),
         *schema_section(tool_argument_form(metadata)),
         *run_section(metadata),

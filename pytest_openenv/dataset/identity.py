@@ -8,7 +8,9 @@ fixes episode i's seed, the id prefix and repeats shape the id, and the policy,
 model, system prompt, sampling, turn limit and pass threshold decide what was
 played and which file the row went to, ``--openenv-tool-arguments`` fixes the
 type of ``messages``' tool-call arguments (a JSON string or an object: a file with
-both has two types in one field), ``--openenv-prompt-style`` the prompts' wording, and
+both has two types in one field), ``--openenv-prompt-style`` the prompts' wording,
+``--openenv-train-on`` which episodes fill results.jsonl (a resumed folder filled by the
+other rule would hold both), and
 the row ``schema_version`` the layout of every row. These fields are recorded in ``metadata.json``
 (``identity``) and a resume with any of them different is refused, naming the
 field: otherwise rows of two different runs end up in one dataset. ``--openenv-n``
@@ -46,6 +48,7 @@ IDENTITY_OPTIONS = {
     "judge_at": "--openenv-judge-at",
     "tool_arguments": "--openenv-tool-arguments",
     "prompt_style": "--openenv-prompt-style",
+    "train_on": "--openenv-train-on",
     # not an option: the row layout this version writes (``episode/result.py``)
     "schema_version": "",
 }
@@ -55,6 +58,8 @@ FIELD_BEFORE_IT_EXISTED = {
     "prompt_style": PROMPT_STYLES[0],
     "schema_version": 1,
     "judge_at": None,
+    # before the option, every test-passed episode went to results.jsonl
+    "train_on": "test",
 }
 
 
@@ -85,6 +90,7 @@ def run_identity(settings: Settings, policy: str | None) -> dict[str, Any]:
             "judge_at": settings.run.judge_at,
             "tool_arguments": settings.output.tool_arguments,
             "prompt_style": settings.run.prompt_style,
+            "train_on": settings.output.train_on,
             "schema_version": SCHEMA_VERSION,
         }
     )
@@ -276,3 +282,6 @@ def row_problem(
 
 #: the attribute of a failed collection report that carries the refusals (worker -> controller)
 RESUME_REFUSED = "openenv_resume_refused"
+#: the attribute of a collection report carrying a test refused for a model (or sampling
+#: option) none of its policies uses (``worker/what_plays.py``): the controller's exit 4
+USAGE_REFUSED = "openenv_usage_refused"

@@ -104,7 +104,13 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
     ("test", "string", "pytest node id of the episode"),
     ("passed", "bool", "whether the pytest item passed"),
     ("schema_version", "int", "row layout version"),
-    ("failure", "struct", "`failures.jsonl` only: `outcome` (failed / error) and `message`"),
+    (
+        "failure",
+        "struct",
+        "`failures.jsonl` only: `outcome` (failed / error / verdict-failed: the test passed, "
+        "the env's verdict did not), `test_outcome` (passed / failed / error), `verdict` (the "
+        "env's, at the run's threshold) and `message`",
+    ),
 )
 
 #: the ``messages`` entry of ``FIELDS`` for rows written with --openenv-tool-arguments=object
@@ -115,6 +121,10 @@ MESSAGES_WITH_OBJECT_ARGUMENTS = (
     ".arguments` as an object: the accepted call's arguments, null for a refused call; "
     "written with `--openenv-tool-arguments=object`) and `tool` (with `tool_call_id`) messages",
 )
+
+
+#: the failure outcome of an episode whose test passed while the env's verdict failed
+VERDICT_FAILED = "verdict-failed"
 
 
 def metrics_section(
@@ -234,9 +244,22 @@ def placeholder_row(
     return with_failure(stable_row(row, tool_arguments), "error", reason)
 
 
+#: a failure's ``outcome`` -> the test's outcome it stands for
+TEST_OUTCOME = {"failed": "failed", "error": "error", VERDICT_FAILED: "passed"}
+
+
 def with_failure(row: dict[str, Any], outcome: str, message: str) -> dict[str, Any]:
-    """``row`` as ``failures.jsonl`` holds it: ``outcome`` is ``failed`` or ``error``."""
-    row["failure"] = {"outcome": outcome, "message": message}
+    """``row`` as ``failures.jsonl`` holds it: ``outcome`` is ``failed`` (the test failed),
+    ``error`` (the episode errored) or ``verdict-failed`` (the test passed, the env's verdict
+    did not: not fit to train on under ``--openenv-train-on=verdict``). Both outcomes are
+    kept: ``test_outcome`` (passed / failed / error) and ``verdict`` (the env's, at the
+    threshold the run used)."""
+    row["failure"] = {
+        "outcome": outcome,
+        "test_outcome": TEST_OUTCOME[outcome],
+        "verdict": bool(row["verify_metrics"]["verdict"]),
+        "message": message,
+    }
     return row
 
 

@@ -22,9 +22,18 @@ class Tally:
     rerun: int = 0
     passed_on_rerun: int = 0
     #: --openenv-resume: failed or errored episodes of the earlier run this run did not play
-    #: again (deselected, past a smaller n), counted in ``failed``/``errored``: the folder's
-    #: failures.jsonl holds them, so the figures describe the whole dataset there
+    #: again (deselected, past a smaller n), counted in ``failed``/``errored`` (a
+    #: verdict-failed one in ``passed``, as its test was): the folder's failures.jsonl holds
+    #: them, so the figures describe the whole dataset there
     earlier_failures: int = 0
+    #: episodes the env's verdict passed (at the run's threshold); errored ones never do
+    verdict_passed: int = 0
+    #: test passed, verdict failed: with --openenv-train-on=verdict they are failures.jsonl's
+    test_passed_verdict_failed: int = 0
+    #: test failed, verdict passed (a negative test, or a stricter test body)
+    test_failed_verdict_passed: int = 0
+    #: rows of results.jsonl, the training split (earlier runs' included)
+    train_rows: int = 0
     reward: RunningMean = field(default_factory=RunningMean)
     turns: RunningMean = field(default_factory=RunningMean)
     prompt_tokens: int = 0
@@ -50,6 +59,12 @@ class Tally:
     def add_outcome(self, outcome: str) -> None:
         setattr(self, outcome, getattr(self, outcome) + 1)
 
+    def count_verdict(self, test_passed: bool, verdict: bool) -> None:
+        """An episode whose test was judged: the env's verdict beside the test's outcome."""
+        self.verdict_passed += int(verdict)
+        self.test_passed_verdict_failed += int(test_passed and not verdict)
+        self.test_failed_verdict_passed += int(verdict and not test_passed)
+
     def figures(self, confidence: float = 0.95) -> dict[str, object]:
         elapsed = time.monotonic() - self.started
         low, high = wilson_interval(self.passed, self.ran, confidence)
@@ -66,6 +81,12 @@ class Tally:
             "earlier_failures": self.earlier_failures,
             "played": self.played,
             "pass_rate": (self.passed / self.ran) if self.ran else None,
+            # ``passed`` and ``pass_rate`` count test outcomes; these, the env's verdicts
+            "verdict_passed": self.verdict_passed,
+            "verdict_pass_rate": (self.verdict_passed / self.ran) if self.ran else None,
+            "test_passed_verdict_failed": self.test_passed_verdict_failed,
+            "test_failed_verdict_passed": self.test_failed_verdict_passed,
+            "train_rows": self.train_rows,
             "pass_rate_ci95": [low, high],
             "mean_reward": self.reward.mean,
             "mean_reward_stderr": self.reward.stderr,

@@ -2,8 +2,11 @@
 
 The transcript goes into the item's report as a pytest-html ``extras.html`` entry, made
 from the same row the controller writes (so secrets are already scrubbed from it) with
-every value HTML-escaped: a model reply holding markup is shown as text. Nothing here
-runs unless pytest-html is installed and asked for a report.
+every value HTML-escaped: a model reply holding markup is shown as text. On the process
+that writes the HTML report (``HtmlRows``), an episode's row shows the episode's own
+duration (its item's setup only waits for it when episodes run ahead, and pytest-html
+adds setup, call and teardown) and links to the episode in the run's ``report.html``.
+Nothing here runs unless pytest-html is installed and asked for a report.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from html import escape
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -74,3 +78,50 @@ def attach_transcript(report: pytest.TestReport) -> None:
 
     record = json.loads(line)
     report.extras = [*getattr(report, "extras", []), extras.html(transcript_html(record))]  # type: ignore[attr-defined]
+
+
+def duration_text(seconds: float) -> str:
+    """As pytest-html writes a duration (``340 ms``, ``00:01:05``)."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)} ms"
+    hours, rest = divmod(seconds, 3600)
+    minutes, rest = divmod(rest, 60)
+    return f"{int(hours):02d}:{int(minutes):02d}:{round(rest):02d}"
+
+
+class HtmlRows:
+    """pytest-html's row of an episode item: the episode's duration and its report.html link.
+
+    Registered where pytest-html writes its report (the xdist controller, or the one
+    process), which also writes ``report.html`` at the end of the run.
+    """
+
+    name = "openenv-html-rows"
+
+    def __init__(self, config: pytest.Config, folder: Path) -> None:
+        self.config = config
+        self.report_page = (folder / "report.html").as_uri()
+
+    def address(self, episode_id: str, nodeid: str) -> str:
+        """The episode in report.html: its id and test function (unique in every run)."""
+        from urllib.parse import quote
+
+        function = nodeid.rpartition("[")[0] or nodeid
+        return self.report_page + "#" + quote(f"{episode_id}@{function}", safe="@:/-._~")
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_table_row(self, report: pytest.TestReport, cells: list[str]) -> None:
+        episode_id = getattr(report, "openenv_episode_id", None)
+        verdict = report.when == "call" or (report.when == "setup" and report.failed)
+        if episode_id is None or not verdict or len(cells) < 4:
+            return
+        seconds = getattr(report, "openenv_wall_time_s", None)
+        if isinstance(seconds, (int, float)):
+            formatted = self.config.hook.pytest_html_duration_format(duration=seconds)
+            text = formatted[0] if formatted else duration_text(float(seconds))
+            cells[2] = f'<td class="col-duration">{escape(str(text))}</td>'
+        link = (
+            f'<a target="_blank" href="{escape(self.address(str(episode_id), report.nodeid))}" '
+            'class="col-links__extra url">episode in report.html</a>'
+        )
+        cells[3] = cells[3].replace("</td>", link + "</td>", 1)

@@ -22,6 +22,7 @@ from .service import EpisodeService
 
 if TYPE_CHECKING:
     from .resume_check import ResumeCheck
+    from .what_plays import WhatPlays
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class EpisodeTest:
     policies: tuple[str, ...] = ()
     #: the models of the LLM policies (the marker's ``models``, or ``--openenv-model``)
     models: tuple[str, ...] = ()
+    #: the marker's ``models=[...]`` as written; None: the models come from the options
+    models_source: str | None = None
 
     def arms(self, default_policy: str) -> list[Arm]:
         """Who plays these episodes; raises ``EnvConfigError`` for names ids cannot tell apart."""
@@ -182,7 +185,36 @@ def episode_test(settings: Settings, marker: pytest.Mark | None) -> EpisodeTest:
         judge_at=judge_at,
         policies=policies if len(policies) > 1 else (),
         models=models,
+        models_source=f"openenv marker models={list(marked_models)!r}" if marked_models else None,
     )
+
+
+def check_what_plays(
+    where: str, test: EpisodeTest, arms: list[Arm], settings: Settings, plays: WhatPlays
+) -> None:
+    """A marker's ``models=[...]`` no policy of the test plays: refused (exit 4). The command
+    line's model or sampling options, when the test plays no model: remembered, and refused
+    once the collection shows that no test plays one (``WhatPlays.run_wide_problem``)."""
+    from .what_plays import plays_a_model, unplayed_model, unused_sampling
+
+    policies = [arm.policy for arm in arms]
+    if any(plays_a_model(p) for p in policies):
+        plays.model_played = True
+        return
+    chosen_by = test.policy_source
+    if test.models_source is not None:
+        problem = unplayed_model(
+            policies, test.models, models_given=test.models_source, chosen_by=chosen_by
+        )
+        if problem:
+            plays.refused.append(f"{where}: {problem}")
+            raise pytest.Collector.CollectError(f"{where}: {problem}")
+    shown = " ".join(f"--openenv-model={model}" for model in settings.llm.named_models)
+    problem = unplayed_model(
+        policies, settings.llm.named_models, models_given=shown, chosen_by=chosen_by
+    ) or unused_sampling(policies, settings.llm.sampling_given, chosen_by=chosen_by)
+    if problem and plays.unplayed is None:
+        plays.unplayed = f"{where}: {problem}"
 
 
 #: what a refusal of one episode played several times points at
@@ -226,12 +258,14 @@ def parametrize(
     settings: Settings,
     service: EpisodeService,
     resume: ResumeCheck | None = None,
+    plays: WhatPlays | None = None,
 ) -> None:
     """One item per episode of the test, ids ``ep-000000`` ...
 
     A mistake in a test's marker is one collection error naming the test, with no
     traceback, before any episode runs (not an error on every one of its items); so is
-    a ``resume`` whose rows of this test were played otherwise (``resume_check.py``).
+    a ``resume`` whose rows of this test were played otherwise (``resume_check.py``), and
+    a marker's ``models=[...]`` that no policy of the test plays (``what_plays.py``).
     """
     where = metafunc.definition.nodeid
     try:
@@ -267,6 +301,8 @@ def parametrize(
                 check_honoured(arm.policy, family, chosen_by)
             except pytest.UsageError as exc:
                 raise pytest.Collector.CollectError(f"{where}: {exc}") from None
+    if ours and plays is not None:
+        check_what_plays(where, test, arms, settings, plays)
     played_twice = parametrized_beyond_the_episode(metafunc)
     if played_twice is not None:
         raise pytest.Collector.CollectError(f"{where}: {played_twice}")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..config.settings import Settings
-from ..dataset.identity import RESUME_REFUSED, RowIdentity
+from ..dataset.identity import RESUME_REFUSED, USAGE_REFUSED, RowIdentity
 from ..episode.spec import EpisodeSpec
 from ..util import heap
 from ..util.secrets import KnownSecrets
@@ -27,6 +27,7 @@ from .reporting import attach_to_report, message_only_report, shows_message_only
 from .resume_check import ResumeCheck
 from .runahead import Runahead
 from .service import EpisodeService
+from .what_plays import WhatPlays
 from .xdist_queue import WorkerQueue
 
 if TYPE_CHECKING:
@@ -71,6 +72,8 @@ class WorkerPlugin:
         #: test is found to play its rows as they were played (``resume_check.py``)
         self.resumed = resumed
         self.resume_check = ResumeCheck(resumed) if resumed else None
+        #: tests refused for a model or sampling option their policies do not use
+        self.what_plays = WhatPlays()
         self.secrets = KnownSecrets.from_settings(self.settings)
         self.tool_arguments = self.settings.output.tool_arguments or "string"
         #: the collection holds episode items (decided once it is made)
@@ -108,17 +111,21 @@ class WorkerPlugin:
     # -- collection --------------------------------------------------------------
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         if EPISODE_FIXTURE in metafunc.fixturenames:
-            parametrize(metafunc, self.settings, self.service, self.resume_check)
+            parametrize(metafunc, self.settings, self.service, self.resume_check, self.what_plays)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_make_collect_report(
         self, collector: pytest.Collector
     ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
-        """A collection the resume check failed carries why to the controller (exit 4)."""
+        """A collection the resume check (or what-plays check) failed carries why to the
+        controller (exit 4)."""
         report = yield
         refused = self.resume_check.take() if self.resume_check is not None else None
         if refused and report.failed:
             setattr(report, RESUME_REFUSED, refused)
+        unplayed = self.what_plays.take()
+        if unplayed and report.failed:
+            setattr(report, USAGE_REFUSED, unplayed)
         return report
 
     @pytest.hookimpl(tryfirst=True)
@@ -128,6 +135,13 @@ class WorkerPlugin:
         if self.bundled:
             items[:0] = bundled_items(session)
         self.has_episodes = self.mark_episode_items(items)
+        problem = self.what_plays.run_wide_problem() if self.has_episodes else None
+        if problem is not None:
+            # the command line's model plays in no test of the run: a failed collection
+            # report carries it to the controller (an xdist worker cannot raise exit 4)
+            report = pytest.CollectReport("", "failed", problem, [])
+            setattr(report, USAGE_REFUSED, problem)
+            config.hook.pytest_collectreport(report=report)
 
     def mark_episode_items(self, items: list[pytest.Item]) -> bool:
         """Stash each episode item's spec, skip what ``--openenv-resume`` has; any found?"""
@@ -196,7 +210,13 @@ class WorkerPlugin:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        attach_to_report(item, report, self.tool_arguments, self.settings.budget.prices)
+        attach_to_report(
+            item,
+            report,
+            self.tool_arguments,
+            self.settings.budget.prices,
+            train_on=self.settings.output.train_on,
+        )
         if self.secrets.active:
             # one choke point for what JUnit XML, the terminal and the controller receive
             self.secrets.scrub_report(report)

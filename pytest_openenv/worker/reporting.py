@@ -12,7 +12,13 @@ from typing import Any, cast
 import pytest
 
 from ..config.prices import PriceTable, cost_usd
-from ..episode.record import comparison_brief, dumps_record, placeholder_row, with_failure
+from ..episode.record import (
+    VERDICT_FAILED,
+    comparison_brief,
+    dumps_record,
+    placeholder_row,
+    with_failure,
+)
 from .items import EPISODE_KEY, ERROR_KEY, spec_of
 
 
@@ -48,11 +54,14 @@ def attach_to_report(
     report: pytest.TestReport,
     tool_arguments: str = "string",
     prices: PriceTable | None = None,
+    train_on: str = "verdict",
 ) -> None:
     """Put the episode on the report as JSON text: the controller is the only writer.
 
     ``tool_arguments`` (``--openenv-tool-arguments``): how the row's messages carry them;
-    ``prices`` (``--openenv-prices``): the row's ``metrics.cost_usd`` is priced by it.
+    ``prices`` (``--openenv-prices``): the row's ``metrics.cost_usd`` is priced by it;
+    ``train_on`` (``--openenv-train-on``): ``verdict`` sends a test-passed episode the env's
+    verdict failed to failures.jsonl (``verdict-failed``), ``test`` keeps it for training.
     """
     spec = spec_of(item)
     if spec is None:
@@ -76,6 +85,10 @@ def attach_to_report(
         )
         if not report.passed:
             with_failure(record, "failed", failure_message(report))
+        elif train_on == "verdict" and not episode.passed:
+            # the test body passed it, the env judged it failed: not fit to train on
+            why = episode.reason or episode.status_line()
+            with_failure(record, VERDICT_FAILED, f"the test passed; the env's verdict: {why}")
     elif report.when == "call" and report.failed:
         # the test failed without ever building the episode (e.g. it raised before use)
         record = placeholder_row(spec, failure_message(report), test=item.nodeid)
@@ -86,8 +99,14 @@ def attach_to_report(
                 prices, record["model"], metrics["prompt_tokens"], metrics["completion_tokens"]
             )
         report.openenv_record = dumps_record(record)  # type: ignore[attr-defined]
+        # the episode's own duration (pytest-html's row shows it): kept on the report
+        # when the controller slims a passed one
+        report.openenv_wall_time_s = float(record["metrics"]["wall_time_s"])  # type: ignore[attr-defined]
         shorten_crash_message(report)
         report.openenv_brief = comparison_brief(record)  # type: ignore[attr-defined]
+        # which file the row goes to: results.jsonl only without a failure
+        report.openenv_brief["train"] = "failure" not in record  # type: ignore[attr-defined]
+        report.openenv_brief["verdict"] = bool(record["verify_metrics"]["verdict"])  # type: ignore[attr-defined]
         # the name the run knows the arm by, for a played and an errored episode alike
         report.openenv_brief["arm"] = spec.model or spec.policy  # type: ignore[attr-defined]
         if episode is not None:  # the verdict's own words for the item status line

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from ..config.settings import Settings
 from ..policies.base import Policy
 from .service import EpisodeService
 
@@ -30,6 +31,8 @@ def check_run_policy(config: pytest.Config, service: EpisodeService) -> list[Pol
         arms = arms_of(policies, settings.llm.named_models)
     except EnvConfigError as exc:
         raise pytest.UsageError(f"--openenv-policy / --openenv-model: {exc}") from None
+    if run_policy_in_use(config):
+        check_what_plays(config, policies, settings)
     built = []
     for arm in arms:
         policy = service.policy(arm.policy, arm.model)
@@ -45,6 +48,32 @@ def check_run_policy(config: pytest.Config, service: EpisodeService) -> list[Pol
             check_fits(policy, family, where)
             check_honoured(arm.policy, family, where)
     return built
+
+
+def check_what_plays(config: pytest.Config, policies: tuple[str, ...], settings: Settings) -> None:
+    """A model or sampling option none of the run's policies uses is a usage error."""
+    from ..config.options import given_as
+    from .what_plays import unplayed_model, unused_endpoint, unused_sampling
+
+    models = settings.llm.named_models
+    chosen_by = None
+    if settings.run.named_policies:
+        chosen_by = " ".join(f"--openenv-policy={p}" for p in settings.run.named_policies)
+        chosen_by = given_as(config, "policy") or chosen_by
+    problem = unplayed_model(
+        policies,
+        models,
+        models_given=given_as(config, "model") or f"--openenv-model={models[0] if models else ''}",
+        chosen_by=chosen_by,
+    ) or unused_sampling(policies, settings.llm.sampling_given, chosen_by=chosen_by)
+    endpoint = settings.llm.endpoint
+    if endpoint and given_as(config, "llm-endpoint") is not None:
+        from ..util.endpoints import redact
+
+        shown = f"--openenv-llm-endpoint={redact(endpoint)}"  # never its credentials
+        problem = problem or unused_endpoint(policies, shown, chosen_by=chosen_by)
+    if problem:
+        raise pytest.UsageError(problem)
 
 
 def run_policy_in_use(config: pytest.Config) -> bool:

@@ -25,7 +25,7 @@ openenv_seed = 3
 openenv_max_turns = 20
 openenv_min_pass_rate = 0.5
 openenv_min_reward = -1
-openenv_temperature = 0.3
+openenv_request_timeout = 30.5
 openenv_resume = true
 openenv_concurrency = 2
 openenv_env_config = { opponent = "first", game_params = {} }
@@ -38,7 +38,7 @@ openenv_seed = 3
 openenv_max_turns = 20
 openenv_min_pass_rate = 0.5
 openenv_min_reward = -1
-openenv_temperature = 0.3
+openenv_request_timeout = 30.5
 openenv_resume = true
 openenv_concurrency = 2
 openenv_env_config = {"opponent": "first", "game_params": {}}
@@ -66,7 +66,8 @@ def assert_the_same_run(pytester: pytest.Pytester, run_pytest: Any) -> dict[str,
     result.stdout.fnmatch_lines(["*4 passed*", "gate: PASSED"])
     settings = settings_of(pytester)
     assert {key: settings[key] for key in EXPECTED} == EXPECTED
-    assert settings["llm"]["temperature"] == 0.3 and settings["llm"]["concurrency"] == 2
+    # a float key (a sampling one would be refused: the expert samples nothing)
+    assert settings["llm"]["request_timeout"] == 30.5 and settings["llm"]["concurrency"] == 2
     rows = (pytester.path / "openenv-results" / "results.jsonl").read_text().splitlines()
     assert sorted(json.loads(row)["seed"] for row in rows) == [3, 4, 5, 6]
     return settings

@@ -62,7 +62,12 @@ def test_a_placeholder_has_the_fields_and_types_of_a_played_row(played: dict[str
     # empty lists and zero counts are of the same type; only ``reason`` is null when played
     expected["extra"]["reason"] = "str"
     assert {k: v for k, v in got.items() if k != "failure"} == expected
-    assert row["failure"] == {"outcome": "error", "message": "server down"}
+    assert row["failure"] == {
+        "outcome": "error",
+        "test_outcome": "error",
+        "verdict": False,
+        "message": "server down",
+    }
     assert (row["episode_id"], row["seed"], row["policy"]) == ("ep-000002", 7, "random")
     assert row["task"]["family"] == "openspiel" and row["task"]["variant"] == "tic_tac_toe"
     assert row["passed"] is False and row["verify_metrics"]["outcome"] == "error"
@@ -70,7 +75,13 @@ def test_a_placeholder_has_the_fields_and_types_of_a_played_row(played: dict[str
 
 def test_brief_and_line_are_read_from_the_row(played: dict[str, Any]) -> None:
     row = with_failure(dict(played), "failed", "lost")
-    assert row["failure"] == {"outcome": "failed", "message": "lost"}
+    verdict = played["verify_metrics"]["verdict"]
+    assert row["failure"] == {
+        "outcome": "failed",
+        "test_outcome": "failed",
+        "verdict": verdict,
+        "message": "lost",
+    }
     figures = brief(row)
     assert figures == {
         "reward": played["reward"],

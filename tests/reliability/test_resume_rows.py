@@ -146,6 +146,7 @@ def test_a_truncated_metadata_json_is_named_as_damaged(launcher: Launcher) -> No
     assert snapshot(launcher.output) == kept
 
 
+JUDGE_IS_THE_TEST = "--openenv-train-on=test"
 LENIENT = """
 import pytest
 
@@ -159,18 +160,27 @@ def test_a_judge_point_edited_since_is_refused_and_a_lenient_test_is_not(
     launcher: Launcher,
 ) -> None:
     """Rows the verdict passed at the turn limit are another verdict for a test judged only
-    when done; rows a lenient test body passed while unfinished say nothing of the verdict."""
+    when done; rows a lenient test body passed while unfinished say nothing of the verdict
+    (kept for training with --openenv-train-on=test: the test body is the judge)."""
     test = launcher.folder / "test_marked.py"
     test.write_text(LENIENT.format(judge_at=""))
-    assert launcher.run("test_marked.py", "--openenv-max-turns=1").returncode == 0
-    again = launcher.run("test_marked.py", "--openenv-max-turns=1", "--openenv-resume")
+    assert (
+        launcher.run("test_marked.py", JUDGE_IS_THE_TEST, "--openenv-max-turns=1").returncode == 0
+    )
+    again = launcher.run(
+        "test_marked.py", JUDGE_IS_THE_TEST, "--openenv-max-turns=1", "--openenv-resume"
+    )
     assert again.returncode == 0, again.text[-3000:]  # unfinished, passed by the test only
     assert "3 skipped" in again.stdout
 
     test.write_text(LENIENT.format(judge_at=', judge_at="turn-limit"'))
-    assert launcher.run("test_marked.py", "--openenv-max-turns=1").returncode == 0
+    assert (
+        launcher.run("test_marked.py", JUDGE_IS_THE_TEST, "--openenv-max-turns=1").returncode == 0
+    )
     test.write_text(LENIENT.format(judge_at=""))
-    refused = launcher.run("test_marked.py", "--openenv-max-turns=1", "--openenv-resume")
+    refused = launcher.run(
+        "test_marked.py", JUDGE_IS_THE_TEST, "--openenv-max-turns=1", "--openenv-resume"
+    )
     assert refused.returncode == 4, refused.text[-3000:]
     assert 'played with judge_at="turn-limit"; this run plays it with judge_at="done"' in (
         refused.stderr

@@ -88,6 +88,19 @@ class AnthropicMessagesServer(ModelServer):
             "usage": {"input_tokens": usage[0], "output_tokens": usage[1]},
         }
 
+    def model_entry(self, model: str) -> dict[str, Any]:
+        # the Models API's object (GET /v1/models/{id})
+        return {
+            "type": "model",
+            "id": model,
+            "display_name": model,
+            "created_at": "2025-01-01T00:00:00Z",
+        }
+
+    def model_list(self, models: list[str]) -> dict[str, Any]:
+        data = [self.model_entry(m) for m in models]
+        return {"data": data, "has_more": False, "first_id": None, "last_id": None}
+
     def error_body(self, status: int, message: str) -> Any:
         kind = ERROR_TYPES.get(status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": message}}

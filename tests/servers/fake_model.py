@@ -74,6 +74,11 @@ class Faults:
     #: (bytes, with Content-Length?): a completion whose text is that many bytes, streamed
     #: as it is written (the server holds a few KB), until sent or the client hangs up
     huge_answer: tuple[int, bool] | None = None
+    #: the models ``GET /models`` lists and ``GET /models/{id}`` knows (the check before a
+    #: run); empty: it lists none and knows every one, as a server that names no model
+    models: tuple[str, ...] = ()
+    #: the HTTP status every models request answers (401, 403: a refused key), if any
+    models_status: int | None = None
 
     def __post_init__(self) -> None:
         for kind in [*self.turn_faults.values(), self.every_turn, *self.by_model.values()]:
@@ -149,6 +154,9 @@ class ModelServer:
         #: requests in flight when each one arrived (itself included)
         self.in_flight_at_arrival: list[int] = []
         self.statuses_sent: list[int] = []
+        #: model list requests (``GET``), and the headers each carried
+        self.model_checks = 0
+        self.model_check_headers: list[dict[str, str]] = []
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -189,7 +197,7 @@ class ModelServer:
                 pass
 
             def do_GET(self) -> None:
-                server._send(self, 200, {"object": "list", "data": []})
+                server._models(self)
 
             def do_POST(self) -> None:
                 server._handle(self)
@@ -224,6 +232,44 @@ class ModelServer:
             self.arrivals.clear()
             self.in_flight_at_arrival.clear()
             self.statuses_sent.clear()
+            self.model_checks = 0
+            self.model_check_headers.clear()
+
+    # -- the model list (GET): the plugin's check before a run ----------------
+    def model_entry(self, model: str) -> dict[str, Any]:
+        return {"id": model, "object": "model", "created": 0, "owned_by": "fake"}
+
+    def model_list(self, models: list[str]) -> dict[str, Any]:
+        return {"object": "list", "data": [self.model_entry(m) for m in models]}
+
+    def _models(self, handler: BaseHTTPRequestHandler) -> None:
+        """``GET .../models`` and ``GET .../models/{id}``; counted in ``model_checks``, not in
+        ``requests`` (which counts completions)."""
+        from urllib.parse import unquote
+
+        path = handler.path.split("?")[0]
+        with self._lock:
+            self.model_checks += 1
+            self.model_check_headers.append(dict(handler.headers))
+        faults = self.faults
+        if faults.models_status:
+            status = int(faults.models_status)
+            self._send(handler, status, self.error_body(status, f"injected HTTP {status}"))
+            return
+        _, _, asked = path.partition("/models/")
+        if asked:
+            model = unquote(asked)
+            if faults.models and model not in faults.models:
+                self._send(
+                    handler, 404, self.error_body(404, f"The model `{model}` does not exist.")
+                )
+                return
+            self._send(handler, 200, self.model_entry(model))
+            return
+        if path.endswith("/models"):
+            self._send(handler, 200, self.model_list(list(faults.models)))
+            return
+        self._send(handler, 404, self.error_body(404, f"no route {path}"))
 
     # -- one request ---------------------------------------------------------
     def _send(self, handler: BaseHTTPRequestHandler, status: int, payload: Any, **headers: str):
