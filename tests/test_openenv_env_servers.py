@@ -563,7 +563,7 @@ def test_a_generic_label_no_name_of_the_server_matches_says_its_names(run_pytest
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert (
         "it goes by 'PythonCodeActEnv' or 'coding_env' (GET /metadata, /list_environments), "
-        "which the label 'snake_env' does not name; use --openenv-env=openenv:coding_env"
+        "which the label 'snake_env' does not name exactly; use --openenv-env=openenv:coding_env"
     ) in result.stderr.str()
 
 
