@@ -46,6 +46,8 @@ OPPONENT_WORDS = {
 #: opponents OpenEnv's openspiel server plays (``OPENSPIEL_OPPONENT_POLICY``) that the
 #: embedded engine does not: accepted on --openenv-server only, recorded as the server's
 SERVER_OPPONENTS = ("middle",)
+#: each drawn game's marks, by player (pyspiel's: player 0 moves first)
+MARKS = {"tic_tac_toe": ("X", "O"), "connect_four": ("x", "o")}
 #: games whose view is a board every player sees whole
 BOARD_GAMES = DRAWN_GAMES | {"catch"}
 
@@ -281,8 +283,8 @@ class OpenSpielFamily(EnvFamily):
         return names
 
     def _you_are(self) -> str:
-        if self.variant == "tic_tac_toe":
-            mark = "X" if self.agent_player == 0 else "O"
+        if self.variant in MARKS:
+            mark = MARKS[self.variant][self.agent_player]
             return f"You play {mark} (player {self.agent_player}) against {self._opponent_text()}."
         if self._players == 1:
             return "This is a single-player game."

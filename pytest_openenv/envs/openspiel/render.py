@@ -84,8 +84,15 @@ def _catch(t: Sequence[float]) -> str:
     rows, cols = 10, 5
     lines = []
     for row in range(rows):
-        mark = "x" if row == rows - 1 else "o"
-        lines.append("".join(mark if t[row * cols + c] > 0.5 else "." for c in range(cols)))
+        hot = [c for c in range(cols) if t[row * cols + c] > 0.5]
+        mark = "o"
+        if row == rows - 1:
+            # one cell: the paddle (with the ball, if caught); two: the ball missed it, and
+            # the tensor (one plane for both) does not say which is which
+            mark = "x" if len(hot) < 2 else "?"
+        lines.append("".join(mark if c in hot else "." for c in range(cols)))
+    if len(hot) > 1:
+        lines.append("(? ball and paddle on the bottom row: the ball was missed)")
     return "\n".join(lines)
 
 
