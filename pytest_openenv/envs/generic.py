@@ -269,10 +269,20 @@ class GenericFamily(EnvFamily):
         facts = self.known.facts(server)
         action = (facts.schema or {}).get("action")
         if facts.schema is None:
+            from .remote.backend import RemoteBackend
+
+            # a server with neither is no OpenEnv server at all: say both, not just /schema
+            ws = RemoteBackend(servers[0]).session_problem()
+            sessions = (
+                f"; it takes no WebSocket session either ({ws})"
+                if ws
+                else "; its /ws does take WebSocket sessions"
+            )
             raise EnvConfigError(
                 f"cannot read the action schema of {server.public}: "
-                f"{facts.schema_problem or 'GET /schema failed'} (the generic family needs an "
-                "OpenEnv server that serves GET /schema)"
+                f"{facts.schema_problem or 'GET /schema failed'}{sessions} (the generic family "
+                "needs an OpenEnv server that serves GET /schema and episodes over /ws, as "
+                "openenv's create_app makes)"
             )
         if not isinstance(action, dict):
             raise EnvConfigError(
