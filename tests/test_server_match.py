@@ -318,7 +318,9 @@ def test_an_observation_in_another_shape_than_the_schema_is_another_env() -> Non
         ("catch", "openspiel_env", False),
     ],
 )
-def test_generic_labels_match_the_metadata_name_once_normalised(label: str, name: str, same: bool) -> None:
+def test_generic_labels_match_the_metadata_name_once_normalised(
+    label: str, name: str, same: bool
+) -> None:
     why = GenericFamily(label, {}).hosting_mismatch({"name": name})
     assert (why is None) is same
     if not same:

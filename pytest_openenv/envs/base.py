@@ -229,10 +229,6 @@ class Verdict:
         """Whose turn limit an episode had when no option set it, in words."""
         return f"the {getattr(self, 'name', 'env')} family's default"
 
-    def start_warnings(self) -> list[str]:
-        """What a run on deployed servers should hear once at start (none by default)."""
-        return []
-
     def verdict_warning(self, min_reward: float | None) -> str | None:
         """Why this run's verdict is a guess, said once at start; None: it is not."""
         return None
@@ -349,6 +345,10 @@ class Hosting:
     def hosting_mismatch(self, hosted: dict[str, Any]) -> str | None:
         """Why a server hosting ``hosted`` is not this env, naming both; None: it is."""
         return None
+
+    def start_warnings(self) -> list[str]:
+        """What a run on deployed servers should hear once at start (none by default)."""
+        return []
 
 
 class EnvFamily(Prompts, ToolCalls, Backends, Verdict, Teachers, Hosting):
