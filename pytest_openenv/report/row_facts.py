@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..envs.verdict import BASIS_OUTCOME_FIELD, BASIS_SUCCESS_FIELD, ENV_BASES, GUESS_NOTE
+from ..envs.verdict import BASIS_OUTCOME_FIELD, ENV_BASES, GUESS_NOTE
 
 ROW_FILES = ("results.jsonl", "failures.jsonl")
 
@@ -38,11 +38,7 @@ def general_rule(basis: str, text: str) -> str:
     """A row's rule without its episode's values: ``the server's metadata.status='win' (win)``
     is the rule ``the server's metadata.status``."""
     text = text.removesuffix(f" ({GUESS_NOTE})")
-    if basis == BASIS_OUTCOME_FIELD:
-        return text.split("=", 1)[0]
-    if basis == BASIS_SUCCESS_FIELD:
-        return text
-    return text
+    return text.split("=", 1)[0] if basis == BASIS_OUTCOME_FIELD else text
 
 
 def first_prompt(row: dict[str, Any]) -> str | None:
@@ -57,7 +53,7 @@ def row_facts(folder: Path) -> dict[str, Any]:
     rules: dict[str, dict[str, Any]] = {}
     seeded = {"seeded": 0, "unseeded": 0, "unknown": 0}
     starts: dict[str, set[str]] = {"all": set(), "unseeded": set()}
-    played = unseeded_played = 0
+    played = 0
     for row in _rows(folder):
         extra = row.get("extra") if isinstance(row.get("extra"), dict) else {}
         basis = str(extra.get("judged_by") or "")
@@ -82,7 +78,6 @@ def row_facts(folder: Path) -> dict[str, Any]:
             starts["all"].add(prompt)
             if flag is False:
                 starts["unseeded"].add(prompt)
-                unseeded_played += 1
     return {
         "verdict_rules": rules,
         "seeding": {
