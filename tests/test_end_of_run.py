@@ -14,7 +14,7 @@ N = 60
 RUN = ("--openenv-env=openspiel:tic_tac_toe", f"--openenv-n={N}", SCRIPTED)
 FULL_HEADER = re.compile(r"^_+ test_episode\[ep-\d{6}\] _+$")
 DIGEST = re.compile(
-    r"^FAILED openenv::test_episode\[(ep-\d{6})\] - reward=-1 turns=\d+ loss: loss: reward -1 "
+    r"^FAILED openenv::test_episode\[(ep-\d{6})\] - reward=-1 turns=\d+ loss: reward -1 "
     r"is below the pass threshold 0  (file://\S+/report\.html#(ep-\d{6}))$"
 )
 

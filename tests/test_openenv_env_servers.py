@@ -340,7 +340,10 @@ def test_a_lost_game_with_partial_reward_does_not_pass(
     for row in rows(pytester.path / "openenv-results"):
         assert row["reward"] == 0.5 and row["done"] and not row["passed"]
         assert row["verify_metrics"] == {"outcome": "fail", "min_reward": 1.0, "verdict": False}
-        assert row["extra"]["reason"] == "fail: reward 0.5 is below the pass threshold 1"
+        assert row["extra"]["reason"] == (
+            "fail: reward 0.5 is below the pass threshold 1 (a threshold the plugin guessed, "
+            "not the env's verifier; --openenv-min-reward sets it)"
+        )
     result.stdout.fnmatch_lines(["*FAILED (reward=0.5 turns=3 fail)*"])
 
 
@@ -401,7 +404,8 @@ def test_a_reward_just_under_the_threshold_is_shown_in_full(
     (row,) = read_jsonl(pytester.path / "openenv-results" / "failures.jsonl")
     assert row["extra"]["reason"] == (
         "fail: reward 0.9999999999999999 is below the pass threshold 1 when the turn limit "
-        "(10) ended it"
+        "(10) ended it (a threshold the plugin guessed, not the env's verifier; "
+        "--openenv-min-reward sets it)"
     )
 
 
@@ -563,7 +567,7 @@ def test_a_generic_label_no_name_of_the_server_matches_says_its_names(run_pytest
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert (
         "it goes by 'PythonCodeActEnv' or 'coding_env' (GET /metadata, /list_environments), "
-        "which the label 'snake_env' does not name; use --openenv-env=openenv:coding_env"
+        "which the label 'snake_env' does not name exactly; use --openenv-env=openenv:coding_env"
     ) in result.stderr.str()
 
 

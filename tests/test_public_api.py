@@ -85,10 +85,13 @@ FAMILY_CONCERNS = {
     "Verdict": {
         "default_max_turns",
         "default_min_reward",
+        "default_turns_words",
         "has_terminal_state",
         "outcome",
         "pass_rule",
         "passes",
+        "reads_final_state",
+        "verdict_warning",
     },
     "Teachers": {
         "builtin_policy_problem",
@@ -106,6 +109,7 @@ FAMILY_CONCERNS = {
         "hosting_mismatch",
         "known",
         "servers",
+        "start_warnings",
     },
 }
 

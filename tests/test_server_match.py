@@ -312,12 +312,15 @@ def test_an_observation_in_another_shape_than_the_schema_is_another_env() -> Non
     [
         ("echo", "echo_env", True),
         ("echo", "EchoEnvironment", True),
-        ("echo_v2", "echo-env", True),
+        ("echo-env", "Echo_Env", True),
+        ("echo_v2", "echo-env", False),  # another env's name, however alike
         ("tictactoe", "echo_env", False),
         ("catch", "openspiel_env", False),
     ],
 )
-def test_generic_labels_match_the_metadata_name_loosely(label: str, name: str, same: bool) -> None:
+def test_generic_labels_match_the_metadata_name_once_normalised(
+    label: str, name: str, same: bool
+) -> None:
     why = GenericFamily(label, {}).hosting_mismatch({"name": name})
     assert (why is None) is same
     if not same:

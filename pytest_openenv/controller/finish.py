@@ -100,8 +100,12 @@ class SessionEnd:
         tally, arms = self.accounts.tally, self.accounts.arms
         compared = arms.to_json(self.gate.confidence or DEFAULT_CONFIDENCE)
         budget = self.budget
+        from ..report.row_facts import row_facts
+
         return {
             "figures": self.figures(),
+            # what decided the verdicts, and how far the seed reaches (read from the rows)
+            **row_facts(self.output.writer.folder),
             "passk": self.accounts.passk.result().to_json(),
             "gate": self.verdict.to_json() if self.verdict else None,
             "exit_status": int(exitstatus),

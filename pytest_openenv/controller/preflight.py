@@ -41,6 +41,14 @@ def check_deployed_servers(config: pytest.Config, service: EpisodeService) -> No
     if family is not None:
         # one session each, as an episode opens it; what it reads, xdist hands on
         check_sessions(config, settings, family, service.remote)
+        secrets = KnownSecrets.from_settings(settings)
+        # what the run cannot confirm: env-config fields the server may have dropped, a
+        # verdict that is a threshold the plugin guessed
+        for note in family.start_warnings():
+            warn(config, secrets, note)
+        guess = family.verdict_warning(settings.run.min_reward)
+        if guess:
+            warn(config, secrets, guess)
 
 
 #: seconds one ``GET /health`` may take (an HF Space waking from sleep is slow to answer)

@@ -50,7 +50,12 @@ def one_line(report: Any) -> str:
         summary = brief.get("detail") or (
             f"reward={brief['reward']:g} turns={brief['turns']} {brief['outcome']}"
         )
-        message = f"{summary}: {reason.removeprefix('reason: ')}" if reason else summary
+        why = reason.removeprefix("reason: ")
+        # the status line ends with the outcome word the reason starts with: say it once
+        word = str(brief.get("outcome") or "")
+        if word and summary.endswith(f" {word}") and why.startswith(f"{word}: "):
+            why = why[len(word) + 2 :]
+        message = f"{summary}: {why}" if why else summary
     else:
         message = reason or (lines[-1] if lines else report.outcome)
     return message if len(message) <= LINE_CHARS else message[: LINE_CHARS - 1] + "…"

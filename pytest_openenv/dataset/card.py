@@ -534,8 +534,8 @@ def build_card(
         f"# {title}",
         "",
         "Agent episodes in [OpenEnv](https://github.com/meta-pytorch/OpenEnv) environments, "
-        "run and verified as pytest items by pytest-openenv: one episode per test, the "
-        "environment's verifier as the assertion. `results.jsonl` (ready for supervised "
+        "run and verified as pytest items by pytest-openenv: one episode per test, "
+        f"{assertion_words(summary)} as the assertion. `results.jsonl` (ready for supervised "
         f"fine-tuning) holds the {SPLIT_RULES[split_rule(metadata)][0]}; the rest are in "
         "`failures.jsonl`.",
         "",
@@ -544,6 +544,7 @@ def build_card(
         "",
         *figures_table(figures, settings),
         "",
+        *judging_section(summary, settings),
         *models_section(summary),
         *chart_section(chart),
         *files_section(rows, split_rule(metadata)),
@@ -552,6 +553,47 @@ def build_card(
         *run_section(metadata),
     ]
     return "\n".join(lines)
+
+
+def assertion_words(summary: dict[str, Any]) -> str:
+    """What judged the episodes, for the card's first paragraph: never "the environment's
+    verifier" where a threshold the plugin guessed judged some of them."""
+    rules = summary.get("verdict_rules") or {}
+    if any(entry.get("guessed") for entry in rules.values()):
+        return "the environment's verdict where it stated one, else a threshold the plugin guessed,"
+    return "the environment's verifier"
+
+
+def judging_section(summary: dict[str, Any], settings: dict[str, Any]) -> list[str]:
+    """How the verdicts were reached and how far the seed reaches (``summary.json``'s
+    ``verdict_rules`` and ``seeding``); nothing when there is nothing to say."""
+    lines: list[str] = []
+    rules = summary.get("verdict_rules") or {}
+    for basis, entry in sorted(rules.items()):
+        guess = (
+            " (a threshold the plugin guessed, not the env's verifier; set "
+            "`--openenv-min-reward` to the env's own pass mark)"
+            if entry.get("guessed")
+            else ""
+        )
+        lines.append(
+            f"- {entry.get('episodes', 0)} episode(s) judged by {entry.get('rule') or basis} "
+            f"(`{basis}`){guess}"
+        )
+    seeding = summary.get("seeding") or {}
+    unseeded = int(seeding.get("unseeded") or 0)
+    if unseeded:
+        seed = settings.get("seed")
+        lines.append(
+            f"- The server ignored the reset seed for {unseeded} of "
+            f"{seeding.get('episodes', 0)} episode(s) (rows say `extra.seeded: false`): "
+            f"seed {seed} + *i* does not repeat them, and they began from "
+            f"{seeding.get('unseeded_distinct_starting_states', 0)} distinct starting "
+            "state(s); episodes with identical starting states are one problem, not several"
+        )
+    if not lines:
+        return []
+    return ["## How episodes were judged", "", *lines, ""]
 
 
 def chart_section(chart: str | None) -> list[str]:

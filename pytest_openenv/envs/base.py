@@ -218,10 +218,20 @@ class Verdict:
     #: False: the env never ends an episode itself (it has no terminal state), so an episode
     #: is judged when the turn limit ends it instead of counting as unfinished
     has_terminal_state: ClassVar[bool] = True
+    #: the verdict reads the env's state after the episode (an outcome stated only there)
+    reads_final_state: ClassVar[bool] = False
 
     def default_max_turns(self) -> int:
         """Policy turns an episode gets when ``--openenv-max-turns`` is not set."""
         return DEFAULT_MAX_TURNS
+
+    def default_turns_words(self) -> str:
+        """Whose turn limit an episode had when no option set it, in words."""
+        return f"the {getattr(self, 'name', 'env')} family's default"
+
+    def verdict_warning(self, min_reward: float | None) -> str | None:
+        """Why this run's verdict is a guess, said once at start; None: it is not."""
+        return None
 
     def pass_rule(self) -> PassRule:
         """What a passing episode needs, when neither the run nor the marker says otherwise."""
@@ -335,6 +345,10 @@ class Hosting:
     def hosting_mismatch(self, hosted: dict[str, Any]) -> str | None:
         """Why a server hosting ``hosted`` is not this env, naming both; None: it is."""
         return None
+
+    def start_warnings(self) -> list[str]:
+        """What a run on deployed servers should hear once at start (none by default)."""
+        return []
 
 
 class EnvFamily(Prompts, ToolCalls, Backends, Verdict, Teachers, Hosting):

@@ -61,6 +61,9 @@ RESET_SCHEMA_KEYS = ("reset", "reset_request")
 #: ``success``: OpenEnv's git, jupyter, terminal and REPL envs use it for "the last command
 #: ran", which says nothing of the task
 SUCCESS_FIELDS = ("solved", "won", "is_solved", "is_correct")
+#: observation, metadata or state fields in which an env states the outcome in words
+#: (OpenEnv's maze: ``metadata.status: "win"``; its chess env: ``result: "1-0"``)
+OUTCOME_FIELDS = ("status", "result", "outcome", "winner", "game_result", "game_status")
 
 
 def action_parameters(schema: dict[str, Any], fixed: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -97,6 +100,23 @@ def plain_name(name: str) -> str:
     return plain
 
 
+#: state or first-observation fields that name the game a server hosts
+GAME_FIELDS = ("game_name", "game")
+
+
+def hosted_game_name(report: Any) -> str | None:
+    """The game a server's state (or first observation's metadata) names, if any."""
+    sources = [report.state or {}]
+    if report.first is not None:
+        sources += [report.first.metadata, report.first.observation]
+    for source in sources:
+        for name in GAME_FIELDS:
+            value = source.get(name)
+            if isinstance(value, str) and value.strip():
+                return value.strip()
+    return None
+
+
 def env_description(metadata: dict[str, Any] | None) -> str:
     """``/metadata``'s description, unless it is OpenEnv's filler (``"EchoEnvironment
     environment"``, made from the class name when an env gives none)."""
@@ -126,6 +146,59 @@ def tools_prompt(tools: list[Any] | None) -> str:
         f'Tools on this server (call {TOOL_NAME} with type "call_tool", tool_name and '
         "arguments):\n" + "\n".join(lines)
     )
+
+
+CONFIRMED, NOT_CONFIRMED, REFUSED = "confirmed", "not confirmed", "refused"
+
+
+def spelled_alike(sent: Any, held: Any) -> bool:
+    """``held`` is ``sent`` as the server writes it: equal, or a string the server spelled
+    out (``5 w`` -> ``5 w 0 1``: a FEN's move counters added; case and spacing)."""
+    if show(sent) == show(held):
+        return True
+    if isinstance(sent, str) and isinstance(held, str):
+        ours, theirs = sent.split(), held.split()
+        return bool(ours) and [t.lower() for t in theirs[: len(ours)]] == [o.lower() for o in ours]
+    return False
+
+
+def config_status(
+    config: dict[str, Any],
+    first: StepResult,
+    state: dict[str, Any] | None,
+    baselines: list[tuple[StepResult, dict[str, Any] | None]],
+) -> dict[str, str]:
+    """Each env-config field: confirmed, not confirmed, or refused (see ``_check_config_taken``).
+
+    ``baselines``: two resets without the config, each on its own session. Where they
+    agree, a reset with the config that answered otherwise shows the config was taken.
+    """
+    state = state or {}
+    base_states = [b[1] or {} for b in baselines]
+    base_answers = [show([b[0].observation, b[0].metadata]) for b in baselines]
+    steady = len(baselines) == 2 and len(set(base_answers)) == 1
+    answered_otherwise = steady and show([first.observation, first.metadata]) != base_answers[0]
+    status: dict[str, str] = {}
+    for key, sent in config.items():
+        held = state.get(key)
+        if held is not None:
+            if spelled_alike(sent, held):
+                status[key] = CONFIRMED
+                continue
+            defaults = [s.get(key) for s in base_states]
+            if len(defaults) == 2 and all(show(d) == show(held) for d in defaults):
+                status[key] = REFUSED  # the state reads as if the field was never sent
+            elif defaults and all(d is not None for d in defaults):
+                status[key] = CONFIRMED  # the reset moved it off its default: taken
+            else:
+                status[key] = NOT_CONFIRMED
+            continue
+        shown = [first.observation.get(key), first.metadata.get(key)]
+        if any(v is not None and spelled_alike(sent, v) for v in shown) or answered_otherwise:
+            status[key] = CONFIRMED
+        else:
+            status[key] = NOT_CONFIRMED
+    return status
 
 
 def reset_fields_accepted(schema: dict[str, Any]) -> tuple[set[str], bool] | None:
@@ -162,12 +235,26 @@ class GenericFamily(EnvFamily):
         self._server_tools = ""
         #: action fields the env fixes (its state holds them), with the values sent
         self._fixed: dict[str, Any] = {}
+        #: env-config fields nothing the server answered shows it took
+        self.unconfirmed: tuple[str, ...] = ()
+
+    #: the verdict may read an outcome the env states only in its state (``result``)
+    reads_final_state: ClassVar[bool] = True
 
     def pass_rule(self) -> PassRule:
-        """The env's own verdict where its last observation has one (``SUCCESS_FIELDS``), else
-        the full reward: a total of at least 1, as a solved reasoning_gym question or a won
-        TextArena game scores (a lost game's partial reward does not pass)."""
-        return PassRule(self.default_min_reward, success_fields=SUCCESS_FIELDS)
+        """The env's own verdict where it states one: a ``SUCCESS_FIELDS`` flag, or an
+        ``OUTCOME_FIELDS`` word (``status: "win"``, ``result: "1-0"``) in the last
+        observation, its metadata or the state. Else a threshold the plugin guesses: the
+        full reward of OpenEnv's graded envs (a solved reasoning_gym question, a won
+        TextArena game score 1; a lost game's partial reward does not pass), on the last
+        step where earlier steps scored too (a grid's step penalties before its +1 goal)."""
+        return PassRule(
+            self.default_min_reward,
+            success_fields=SUCCESS_FIELDS,
+            outcome_fields=OUTCOME_FIELDS,
+            last_step_when_shaped=True,
+            guessed=True,
+        )
 
     def bind_servers(self, servers: tuple[str, ...]) -> None:
         super().bind_servers(servers)
@@ -182,10 +269,20 @@ class GenericFamily(EnvFamily):
         facts = self.known.facts(server)
         action = (facts.schema or {}).get("action")
         if facts.schema is None:
+            from .remote.backend import RemoteBackend
+
+            # a server with neither is no OpenEnv server at all: say both, not just /schema
+            ws = RemoteBackend(servers[0]).session_problem()
+            sessions = (
+                f"; it takes no WebSocket session either ({ws})"
+                if ws
+                else "; its /ws does take WebSocket sessions"
+            )
             raise EnvConfigError(
                 f"cannot read the action schema of {server.public}: "
-                f"{facts.schema_problem or 'GET /schema failed'} (the generic family needs an "
-                "OpenEnv server that serves GET /schema)"
+                f"{facts.schema_problem or 'GET /schema failed'}{sessions} (the generic family "
+                "needs an OpenEnv server that serves GET /schema and episodes over /ws, as "
+                "openenv's create_app makes)"
             )
         if not isinstance(action, dict):
             raise EnvConfigError(
@@ -212,32 +309,53 @@ class GenericFamily(EnvFamily):
             )
 
     def _survey(self, server: str) -> Survey:
-        """One session before the run: reset with the env config, read the state (and an
-        MCP-style env's tools). A refused reset is a usage error; a server that cannot be
-        reached now leaves it unknown (the episodes will say why)."""
+        """Sessions before the run: with an env config, two resets without it first (each
+        on a fresh session: what the server serves by default, and whether that holds
+        still), then one with it, reading the state (and an MCP-style env's tools) after
+        each. A refused reset is a usage error; a server that cannot be reached now leaves
+        it unknown (the episodes will say why)."""
+        baselines: list[tuple[StepResult, dict[str, Any] | None]] = []
+        try:
+            if self.config:
+                for _ in range(2):
+                    baselines.append(self._reset_once(server, {}))
+            first, state, tools = self._reset_once(server, dict(self.config), tools=True)
+        except ActionRejected as exc:
+            raise EnvConfigError(
+                f"{server} refused a reset with the env config as reset fields "
+                f"({self.config_json}): {exc}"
+            ) from None
+        except EnvUnavailable as exc:
+            return Survey(problem=str(exc))
+        return Survey(
+            state=state,
+            tools=tools,
+            observation=first.observation,
+            metadata=first.metadata,
+            config_status=config_status(self.config, first, state, baselines),
+        )
+
+    def _reset_once(self, server: str, fields: dict[str, Any], *, tools: bool = False) -> Any:
+        """One session: reset with ``fields``, the state after it (and, with ``tools``, an
+        MCP-style env's tool list); ``(first, state)`` or, with ``tools``, ``(first, state,
+        tools)``."""
         from .remote.backend import RemoteBackend
 
         backend = RemoteBackend(server)
         backend.limit_time(SCHEMA_TIMEOUT)
         try:
-            backend.reset(seed=0, episode_id="survey", **self.reset_options(seed=0, episode_id=""))
+            first = backend.reset(seed=0, episode_id="survey", **fields)
             state = backend.state_or_none()
-            tools = None
-            properties = self._action_properties()
-            if "tool_name" in properties:
+            if not tools:
+                return first, state
+            found = None
+            if "tool_name" in self._action_properties():
                 try:
-                    found = backend.step({"type": "list_tools"}).observation.get("tools")
+                    listed = backend.step({"type": "list_tools"}).observation.get("tools")
                 except ActionRejected:
-                    found = None
-                tools = found if isinstance(found, list) else None
-            return Survey(state=state, tools=tools)
-        except ActionRejected as exc:
-            raise EnvConfigError(
-                f"{backend.location} refused a reset with the env config as reset fields "
-                f"({self.config_json}): {exc}"
-            ) from None
-        except EnvUnavailable as exc:
-            return Survey(problem=str(exc))
+                    listed = None
+                found = listed if isinstance(listed, list) else None
+            return first, state, found
         finally:
             backend.close()
 
@@ -247,16 +365,66 @@ class GenericFamily(EnvFamily):
         return dict((action or {}).get("properties") or {}) if isinstance(action, dict) else {}
 
     def _check_config_taken(self, server: ServerURL, survey: Survey) -> None:
-        """A config field the server's state also holds must read as sent after the reset:
-        OpenEnv's server drops reset fields its env's ``reset()`` does not name."""
+        """A config field the server's state holds, unchanged from what a reset without the
+        config gives and not a spelling of what was sent, was dropped: OpenEnv's server
+        drops reset fields its env's ``reset()`` does not name. A field the state shows
+        otherwise (the reset normalised it, or the opponent has moved since) was taken."""
         state = survey.state or {}
+        status = survey.config_status or {}
+        self.unconfirmed = tuple(k for k in self.config if status.get(k) == NOT_CONFIRMED)
         for key, sent in self.config.items():
-            if key in state and state[key] is not None and show(state[key]) != show(sent):
+            if status.get(key) == REFUSED:
                 raise EnvConfigError(
                     f"{server.public} did not take the reset field {key}={show(sent)} from "
                     f"--openenv-env-config: after the reset its state says {key}="
-                    f"{show(state[key])}"
+                    f"{show(state.get(key))}, as it does after a reset without the field"
                 )
+
+    def start_warnings(self) -> list[str]:
+        """What the run should hear once at start: env-config fields the server did not
+        confirm taking."""
+        if not self.unconfirmed or not self.servers:
+            return []
+        fields = ", ".join(self.unconfirmed)
+        return [
+            f"--openenv-env-config: {self.servers_shown()} shows nothing that says it took "
+            f"the reset field(s) {fields} (neither its state nor its reset's answer differs "
+            "from a reset without them); the rows record them as sent, not confirmed "
+            "(task.config_not_confirmed)"
+        ]
+
+    def servers_shown(self) -> str:
+        return ", ".join(ServerURL.parse(url).public for url in self.servers)
+
+    def verdict_warning(self, min_reward: float | None) -> str | None:
+        if min_reward is not None or not self.servers or self.known is None:
+            return None
+        server = ServerURL.parse(self.servers[0])
+        schema = self.known.facts(server).schema or {}
+        survey = self.known.survey(server, self.config_json, lambda: Survey())
+        named: set[str] = set()
+        for part in ("observation", "state"):
+            named |= set((schema.get(part) or {}).get("properties") or {})
+        for seen in (survey.observation, survey.metadata, survey.state):
+            named |= set(seen or ())
+        if named & {*SUCCESS_FIELDS, *OUTCOME_FIELDS}:
+            return None
+        return (
+            f"--openenv-env={self.spec}: {self.servers_shown()} states no outcome (no "
+            f"{' / '.join((*SUCCESS_FIELDS, *OUTCOME_FIELDS))} field in its schema, state "
+            "or reset answer), so each verdict is a threshold the plugin guessed, not the "
+            "env's verifier: the last step's reward >= 1 where earlier steps scored too, "
+            "else the total reward >= 1; set --openenv-min-reward to the env's own pass mark"
+        )
+
+    def default_turns_words(self) -> str:
+        return "the generic family's default"
+
+    def task_info(self, first: StepResult, prompt: str) -> dict[str, Any]:
+        info = super().task_info(first, prompt)
+        # sent as reset fields, but nothing the server answered shows it took them
+        info["config_not_confirmed"] = ", ".join(self.unconfirmed)
+        return info
 
     @staticmethod
     def _fixed_fields(action: dict[str, Any], survey: Survey) -> dict[str, Any]:
@@ -307,26 +475,39 @@ class GenericFamily(EnvFamily):
         return dict(self.config)
 
     def hosted_by(self, report: Any) -> dict[str, Any] | None:
-        if not report.name and not report.env_names:
+        game = hosted_game_name(report)
+        if not report.name and not report.env_names and not game:
             return None
         hosted: dict[str, Any] = {"name": report.name}
         if report.env_names:
             hosted["env_names"] = list(report.env_names)
+        if game:
+            hosted["game_name"] = game
         return hosted
 
     def hosting_mismatch(self, hosted: dict[str, Any]) -> str | None:
-        """The label must be a name the server goes by: its ``/metadata`` name or the
-        ``env_name`` its app was made with (``echo`` ~ ``echo_env``, ``coding_env``)."""
+        """The label must be a name the server goes by, exactly once normalised
+        (``plain_name``: ``echo`` = ``echo_env`` = ``EchoEnvironment``): its ``/metadata``
+        name, the ``env_name`` its app was made with, a game its state names
+        (``breakout``), or env and game together (``atari_breakout``)."""
         names = [n for n in (hosted.get("name"), *(hosted.get("env_names") or ())) if n]
+        game = hosted.get("game_name")
+        accepted = {plain_name(n) for n in names}
+        if game:
+            accepted |= {plain_name(game), *(plain_name(n) + plain_name(game) for n in names)}
         label = plain_name(self.variant)
-        for name in names:
-            plain = plain_name(name)
-            if not label or not plain or label in plain or plain in label:
-                return None
-        known = " or ".join(repr(n) for n in names)
+        if label in accepted - {""}:
+            return None
+        known = " or ".join(repr(n) for n in names) or "no name"
+        if game:
+            known += f", hosting the game {game!r}"
+        suggestion = names[-1] if names else game
+        if game and names:
+            suggestion = f"{names[-1]} (or openenv:{plain_name(names[-1])}_{game})"
+        where = "GET /metadata, /list_environments" + (", its state" if game else "")
         return (
-            f"it goes by {known} (GET /metadata, /list_environments), which the label "
-            f"{self.variant!r} does not name; use --openenv-env=openenv:{names[-1]}"
+            f"it goes by {known} ({where}), which the label {self.variant!r} does not name "
+            f"exactly; use --openenv-env=openenv:{suggestion}"
         )
 
     def describe_task(self, first: StepResult) -> str:

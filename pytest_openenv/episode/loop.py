@@ -196,6 +196,10 @@ class _Loop:
         self.backend: Backend | None = None
         #: the latest observation: the verdict may read the env's own success field in it
         self.current: StepResult | None = None
+        #: the rewards the env gave, reset first: shaped rewards are judged on the last one
+        self.rewards: list[float] = []
+        #: the env's state once the episode ended (``reads_final_state`` families)
+        self.final_state: dict[str, Any] | None = None
 
     def check_time(self) -> None:
         if self.deadline is not None and self.clock() > self.deadline:
@@ -229,6 +233,7 @@ class _Loop:
         total = self.reward + reward
         if math.isfinite(reward) and math.isfinite(total):
             self.reward = total
+            self.rewards.append(reward)
             return
         raise EpisodeError(
             f"the env's rewards are not finite numbers: {where} gave reward {reward!r} "
@@ -334,7 +339,21 @@ class _Loop:
                 if "observation" in self.steps[-1]:
                     final_text = self.steps[-1]["observation"]
         self.check_time()
+        if self.done and self.family.reads_final_state:
+            self.final_state = self.read_state(backend)
         return self.finish(final_text)
+
+    @staticmethod
+    def read_state(backend: Backend) -> dict[str, Any] | None:
+        """The env's state now, where the backend can ask (None: it cannot, or it failed)."""
+        read = getattr(backend, "state_or_none", None)
+        if read is None:
+            return None
+        try:
+            state = read()
+        except (EnvUnavailable, ActionRejected):
+            return None
+        return state if isinstance(state, dict) else None
 
     def over_token_limit(self) -> bool:
         """Past ``--openenv-episode-max-tokens``: the episode ends unfinished. The reply that
@@ -448,6 +467,11 @@ class _Loop:
             mistakes=(
                 f"{self.tool_errors} tool error(s), {self.silent_turns} turn(s) without a tool call"
             ),
+            state=self.final_state,
+            last_reward=self.rewards[-1] if len(self.rewards) > 1 else None,
+            # an earlier step (not the reset's 0) scored: step penalties, shaping
+            shaped=any(r != 0 for r in self.rewards[:-1]),
+            default_turns=None if limits.max_turns else family.default_turns_words(),
         )
 
 

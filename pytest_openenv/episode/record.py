@@ -95,7 +95,10 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
         "extra",
         "struct",
         "episode index, repeat, backend, server, reason it did not pass, `seeded` (false: "
-        "the server ignores the reset seed, so the seed does not repeat the episode)",
+        "the server ignores the reset seed, so the seed does not repeat the episode), "
+        "`judged_by` (what decided the verdict: `success-field` or `outcome-field`, the "
+        "env's own word; `last-step-reward`, `total-reward` or `min-reward`, a threshold) "
+        "and `verdict_rule` (that rule in words; a guessed threshold says so)",
     ),
     ("env", "string", "`family:variant`"),
     ("seed", "int", "the episode's seed (base seed + index)"),
@@ -195,6 +198,9 @@ def episode_row(
             "server_reports": e.server_reports,
             "reason": e.reason,
             "seeded": e.seeded,
+            # what decided the verdict: the env's own word, or a threshold (ours or guessed)
+            "judged_by": e.decision.basis if e.decision is not None else "",
+            "verdict_rule": e.decision.rule_text() if e.decision is not None else "",
         },
         "env": e.env,
         "seed": e.seed,
@@ -232,6 +238,8 @@ def placeholder_row(
             "server_reports": None,
             "reason": reason,
             "seeded": True,
+            "judged_by": "",
+            "verdict_rule": "",
         },
         "env": spec.env,
         "seed": spec.seed,

@@ -21,6 +21,11 @@ on FastAPI + uvicorn, bound to 127.0.0.1 on an ephemeral port:
 - ``maze``: a generic env whose observation ``metadata`` carries the layout (as
   OpenEnv's maze env does), and ``mcp_echo``: an MCP-style env (actions
   ``list_tools`` / ``call_tool``) whose tool names come from the server.
+- ``grid_world``: step penalties before a +1 goal, and a reset that drops every field
+  (OpenEnv's grid_world env); ``status_maze``: the outcome in ``metadata.status``
+  (its maze env); ``take_away``: an illegal-move penalty, a result stated in the state
+  and a ``fen`` reset field the state rewrites (its chess env); ``session_seeded``: an
+  RNG seeded once per session, whatever the reset seed.
 
 ``max_sessions`` caps concurrent WebSocket sessions (``CAPACITY_REACHED`` past
 it) and ``step_delay`` slows each step, so sessions overlap. ``GET /test/stats``
@@ -64,6 +69,10 @@ KINDS = (
     "arena",
     "endless",
     "puzzle",
+    "grid_world",
+    "status_maze",
+    "take_away",
+    "session_seeded",
 )
 
 
@@ -333,10 +342,13 @@ class DeployedOpenSpielEnvironment(Environment):
         opponent_policy: str = "random",
         agent_player: int = 0,
         reset_delay: float = 0.0,
+        board_log: list[dict[str, str]] | None = None,
     ) -> None:
         super().__init__()
         from open_spiel.python import rl_environment
 
+        #: pyspiel's own strings of every position the agent is shown (a test's list)
+        self._board_log = board_log
         self._game_params = dict(game_params or {})
         self._env = rl_environment.Environment(game, **self._game_params)
         self._game_name = game
@@ -387,6 +399,8 @@ class DeployedOpenSpielEnvironment(Environment):
                 move = legal[0]
             elif self._opponent_policy == "last":
                 move = legal[-1]
+            elif self._opponent_policy == "middle":  # as OpenEnv's FixedActionOpponent
+                move = legal[len(legal) // 2]
             else:
                 move = self._rng.choice(legal)
             self._last_opponent = move
@@ -395,6 +409,12 @@ class DeployedOpenSpielEnvironment(Environment):
 
     def _observe(self) -> OpenSpielObservation:
         time_step = self._time_step
+        if self._board_log is not None:
+            state = self._env.get_state
+            info = ""
+            if self._env.game.get_type().provides_information_state_string:
+                info = state.information_state_string(self._agent)
+            self._board_log.append({"string": str(state), "information_state": info})
         phase = "terminal" if time_step.last() else "initial" if time_step.first() else "playing"
         reward = None if time_step.rewards is None else float(time_step.rewards[self._agent])
         return OpenSpielObservation(
@@ -737,6 +757,256 @@ class PuzzleEnvironment(Environment):
         return self._state
 
 
+# -- a goal behind step penalties, as OpenEnv's grid_world env ---------------------------------
+class GridAction(Action):
+    """Move the agent one cell.
+
+    Attributes:
+        action: UP, DOWN, LEFT or RIGHT.
+    """
+
+    action: str = Field(..., description="UP, DOWN, LEFT or RIGHT")
+
+
+class GridObservation(Observation):
+    x: int = 0
+    y: int = 0
+    message: str = ""
+
+
+class GridWorldEnvironment(Environment):
+    """Like OpenEnv's ``GridWorldEnvironment``: a 5x5 grid from [0, 0] to the goal [4, 4];
+    every step costs -0.1, the goal pays +1 and only it ends the episode. Its ``reset()``
+    takes no fields, so OpenEnv's server drops any a client sends (``grid_size``,
+    ``goal_pos``) without a word, and its state is the base ``State``."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+    SIZE, GOAL = 5, (4, 4)
+
+    def __init__(self, step_delay: float = 0.0) -> None:
+        super().__init__()
+        self._x = self._y = 0
+        self._state = State()
+
+    def reset(self) -> GridObservation:  # type: ignore[override]
+        self._x = self._y = 0
+        self._state = State(step_count=0)
+        return GridObservation(
+            x=0, y=0, message=f"Welcome to Grid World! Goal is at {list(self.GOAL)}.", reward=0.0
+        )
+
+    def step(
+        self, action: Action, timeout_s: float | None = None, **kwargs: Any
+    ) -> GridObservation:
+        assert isinstance(action, GridAction)
+        self._state.step_count += 1
+        dx, dy = {"UP": (-1, 0), "DOWN": (1, 0), "LEFT": (0, -1), "RIGHT": (0, 1)}.get(
+            action.action.upper(), (0, 0)
+        )
+        self._x = max(0, min(self._x + dx, self.SIZE - 1))
+        self._y = max(0, min(self._y + dy, self.SIZE - 1))
+        if (self._x, self._y) == self.GOAL:
+            return GridObservation(
+                x=self._x, y=self._y, message="You found the goal!", reward=1.0, done=True
+            )
+        return GridObservation(x=self._x, y=self._y, message="Keep going...", reward=-0.1)
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+
+# -- the outcome in the observation's metadata, as OpenEnv's maze env ---------------------------
+class StatusMazeAction(Action):
+    action: int = Field(..., description="0 left, 1 right")
+
+
+class StatusMazeObservation(Observation):
+    position: int = 0
+    legal_actions: list[int] = Field(default_factory=list)
+
+
+class StatusMazeEnvironment(Environment):
+    """A corridor of cells 0..4 from 1: right to 4 wins, left to 0 falls in a pit. Each
+    move costs -1, the exit pays +2 (a won game totals -1), the pit -2. As OpenEnv's maze
+    env, ``metadata.status`` says ``playing``, ``win`` or ``lose``."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, step_delay: float = 0.0) -> None:
+        super().__init__()
+        self._position = 1
+        self._state = State()
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> StatusMazeObservation:
+        self._position = 1
+        self._state = State(episode_id=episode_id, step_count=0)
+        return self._observe(0.0, "playing")
+
+    def step(
+        self, action: Action, timeout_s: float | None = None, **kwargs: Any
+    ) -> StatusMazeObservation:
+        assert isinstance(action, StatusMazeAction)
+        self._state.step_count += 1
+        self._position += 1 if action.action == 1 else -1
+        if self._position >= 4:
+            return self._observe(-1.0 + 2.0, "win")
+        if self._position <= 0:
+            return self._observe(-1.0 - 2.0, "lose")
+        return self._observe(-1.0, "playing")
+
+    def _observe(self, reward: float, status: str) -> StatusMazeObservation:
+        done = status != "playing"
+        return StatusMazeObservation(
+            position=self._position,
+            legal_actions=[] if done else [0, 1],
+            done=done,
+            reward=reward,
+            metadata={"status": status, "exit_at": 4},
+        )
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+
+# -- a board game that penalises an illegal move and states its result, as OpenEnv's chess ---
+class TakeAwayAction(Action):
+    """A move: take 1 or 2 counters; whoever takes the last counter wins.
+
+    Attributes:
+        move: "1" or "2" (anything else is an illegal move: -0.1, the position stays).
+    """
+
+    move: str = Field(..., description="1 or 2")
+
+
+class TakeAwayObservation(Observation):
+    fen: str = ""
+    legal_moves: list[str] = Field(default_factory=list)
+    result: str | None = None
+
+
+class TakeAwayState(State):
+    fen: str = "5 w 0 1"
+    agent_color: str = "white"
+    result: str | None = None
+
+
+def normalised_fen(fen: str) -> str:
+    """``5 w`` -> ``5 w 0 1``: the server spells out the move counters, as python-chess
+    does with a FEN that leaves them out."""
+    parts = fen.split()
+    return " ".join(parts + ["0", "1"][len(parts) - 2 :]) if len(parts) < 4 else fen
+
+
+class TakeAwayEnvironment(Environment):
+    """Take-away from a position ``"<counters> <side to move> <halfmoves> <move>"`` (a FEN
+    of sorts, reset field ``fen``). The agent plays white; black (the server's opponent)
+    always takes 1, and moves at once when the reset position has black to move. An
+    illegal move costs -0.1 and does not end the game; the win pays +1, the loss -1. As
+    OpenEnv's chess env, the result is ``1-0`` / ``0-1`` (in the observation and state)."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, step_delay: float = 0.0) -> None:
+        super().__init__()
+        self._counters = 5
+        self._state = TakeAwayState()
+
+    def reset(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        fen: str | None = None,
+        **kwargs: Any,
+    ) -> TakeAwayObservation:
+        fen = normalised_fen(fen or "5 w")
+        self._counters = int(fen.split()[0])
+        self._state = TakeAwayState(episode_id=episode_id, step_count=0, fen=fen)
+        if fen.split()[1] == "b":
+            self._opponent()
+        return self._observe(0.0)
+
+    def step(
+        self, action: Action, timeout_s: float | None = None, **kwargs: Any
+    ) -> TakeAwayObservation:
+        assert isinstance(action, TakeAwayAction)
+        self._state.step_count += 1
+        if action.move not in self._legal():
+            return self._observe(-0.1)
+        self._counters -= int(action.move)
+        if self._counters == 0:
+            return self._over("1-0", 1.0)
+        self._opponent()
+        if self._counters == 0:
+            return self._over("0-1", -1.0)
+        return self._observe(0.0)
+
+    def _opponent(self) -> None:
+        self._counters -= 1
+        self._state.fen = f"{self._counters} w 0 {self._state.step_count + 1}"
+
+    def _legal(self) -> list[str]:
+        return [m for m in ("1", "2") if int(m) <= self._counters]
+
+    def _over(self, result: str, reward: float) -> TakeAwayObservation:
+        self._state.result = result
+        self._state.fen = f"0 - 0 {self._state.step_count}"
+        # the result only in the state, as a server that keeps its observation lean
+        return TakeAwayObservation(fen=self._state.fen, done=True, reward=reward)
+
+    def _observe(self, reward: float) -> TakeAwayObservation:
+        return TakeAwayObservation(fen=self._state.fen, legal_moves=self._legal(), reward=reward)
+
+    @property
+    def state(self) -> TakeAwayState:
+        return self._state
+
+
+# -- an RNG seeded once per session, whatever the reset seed --------------------------------
+class DrawAction(Action):
+    guess: int = Field(..., description="your guess of the hidden number, 0..9")
+
+
+class DrawObservation(Observation):
+    clue: str = ""
+
+
+class SessionSeededEnvironment(Environment):
+    """Guess a hidden number 0..9 from a clue. The env seeds its RNG once, when its session
+    opens (``random.Random(0)``), and ignores the reset seed: every fresh session's first
+    episode is the same problem."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, step_delay: float = 0.0) -> None:
+        super().__init__()
+        self._rng = random.Random(0)
+        self._hidden = 0
+        self._state = State()
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> DrawObservation:
+        self._hidden = self._rng.randrange(10)
+        self._state = State(episode_id=episode_id, step_count=0)
+        return DrawObservation(clue=f"the number is {self._hidden}", reward=0.0)
+
+    def step(
+        self, action: Action, timeout_s: float | None = None, **kwargs: Any
+    ) -> DrawObservation:
+        assert isinstance(action, DrawAction)
+        right = action.guess == self._hidden
+        return DrawObservation(clue="", done=True, reward=1.0 if right else 0.0)
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+
 # -- tic-tac-toe that does not say what it hosts --------------------------------------------
 class SilentTicTacToeEnvironment(TicTacToeEnvironment):
     """The ``tictactoe`` env with a bare ``State``: no game name anywhere."""
@@ -764,10 +1034,20 @@ ENVS: dict[str, tuple[type[Environment], type[Action], type[Observation], type[S
     "arena": (ArenaEnvironment, ArenaAction, ArenaObservation, State),
     "endless": (EndlessCodeEnvironment, CodeAction, CodeObservation, State),
     "puzzle": (PuzzleEnvironment, PuzzleAction, PuzzleObservation, State),
+    "grid_world": (GridWorldEnvironment, GridAction, GridObservation, State),
+    "status_maze": (StatusMazeEnvironment, StatusMazeAction, StatusMazeObservation, State),
+    "take_away": (TakeAwayEnvironment, TakeAwayAction, TakeAwayObservation, TakeAwayState),
+    "session_seeded": (SessionSeededEnvironment, DrawAction, DrawObservation, State),
 }
 #: the ``env_name`` each kind's app is made with (``GET /list_environments``), as OpenEnv's
 #: ``create_app(..., env_name=...)`` calls give it; other kinds use their own name
-ENV_NAMES = {"openspiel": "openspiel_env", "endless": "coding_env", "reset_task": "repl_env"}
+ENV_NAMES = {
+    "openspiel": "openspiel_env",
+    "endless": "coding_env",
+    "reset_task": "repl_env",
+    "grid_world": "grid_world_env",
+    "status_maze": "maze_env",
+}
 
 
 # -- app -----------------------------------------------------------------------------------

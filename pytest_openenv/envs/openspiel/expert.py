@@ -18,8 +18,14 @@ state. Nothing here knows about episodes.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import re
+import sys
+import tempfile
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,6 +133,35 @@ def decide_plan(game: Any) -> Plan:
     return Plan("alpha-beta" if exact else "mcts")
 
 
+#: what pyspiel's C++ prints on stderr before it raises for a method a game lacks
+NATIVE_NOT_IMPLEMENTED = re.compile(r"^OpenSpiel exception: .* not implemented\.?$")
+
+
+@contextlib.contextmanager
+def quiet_native_stderr() -> Iterator[None]:
+    """Hold back what native code writes to stderr (fd 2) meanwhile, dropping pyspiel's
+    "OpenSpiel exception: ... not implemented." line: the probe expects that refusal, and
+    printed at start it reads as a crash. Anything else is written out afterwards."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real fd 2 (an embedding host): nothing to hold
+        yield
+        return
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            text = held.read().decode("utf-8", "replace")
+            rest = [line for line in text.splitlines() if not NATIVE_NOT_IMPLEMENTED.match(line)]
+            if rest:
+                sys.stderr.write("\n".join(rest) + "\n")
+
+
 def _resampling_problem(game: Any) -> str | None:
     """ISMCTS resamples hidden information; some games do not implement that."""
     import random
@@ -139,7 +174,8 @@ def _resampling_problem(game: Any) -> str | None:
     if state.is_terminal():
         return None
     try:
-        state.resample_from_infostate(state.current_player(), rng.random)
+        with quiet_native_stderr():
+            state.resample_from_infostate(state.current_player(), rng.random)
     except Exception:  # pyspiel raises a bare RuntimeError ("... not implemented")
         name = game.get_type().short_name
         return (

@@ -41,7 +41,13 @@ OPPONENT_WORDS = {
     "first": "an opponent that always plays its first legal action",
     "last": "an opponent that always plays its last legal action",
     "expert": "an expert opponent (a search bot)",
+    "middle": "an opponent that always plays its middle legal action (the server's)",
 }
+#: opponents OpenEnv's openspiel server plays (``OPENSPIEL_OPPONENT_POLICY``) that the
+#: embedded engine does not: accepted on --openenv-server only, recorded as the server's
+SERVER_OPPONENTS = ("middle",)
+#: each drawn game's marks, by player (pyspiel's: player 0 moves first)
+MARKS = {"tic_tac_toe": ("X", "O"), "connect_four": ("x", "o")}
 #: games whose view is a board every player sees whole
 BOARD_GAMES = DRAWN_GAMES | {"catch"}
 
@@ -64,9 +70,10 @@ class OpenSpielFamily(EnvFamily):
                 f"unknown openspiel env config key(s) {unknown}; valid keys: {list(CONFIG_KEYS)}"
             )
         self.opponent = config.get("opponent", "random")
-        if self.opponent not in OPPONENTS:
+        if self.opponent not in (*OPPONENTS, *SERVER_OPPONENTS):
             raise EnvConfigError(
-                f"openspiel opponent {self.opponent!r} is not one of {list(OPPONENTS)}"
+                f"openspiel opponent {self.opponent!r} is not one of {list(OPPONENTS)} "
+                f"(or, on OpenEnv's openspiel server, {list(SERVER_OPPONENTS)})"
             )
         self.agent_player = config.get("agent_player", 0)
         if not isinstance(self.agent_player, int) or isinstance(self.agent_player, bool):
@@ -155,6 +162,16 @@ class OpenSpielFamily(EnvFamily):
                 },
             )
         ]
+
+    def bind_servers(self, servers: tuple[str, ...]) -> None:
+        super().bind_servers(servers)
+        if not servers and self.opponent in SERVER_OPPONENTS:
+            raise EnvConfigError(
+                f"openspiel opponent {self.opponent!r} is one OpenEnv's openspiel server plays "
+                f"(OPENSPIEL_OPPONENT_POLICY={self.opponent}), not the embedded engine: pass "
+                f"--openenv-server URL of such a server, or set opponent to one of "
+                f"{list(OPPONENTS)}"
+            )
 
     def embedded_backend(self) -> Backend:
         return OpenSpielEngine(
@@ -266,8 +283,8 @@ class OpenSpielFamily(EnvFamily):
         return names
 
     def _you_are(self) -> str:
-        if self.variant == "tic_tac_toe":
-            mark = "X" if self.agent_player == 0 else "O"
+        if self.variant in MARKS:
+            mark = MARKS[self.variant][self.agent_player]
             return f"You play {mark} (player {self.agent_player}) against {self._opponent_text()}."
         if self._players == 1:
             return "This is a single-player game."

@@ -18,8 +18,9 @@ from ..remote.hosting import ServerReport
 from .engine import load_game
 
 #: the opponent policies OpenEnv's openspiel server plays (``OPENSPIEL_OPPONENT_POLICY``;
-#: its ``opponent_policies.get_opponent_policy``) that this family's engine plays too
-OPENENV_OPPONENTS = ("random", "first", "last")
+#: its ``opponent_policies.get_opponent_policy``); ``middle`` the family accepts on a server
+#: only (``family.SERVER_OPPONENTS``)
+OPENENV_OPPONENTS = ("random", "first", "last", "middle")
 
 
 def hosted_game(report: ServerReport) -> dict[str, Any] | None:
@@ -93,8 +94,12 @@ def game_mismatch(
                 f"OpenEnv's server has no {opponent!r} opponent: play it on the embedded "
                 "engine (leave out --openenv-server)"
             )
+        if theirs in OPENENV_OPPONENTS:
+            advice = f"set opponent in --openenv-env-config to {theirs!r}, {fix}"
+        else:  # advice that would then be refused is no advice
+            advice = f"the openspiel family does not know the opponent {theirs!r}; {fix}"
         return (
             f"its opponent plays {theirs!r}, but the env config says opponent {opponent!r} "
-            f"(set opponent in --openenv-env-config to {theirs!r}, {fix})"
+            f"({advice})"
         )
     return None

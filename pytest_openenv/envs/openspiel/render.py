@@ -4,8 +4,9 @@ tic-tac-toe's tensor is absolute: plane 0 empty, plane 1 O (nought, player 1),
 plane 2 X (cross, player 0). Reading plane 1 as X is the classic mistake that
 swaps the marks; the test suite pins the cell positions.
 
-connect_four's tensor is relative to the observer: plane 0 the observer's
-pieces, plane 1 the opponent's, plane 2 empty; row 0 is the bottom row.
+connect_four's tensor is absolute too, whoever observes (open_spiel 2.0.2):
+plane 0 player 0's pieces (x), plane 1 player 1's (o), plane 2 empty; row 0 is
+the bottom row. Reading plane 0 as "the observer's" swaps x and o for player 1.
 
 kuhn_poker's information-state tensor is the acting player's view only: who
 they are, their own card, the betting so far. catch's observation tensor is the
@@ -46,7 +47,7 @@ def render_board(
         board = drawn.get(key)
         return board if board is not None else drawn.keep(key, _tic_tac_toe(info_state))
     if game == "connect_four" and len(info_state) == 3 * 6 * 7:
-        return _connect_four(info_state, agent_player)
+        return _connect_four(info_state)
     if game == "kuhn_poker" and len(info_state) % 6 == 5:
         return _kuhn_poker(info_state)
     if game == "catch" and len(info_state) == 10 * 5:
@@ -83,8 +84,15 @@ def _catch(t: Sequence[float]) -> str:
     rows, cols = 10, 5
     lines = []
     for row in range(rows):
-        mark = "x" if row == rows - 1 else "o"
-        lines.append("".join(mark if t[row * cols + c] > 0.5 else "." for c in range(cols)))
+        hot = [c for c in range(cols) if t[row * cols + c] > 0.5]
+        mark = "o"
+        if row == rows - 1:
+            # one cell: the paddle (with the ball, if caught); two: the ball missed it, and
+            # the tensor (one plane for both) does not say which is which
+            mark = "x" if len(hot) < 2 else "?"
+        lines.append("".join(mark if c in hot else "." for c in range(cols)))
+    if len(hot) > 1:
+        lines.append("(? ball and paddle on the bottom row: the ball was missed)")
     return "\n".join(lines)
 
 
@@ -138,8 +146,7 @@ def _tic_tac_toe(t: Sequence[float]) -> str:
     return "\n---+---+---\n".join(rows)
 
 
-def _connect_four(t: Sequence[float], agent_player: int) -> str:
-    mine, theirs = ("x", "o") if agent_player == 0 else ("o", "x")
+def _connect_four(t: Sequence[float]) -> str:
     rows, cols = 6, 7
     lines = []
     for row in reversed(range(rows)):
@@ -147,9 +154,9 @@ def _connect_four(t: Sequence[float], agent_player: int) -> str:
         for col in range(cols):
             idx = row * cols + col
             if t[idx] > 0.5:
-                line.append(mine)
+                line.append("x")
             elif t[rows * cols + idx] > 0.5:
-                line.append(theirs)
+                line.append("o")
             else:
                 line.append(".")
         lines.append(" ".join(line))

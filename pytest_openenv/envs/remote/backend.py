@@ -229,6 +229,17 @@ class RemoteBackend(Backend):
                 time.sleep(pause)
                 delay = min(MAX_BACKOFF, delay * 2)
 
+    def session_problem(self) -> str | None:
+        """Why no WebSocket session can be opened at ``/ws`` now, or None when one can
+        (opened and closed at once: nothing is reset)."""
+        self.limit_time(10.0)
+        try:
+            self._connect()
+        except (CannotConnect, EnvUnavailable) as exc:
+            return str(exc)
+        self._drop()
+        return None
+
     def _connect_somewhere(self) -> None:
         """Connect; a server that refuses hands the episode to another in rotation, once."""
         while True:

@@ -161,17 +161,38 @@ class Survey:
     tools: list[Any] | None = None
     #: why the session could not be surveyed ("" when it was)
     problem: str = ""
+    #: the reset's answer: its observation and its metadata
+    observation: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    #: each env-config field: ``confirmed`` (the state or reset answer shows it taken) or
+    #: ``not confirmed`` (nothing the server answered shows it)
+    config_status: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"state": self.state, "tools": self.tools, "problem": self.problem}
+        return {
+            "state": self.state,
+            "tools": self.tools,
+            "problem": self.problem,
+            "observation": self.observation,
+            "metadata": self.metadata,
+            "config_status": self.config_status,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Survey:
         state, tools = data.get("state"), data.get("tools")
+
+        def mapping(key: str) -> dict[str, Any] | None:
+            value = data.get(key)
+            return value if isinstance(value, dict) else None
+
         return cls(
             state=state if isinstance(state, dict) else None,
             tools=tools if isinstance(tools, list) else None,
             problem=str(data.get("problem") or ""),
+            observation=mapping("observation"),
+            metadata=mapping("metadata"),
+            config_status=mapping("config_status"),
         )
 
 

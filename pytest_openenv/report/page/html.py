@@ -173,6 +173,30 @@ def summary_markup(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
                 f"pass^{k} {percent(passk.get('pass^k'))}",
             )
         )
+    seeding = summary.get("seeding") or {}
+    if seeding.get("unseeded"):
+        facts.append(
+            (
+                "seed",
+                f"ignored by the server for {seeding['unseeded']} of "
+                f"{seeding.get('episodes', 0)} episode(s) (rows say seeded: false): they "
+                f"began from {seeding.get('unseeded_distinct_starting_states', 0)} distinct "
+                "starting state(s), and a rerun will not repeat them",
+            )
+        )
+    guessed = [
+        f"{entry.get('episodes', 0)} by {entry.get('rule')}"
+        for entry in (summary.get("verdict_rules") or {}).values()
+        if entry.get("guessed")
+    ]
+    if guessed:
+        facts.append(
+            (
+                "verdict",
+                f"a threshold the plugin guessed, not the env's verifier: {'; '.join(guessed)} "
+                "(--openenv-min-reward sets the env's own)",
+            )
+        )
     budget = summary.get("budget") or {}
     if budget.get("stopped"):
         facts.append(
