@@ -20,7 +20,7 @@ from ..dataset.hub import HubPublisher
 from ..dataset.writer import CARD, METADATA, REPORT, RESULTS, SUMMARY
 from ..report.arms import ArmTally
 from ..report.baseline import DEFAULT_CONFIDENCE
-from ..report.gates import GateConfig, RunFigures, Verdict, evaluate
+from ..report.gates import GateConfig, RunFigures, Verdict, default_gated, evaluate
 from ..report.passk import PassKTally
 from ..report.step_summary import append_step_summary, summary_markdown
 from ..report.summary import arm_lines, summary_lines
@@ -141,7 +141,8 @@ class SessionEnd:
                 policies=frozenset(tally.policies),
                 models=frozenset(tally.models),
             )
-        name = self.gate.model or ordered[0].name
+        names = [tally.name for tally in ordered]
+        name = self.gate.model or default_gated(names, self.gate.vs) or ordered[0].name
         gated = arms.arms.get(name) or ArmTally(name)
         return RunFigures(
             passed=gated.passed,

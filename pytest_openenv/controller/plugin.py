@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..dataset.hub import HubPublisher
-from ..dataset.identity import RESUME_REFUSED
+from ..dataset.identity import RESUME_REFUSED, USAGE_REFUSED
 from ..report.gates import GateConfig
 from ..report.slim import ReportSlimmer
 from ..util.secrets import KnownSecrets
@@ -96,6 +96,8 @@ class ControllerPlugin:
         self.stopper = RunStop(config)
         self.sigterm = TermAsInterrupt()
         self.live: LiveStatus | None = None
+        #: the usage error a collection report carried (the run ends with it)
+        self.refused: str | None = None
         config.pluginmanager.register(
             EndOfRun(
                 full_reports=settings.output.failure_reports,
@@ -117,6 +119,8 @@ class ControllerPlugin:
         """Once the collection is known: claim the folder if it holds episode tests."""
         from .accounts import dist_each_problem
 
+        if self.refused is not None:
+            return  # pytest finishes a collection even when it raised: write nothing
         problem = dist_each_problem(nodeids, self.config.getoption("dist", None))
         if problem is not None:
             raise pytest.UsageError(problem)
@@ -146,6 +150,12 @@ class ControllerPlugin:
             live.show(status_text(accounts.tally, accounts.expected, gate))
 
     # -- hooks -----------------------------------------------------------------
+    def pytest_report_header(self) -> list[str]:
+        from ..report.gates import default_gated_note
+
+        note = default_gated_note(self.settings)
+        return [f"openenv: {note}"] if note else []
+
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.stopper.session = session
         self.live = LiveStatus.for_run(self.config, self.settings.output.progress)
@@ -159,7 +169,30 @@ class ControllerPlugin:
         refused = getattr(report, RESUME_REFUSED, None)
         if refused:  # a test plays its resumed rows otherwise: exit 4, before any episode
             self.output.refuse_resume(self.run, str(refused))
+        refused = getattr(report, USAGE_REFUSED, None)
+        if refused:  # what only the whole collection shows (worker/collection_check.py)
+            self.refused = str(refused)
+            raise pytest.UsageError(self.refused)
         self.accounts.count_collect_report(report)
+
+    def check_usage(self, report: pytest.TestReport) -> None:
+        """An episode whose answers reported no readable usage: warn, once, that the budget
+        cannot count it (or stop, with --openenv-strict-budget)."""
+        brief = getattr(report, "openenv_brief", None)
+        answers = brief.get("usage_unknown") if isinstance(brief, dict) else None
+        if not answers or getattr(report, "rerun", 0):
+            return
+        where = f"{brief.get('arm') or 'the model'} (in {report.nodeid})"
+        message = self.budget.unknown_usage(int(answers), where)
+        if message is None:
+            return
+        if self.budget.stopped == message:
+            self.stop(f"openenv: {message}")
+            return
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is not None:
+            terminal.ensure_newline()
+            terminal.write_line(self.secrets.scrub(f"openenv: WARNING: {message}"), yellow=True)
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -168,6 +201,7 @@ class ControllerPlugin:
             error = self.output.save(row)
             if error is not None:
                 self.stop(f"openenv: {error}")
+        self.check_usage(report)
         if self.budget.active:
             self.check_budget()
         self.slimmer.slim(report)

@@ -276,3 +276,5 @@ def row_problem(
 
 #: the attribute of a failed collection report that carries the refusals (worker -> controller)
 RESUME_REFUSED = "openenv_resume_refused"
+#: the same for a usage error only the whole collection shows (``worker/collection_check``)
+USAGE_REFUSED = "openenv_usage_refused"

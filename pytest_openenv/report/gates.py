@@ -523,6 +523,13 @@ def check_vs(config: GateConfig, figures: RunFigures) -> Check:
     mine, theirs = figures.outcomes or {}, figures.vs_outcomes
     if theirs is None:
         return Check("vs", rule, None, None, None, False, f"{vs} played no episode in this run")
+    if figures.model == vs:
+        return Check(
+            "vs", rule, None, None, None, False, f"{vs} is the gated model itself: nothing compared"
+        )
+    unjudged = reference_unjudged(vs, theirs)
+    if unjudged is not None:
+        return Check("vs", rule, None, None, None, False, unjudged)
     common = [key for key in mine if key in theirs]
     if not common:
         return Check("vs", rule, None, None, None, False, f"no episode played by both {vs}")
@@ -554,6 +561,53 @@ def check_vs(config: GateConfig, figures: RunFigures) -> Check:
             "only_model_passed": gained,
         },
     )
+
+
+def reference_unjudged(vs: str, outcomes: dict[Any, Any]) -> str | None:
+    """A reference whose every episode errored measured nothing: no model can be shown
+    "not worse" than it (an error counts as not passed, so any model would look as good)."""
+    if any(reward is not None for _, reward in outcomes.values()):
+        return None
+    return (
+        f"{vs} judged no episode ({len(outcomes)} errored): a comparison with a reference "
+        "that measured nothing cannot pass"
+    )
+
+
+def default_gated(arms: list[str], vs: str | None) -> str | None:
+    """The model (or policy) the gates judge without ``--openenv-gate-model``: the first
+    listed that is not the ``--openenv-gate-vs`` reference (never the reference itself)."""
+    return next((name for name in arms if name != vs), None)
+
+
+def default_gated_note(settings: Settings) -> str | None:
+    """Said at start when ``--openenv-gate-vs`` names the first model and the gates
+    therefore judge the next one."""
+    gate = settings.gate
+    if gate.vs is None or gate.model is not None:
+        return None
+    arms = command_line_arms(settings)
+    if len(arms) < 2 or arms[0] != gate.vs:
+        return None
+    return (
+        f"--openenv-gate-vs={gate.vs!r} is the first model listed, which the gates judge by "
+        f"default: they judge {default_gated(arms, gate.vs)!r} against it instead "
+        "(--openenv-gate-model names another)"
+    )
+
+
+def command_line_arms(settings: Settings) -> list[str]:
+    """The models (or policies) the command line names, in order; [] when none or refused."""
+    from ..errors import EnvConfigError
+    from ..policies.arms import arms_of
+
+    if not (settings.run.named_policies or settings.llm.named_models):
+        return []
+    policies = settings.run.named_policies or ("openai",)
+    try:
+        return [arm.name for arm in arms_of(policies, settings.llm.named_models)]
+    except EnvConfigError:
+        return []  # refused with its own message (worker/run_policy.py)
 
 
 def evaluate(

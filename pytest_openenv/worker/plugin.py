@@ -128,6 +128,12 @@ class WorkerPlugin:
         if self.bundled:
             items[:0] = bundled_items(session)
         self.has_episodes = self.mark_episode_items(items)
+        if self.has_episodes:
+            from .collection_check import collection_problem, refuse_collection
+
+            problem = collection_problem(self.settings, items)
+            if problem is not None:
+                refuse_collection(config, problem)
 
     def mark_episode_items(self, items: list[pytest.Item]) -> bool:
         """Stash each episode item's spec, skip what ``--openenv-resume`` has; any found?"""
