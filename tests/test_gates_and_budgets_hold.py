@@ -307,3 +307,70 @@ def test_a_test_without_models_still_needs_the_model_option(
     bundled = run_pytest(ENV, endpoint(server))
     assert bundled.ret == pytest.ExitCode.USAGE_ERROR
     assert "needs --openenv-model" in bundled.stderr.str()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_episodes_a_budget_kept_from_starting_are_skipped_in_pytests_line_and_junit(
+    run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer, workers: int
+) -> None:
+    import xml.etree.ElementTree as ET
+
+    result = run_pytest(
+        ENV,
+        "--openenv-n=10",
+        endpoint(server),
+        f"--openenv-model={FIRST}",
+        "--openenv-max-total-tokens=1500",
+        "--junitxml=junit.xml",
+        "-rs",
+        *dist(workers),
+    )
+    text = result.stdout.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED, text
+    budget = summary(pytester)["budget"]
+    left = budget["not_started"]
+    assert left > 0
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("skipped") == left, text
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 10 - left
+    assert "not started: run budget reached" in text  # -rs gives the reason
+    suite = ET.parse(pytester.path / "junit.xml").getroot().find("testsuite")
+    assert suite is not None
+    assert (int(suite.get("tests", 0)), int(suite.get("skipped", 0))) == (10, left)
+    skipped = [case for case in suite.iter("testcase") if case.find("skipped") is not None]
+    assert len(skipped) == left
+    assert "--openenv-resume runs it" in skipped[0].find("skipped").get("message", "")
+    # the plugin's own figures do not count them twice
+    assert summary(pytester)["figures"]["skipped"] == left
+
+
+def test_a_gate_over_the_episodes_lf_re_ran_says_so_and_cannot_pass(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conftest import XDIST_WORKER_VARS
+    from helpers import SCRIPTED, assert_clean
+
+    for name in XDIST_WORKER_VARS:
+        monkeypatch.delenv(name, raising=False)
+    gate = ("--openenv-env=openspiel:tic_tac_toe", "--openenv-n=20", "--openenv-min-pass-rate=0.9")
+    first = pytester.runpytest_subprocess(*gate, SCRIPTED)  # the cache plugin on: --lf works
+    assert_clean(first)
+    failed = summary(pytester)["figures"]["failed"]
+    assert first.ret == 1 and 0 < failed < 20
+    # the episodes that failed, played again by a teacher that never loses
+    again = pytester.runpytest_subprocess(*gate, "--openenv-policy=expert", "--lf")
+    assert_clean(again)
+    text = again.stdout.str()
+    figures = summary(pytester)
+    assert figures["figures"]["ran"] == failed and figures["figures"]["passed"] == failed
+    assert again.ret == 1, text
+    gate_json = figures["gate"]
+    assert gate_json["checks_passed"] and not gate_json["passed"]
+    assert f"--lf played only the {failed} episode(s) that failed last time" in gate_json["subset"]
+    assert "judged a subset: --lf played only" in text
+    # with --openenv-resume the folder's earlier rows are judged as well: no subset
+    assert_clean(pytester.runpytest_subprocess(*gate, SCRIPTED))
+    resumed = pytester.runpytest_subprocess(*gate, SCRIPTED, "--lf", "--openenv-resume")
+    assert_clean(resumed)
+    figures = summary(pytester)
+    assert figures["gate"]["subset"] is None and figures["figures"]["ran"] == 20

@@ -30,6 +30,7 @@ from .accounts import Accounts
 from .budget import RunBudget
 from .metadata import RunMetadata
 from .output import OutputFolder
+from .subset import subset_text
 
 if TYPE_CHECKING:
     from ..worker.service import EpisodeService
@@ -81,6 +82,8 @@ class SessionEnd:
         self.final_exit_status: int | None = None
         #: report.html was written (the end of run links each failed episode into it)
         self.report_written = False
+        #: ``--lf`` without ``--openenv-resume``: the episodes it re-runs (``subset.py``)
+        self.last_failed: int | None = None
 
     def figures(self) -> dict[str, Any]:
         """The run's figures; episodes a run budget kept from starting count as skipped."""
@@ -170,6 +173,7 @@ class SessionEnd:
             figures,
             other_failures=self.accounts.other_failures,
             stopped_early=str(stopped) if stopped else None,
+            subset=subset_text(self.last_failed, figures.ran) if self.last_failed else None,
         )
         if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             session.exitstatus = (

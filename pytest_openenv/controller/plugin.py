@@ -21,6 +21,7 @@ hooks live in ``XdistController`` (``xdist.py``), registered only with xdist.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -98,6 +99,7 @@ class ControllerPlugin:
         self.live: LiveStatus | None = None
         #: the usage error a collection report carried (the run ends with it)
         self.refused: str | None = None
+        self.collected: list[str] = []
         config.pluginmanager.register(
             EndOfRun(
                 full_reports=settings.output.failure_reports,
@@ -117,7 +119,7 @@ class ControllerPlugin:
 
     def claim_output(self, nodeids: list[str]) -> None:
         """Once the collection is known: claim the folder if it holds episode tests."""
-        from .accounts import dist_each_problem
+        from .accounts import dist_each_problem, episode_id_from_nodeid
 
         if self.refused is not None:
             return  # pytest finishes a collection even when it raised: write nothing
@@ -125,6 +127,8 @@ class ControllerPlugin:
         if problem is not None:
             raise pytest.UsageError(problem)
         if self.accounts.expect(nodeids):
+            #: the episode items, for those a budget keeps from starting (``not_started``)
+            self.collected = [nodeid for nodeid in nodeids if episode_id_from_nodeid(nodeid)]
             self.output.claim(self.run)
             # a cancelled CI job or `docker stop` finishes the files as Ctrl-C does
             self.sigterm.install()
@@ -158,6 +162,9 @@ class ControllerPlugin:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.stopper.session = session
+        from .subset import last_failed_episodes
+
+        self.end.last_failed = last_failed_episodes(self.config, self.settings)
         self.live = LiveStatus.for_run(self.config, self.settings.output.progress)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -221,6 +228,24 @@ class ControllerPlugin:
         if report.failed:
             return "failed", "F", (f"FAILED ({detail})", {"red": True})
         return None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        try:
+            return (yield)
+        finally:
+            self.report_not_started(session)
+
+    def report_not_started(self, session: pytest.Session) -> None:
+        """Items a budget kept from starting: skipped in pytest's line and JUnit too."""
+        if self.budget.stopped is None or not self.collected:
+            return
+        from .not_started import report_not_started
+
+        left = [nodeid for nodeid in self.collected if nodeid not in self.accounts.reported]
+        locations = {item.nodeid: item.location for item in session.items}
+        reason = f"not started: {self.budget.stopped} (--openenv-resume runs it)"
+        report_not_started(self.config, left, locations, reason)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

@@ -170,6 +170,9 @@ class Verdict:
     #: why the session stopped before every episode ran (-x, --maxfail), if it did: a gate
     #: over the episodes that happened to run first must not pass the run
     stopped_early: str | None = None
+    #: why the episodes judged are a chosen subset of the test set (``--lf`` without
+    #: ``--openenv-resume``), if they are: a gate over them cannot pass the run either
+    subset: str | None = None
 
     @property
     def checks_passed(self) -> bool:
@@ -179,7 +182,7 @@ class Verdict:
     def gate_passed(self) -> bool:
         """The gate's one verdict: its checks pass over a run that was not cut short
         (``-x`` stops at a failure, so the episodes that ran are a biased sample)."""
-        return self.checks_passed and not self.stopped_early
+        return self.checks_passed and not self.stopped_early and not self.subset
 
     @property
     def passed(self) -> bool:
@@ -194,6 +197,7 @@ class Verdict:
             "checks": [check.to_json() for check in self.checks],
             "other_failures": self.other_failures,
             "stopped_early": self.stopped_early,
+            "subset": self.subset,
             "policy": POLICY_TEXT,
         }
 
@@ -214,6 +218,8 @@ class Verdict:
                 "episodes that ran first cannot pass the run"
                 + (", although its checks pass on them" if self.checks_passed else "")
             )
+        if self.subset:
+            lines.append(f"  judged a subset: {self.subset}")
         return lines
 
     def markdown(self) -> str:
@@ -236,6 +242,8 @@ class Verdict:
             tail += f" {self.other_failures} non-episode test(s) failed."
         if self.stopped_early:
             tail += f" The session stopped early ({self.stopped_early})."
+        if self.subset:
+            tail += f" Judged a subset: {self.subset}."
         return "\n".join([head, "", *rows, "", tail])
 
 
@@ -616,6 +624,7 @@ def evaluate(
     *,
     other_failures: int = 0,
     stopped_early: str | None = None,
+    subset: str | None = None,
 ) -> Verdict:
     checks: list[Check] = []
     nothing_judged = check_judged(figures)
@@ -630,5 +639,9 @@ def evaluate(
     if config.vs is not None:
         checks.append(check_vs(config, figures))
     return Verdict(
-        config=config, checks=checks, other_failures=other_failures, stopped_early=stopped_early
+        config=config,
+        checks=checks,
+        other_failures=other_failures,
+        stopped_early=stopped_early,
+        subset=subset,
     )
