@@ -254,7 +254,7 @@ OPTIONS: list[Option] = [
         "gate-model",
         "with several models or policies: the one the gates (--openenv-min-pass-rate, "
         "--openenv-min-mean-reward, --openenv-baseline, --openenv-gate-vs) judge, by its "
-        "exact name (default: the first one listed)",
+        "exact name (default: the first one listed that is not the --openenv-gate-vs reference)",
         text,
         None,
         "MODEL",

@@ -123,8 +123,9 @@ class SessionEnd:
 
     def gate_figures(self) -> RunFigures:
         """What the gate reads: the run's figures, or with several models the gated one's
-        (``--openenv-gate-model``, default the first), with each one's episodes for the
-        paired tests (``--openenv-gate-vs``, a paired ``--openenv-baseline``)."""
+        (``--openenv-gate-model``, default the first that is not the reference), with each
+        one's episodes for the paired tests (``--openenv-gate-vs``, a paired
+        ``--openenv-baseline``)."""
         tally, arms = self.accounts.tally, self.accounts.arms
         vs = arms.arms.get(self.gate.vs) if self.gate.vs else None
         vs_outcomes = vs.outcomes if vs is not None else None

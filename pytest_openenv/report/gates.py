@@ -3,7 +3,8 @@
 With any gate option set (``--openenv-min-pass-rate``, ``--openenv-min-mean-reward``,
 ``--openenv-baseline``, ``--openenv-gate-vs``), a failing episode no longer fails the
 session by itself: the gate decides. With several models the gates judge one
-(``--openenv-gate-model``, default the first). Errored episodes count as not passed.
+(``--openenv-gate-model``, default the first that is not the ``--openenv-gate-vs``
+reference). Errored episodes count as not passed.
 Each check names the rule it applied, the figure it read and the threshold, so a red
 CI job says why.
 """
