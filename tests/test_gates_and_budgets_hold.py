@@ -128,6 +128,7 @@ def test_a_marker_model_missing_from_the_price_table_is_refused_under_a_cost_bud
     pytester.makepyfile(test_marked=MARKED)
     result = run_pytest(
         endpoint(server),
+        f"--openenv-model={FIRST}",  # priced, and checked at start: the marker's other is not
         "--openenv-max-cost=0.01",
         "--openenv-prices=" + json.dumps(PRICES),
         "test_marked.py",
@@ -302,7 +303,9 @@ def test_a_test_without_models_still_needs_the_model_option(
     )
     result = run_pytest(endpoint(server), "test_unmarked.py")
     assert result.ret != 0
-    result.stdout.fnmatch_lines(["*--openenv-policy=openai needs --openenv-model*"])
+    assert "--openenv-policy=openai needs --openenv-model" in (
+        result.stdout.str() + result.stderr.str()
+    )
     assert server.requests == 0
     bundled = run_pytest(ENV, endpoint(server))
     assert bundled.ret == pytest.ExitCode.USAGE_ERROR
