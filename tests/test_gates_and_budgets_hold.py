@@ -301,11 +301,13 @@ def test_a_test_without_models_still_needs_the_model_option(
             pass
         """
     )
-    result = run_pytest(endpoint(server), "test_unmarked.py")
-    assert result.ret != 0
-    assert "--openenv-policy=openai needs --openenv-model" in (
-        result.stdout.str() + result.stderr.str()
-    )
+    for workers in (0, 2):
+        result = run_pytest(endpoint(server), "test_unmarked.py", *dist(workers))
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+        assert "test_unmarked.py::test_plain: --openenv-policy=openai cannot be used: " in (
+            result.stderr.str()
+        )
+        assert "--openenv-policy=openai needs --openenv-model" in result.stderr.str()
     assert server.requests == 0
     bundled = run_pytest(ENV, endpoint(server))
     assert bundled.ret == pytest.ExitCode.USAGE_ERROR

@@ -71,8 +71,8 @@ def unplayed_model_problem(settings: Settings, arms: dict[str, str]) -> str | No
         return None
     return (
         f"--openenv-model={unplayed[0]!r} (command line or ini openenv_model) is played by "
-        f"no collected test: each names its own models=[...] in its openenv marker (the run "
-        f"plays {', '.join(map(repr, arms))}); leave it out"
+        f"no collected test: the run plays {', '.join(map(repr, arms))} (a marker's "
+        "models=[...], or a policy that takes no model, stands in for it); leave it out"
     )
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..config.settings import Settings
-from ..dataset.identity import RESUME_REFUSED, RowIdentity
+from ..dataset.identity import RESUME_REFUSED, USAGE_REFUSED, RowIdentity
 from ..episode.spec import EpisodeSpec
 from ..util import heap
 from ..util.secrets import KnownSecrets
@@ -75,6 +75,8 @@ class WorkerPlugin:
         self.tool_arguments = self.settings.output.tool_arguments or "string"
         #: the collection holds episode items (decided once it is made)
         self.has_episodes = False
+        #: a test's collection error that makes the run a usage error (exit 4)
+        self.usage_refused: str | None = None
         self.sigterm = TermAsInterrupt()
 
     @classmethod
@@ -107,18 +109,30 @@ class WorkerPlugin:
 
     # -- collection --------------------------------------------------------------
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
-        if EPISODE_FIXTURE in metafunc.fixturenames:
+        if EPISODE_FIXTURE not in metafunc.fixturenames:
+            return
+        try:
             parametrize(metafunc, self.settings, self.service, self.resume_check)
+        except pytest.Collector.CollectError as exc:
+            from ..policies.llm.common import NEEDS_MODEL
+
+            if NEEDS_MODEL in str(exc):  # no model anywhere: the run's mistake, not the test's
+                self.usage_refused = str(exc)
+            raise
 
     @pytest.hookimpl(wrapper=True)
     def pytest_make_collect_report(
         self, collector: pytest.Collector
     ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
-        """A collection the resume check failed carries why to the controller (exit 4)."""
+        """A collection the resume check failed carries why to the controller (exit 4), and
+        so does one that found an LLM policy with no model."""
         report = yield
         refused = self.resume_check.take() if self.resume_check is not None else None
         if refused and report.failed:
             setattr(report, RESUME_REFUSED, refused)
+        if self.usage_refused is not None and report.failed:
+            setattr(report, USAGE_REFUSED, self.usage_refused)
+            self.usage_refused = None
         return report
 
     @pytest.hookimpl(tryfirst=True)
