@@ -415,6 +415,16 @@ OPTIONS: list[Option] = [
         into="budget.max_total_tokens",
     ),
     Option(
+        "strict-budget",
+        "with --openenv-max-cost or --openenv-max-total-tokens: a model answer whose usage "
+        "is missing or unreadable stops the run (its spend cannot be counted); without it "
+        "the run warns once and goes on",
+        boolean,
+        False,
+        is_flag=True,
+        into="budget.strict",
+    ),
+    Option(
         "episode-max-tokens",
         "token limit per episode (prompt + completion, all turns): an episode that passes "
         "it ends there as a failure (reason token_limit), never an error",

@@ -26,6 +26,14 @@ PER = 1_000_000
 PRICE_KEYS = ("input", "output")
 EXAMPLE = '{"gpt-4o-mini": {"input": 0.15, "output": 0.6}}'
 
+#: USD per million tokens past which a price is a typo: a dollar a token, and with at most
+#: ``MAX_ANSWER_TOKENS`` per answer every cost stays a finite float
+MAX_PRICE = 1e6
+#: how a parsed value that is no price table is named in the refusal
+JSON_KINDS = {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}
+JSON_KINDS[type(None)] = "null"
+JSON_KINDS[dict] = "empty object"
+
 #: model id -> {"input": USD per 1M prompt tokens, "output": USD per 1M completion tokens}
 PriceTable = dict[str, dict[str, float]]
 
@@ -43,7 +51,7 @@ def price_table(flag: str, raw: Any) -> PriceTable:
     data: Any = raw
     if not isinstance(raw, dict):
         text = str(raw).strip()
-        if text.startswith("{"):
+        if text.startswith(("{", "[")):
             try:
                 data = json.loads(text)
             except ValueError as exc:
@@ -53,13 +61,14 @@ def price_table(flag: str, raw: Any) -> PriceTable:
             try:
                 data = json.loads(path.read_text(encoding="utf-8"))
             except FileNotFoundError:
-                raise _refuse(flag, raw, f"{path} does not exist") from None
+                raise _refuse(flag, raw, not_a_file(text, path)) from None
             except (OSError, UnicodeDecodeError) as exc:
                 raise _refuse(flag, raw, f"cannot read {path} ({exc})") from None
             except ValueError as exc:
                 raise _refuse(flag, raw, f"{path} is not valid JSON ({exc})") from None
     if not isinstance(data, dict) or not data:
-        raise _refuse(flag, raw, "not a non-empty JSON object")
+        kind = JSON_KINDS.get(type(data), type(data).__name__)
+        raise _refuse(flag, raw, f"a JSON {kind}, not a non-empty JSON object")
     table: PriceTable = {}
     for model, price in data.items():
         if not isinstance(price, dict) or set(price) - set(PRICE_KEYS) or not price:
@@ -72,14 +81,27 @@ def price_table(flag: str, raw: Any) -> PriceTable:
             if (
                 isinstance(value, bool)
                 or not isinstance(value, (int, float))
-                or not (0 <= value < float("inf"))
+                or not (0 <= value <= MAX_PRICE)
             ):
                 raise _refuse(
-                    flag, raw, f"{model!r}: {key!r} must be a number >= 0 (USD per 1M tokens)"
+                    flag,
+                    raw,
+                    f"{model!r}: {key!r} must be a number >= 0 and at most {MAX_PRICE:g} (USD "
+                    "per 1M tokens)",
                 )
             entry[key] = float(value)
         table[str(model)] = entry
     return table
+
+
+def not_a_file(text: str, path: Path) -> str:
+    """No such file: a value that reads as JSON is a table of the wrong shape, not a path."""
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return f"{path} does not exist"
+    kind = JSON_KINDS.get(type(parsed), type(parsed).__name__)
+    return f"a JSON {kind}, not a non-empty JSON object (and no file of that name exists)"
 
 
 def cost_usd(

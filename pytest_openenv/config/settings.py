@@ -181,6 +181,8 @@ class BudgetSettings:
     """``--openenv-max-total-tokens``: tokens the run may use before no more episodes start."""
     episode_max_tokens: int | None = default_of("episode-max-tokens")
     """``--openenv-episode-max-tokens``: past it an episode ends as a failure (token_limit)."""
+    strict: bool = default_of("strict-budget")
+    """``--openenv-strict-budget``: an answer without readable usage stops a budgeted run."""
 
     def public(self) -> dict[str, Any]:
         return {
@@ -188,6 +190,7 @@ class BudgetSettings:
             "max_cost_usd": self.max_cost,
             "max_total_tokens": self.max_total_tokens,
             "episode_max_tokens": self.episode_max_tokens,
+            "strict": self.strict,
         }
 
 

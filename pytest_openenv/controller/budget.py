@@ -6,6 +6,11 @@ earlier passes cost nothing now). Once it reaches a budget the run stops through
 and takes queued items back); episodes already in flight finish and are recorded, so
 the spend may pass the budget by what they use. The episodes that never started are
 reported as skipped with the reason, and ``--openenv-resume`` runs them later.
+
+A budget counts what endpoints report. An answer whose usage is missing (``usage:
+null``) or unreadable (negative, not a number, past ``MAX_ANSWER_TOKENS``) spent tokens
+no budget can see: the first one warns that the budget cannot be enforced (with
+``--openenv-strict-budget`` it stops the run instead), and the summary says how many.
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ class RunBudget:
         self.stopped: str | None = None
         #: episodes that never started because of it (known at the end)
         self.not_started = 0
+        self.strict = budget.strict
+        #: model answers with no readable usage, and the episodes that had them
+        self.unknown_answers = 0
+        self.unknown_episodes = 0
         if self.max_cost is not None:
             self.check_priced(settings)
 
@@ -66,6 +75,45 @@ class RunBudget:
             )
         return self.stopped
 
+    def unknown_usage(self, answers: int, where: str) -> str | None:
+        """An episode's answers with no readable usage; the warning (or, strict, the stop
+        reason) the first time a budget cannot count them, else None."""
+        first = self.unknown_answers == 0
+        self.unknown_answers += answers
+        self.unknown_episodes += 1
+        if not first or not self.active:
+            return None
+        what = " and ".join(self.budget_names())
+        if self.strict and self.stopped is None:
+            self.stopped = (
+                f"{where} reported no readable usage (missing, negative or not a count), so "
+                f"{what} cannot count its spend; --openenv-strict-budget stops the run"
+            )
+            return self.stopped
+        return (
+            f"{where} reported no readable usage (missing, negative or not a count): {what} "
+            "cannot be enforced, as such answers count 0 tokens and cost nothing "
+            "(--openenv-strict-budget stops the run instead)"
+        )
+
+    def budget_names(self) -> list[str]:
+        names = []
+        if self.max_tokens is not None:
+            names.append(f"--openenv-max-total-tokens={self.max_tokens}")
+        if self.max_cost is not None:
+            names.append(f"--openenv-max-cost={self.max_cost:g}")
+        return names
+
+    def unenforced(self) -> str | None:
+        """Why the budget was not enforced, if answers with no usage passed through it."""
+        if not self.unknown_answers or not self.active:
+            return None
+        return (
+            f"{self.unknown_answers} model answer(s) in {self.unknown_episodes} episode(s) "
+            "reported no readable usage: the spent figures leave them out, so "
+            f"{' and '.join(self.budget_names())} was not enforced on them"
+        )
+
     def count_not_started(self, expected: int | None, reported: int) -> int:
         """At the end of a stopped run: the episodes that never started."""
         if self.stopped is None or expected is None:
@@ -82,12 +130,23 @@ class RunBudget:
             "spent_usd": cost,
             "stopped": self.stopped,
             "not_started": self.not_started,
+            "answers_without_usage": self.unknown_answers,
+            "unenforced": self.unenforced(),
         }
 
     def lines(self) -> list[str]:
-        if self.stopped is None:
-            return []
-        return [
-            f"stopped: {self.stopped}; {self.not_started} episode(s) not started, reported as "
-            "skipped (--openenv-resume runs them)"
-        ]
+        lines = []
+        if self.stopped is not None:
+            lines.append(
+                f"stopped: {self.stopped}; {self.not_started} episode(s) not started, "
+                "reported as skipped (--openenv-resume runs them)"
+            )
+        unenforced = self.unenforced()
+        if unenforced is not None:
+            lines.append(f"WARNING: budget not enforced: {unenforced}")
+        elif self.unknown_answers:
+            lines.append(
+                f"tokens: {self.unknown_answers} model answer(s) reported no readable usage; "
+                "the token figures leave them out"
+            )
+        return lines

@@ -20,7 +20,7 @@ from ..dataset.hub import HubPublisher
 from ..dataset.writer import CARD, METADATA, REPORT, RESULTS, SUMMARY
 from ..report.arms import ArmTally
 from ..report.baseline import DEFAULT_CONFIDENCE
-from ..report.gates import GateConfig, RunFigures, Verdict, evaluate
+from ..report.gates import GateConfig, RunFigures, Verdict, default_gated, evaluate
 from ..report.passk import PassKTally
 from ..report.step_summary import append_step_summary, summary_markdown
 from ..report.summary import arm_lines, summary_lines
@@ -30,6 +30,7 @@ from .accounts import Accounts
 from .budget import RunBudget
 from .metadata import RunMetadata
 from .output import OutputFolder
+from .subset import subset_text
 
 if TYPE_CHECKING:
     from ..worker.service import EpisodeService
@@ -81,6 +82,8 @@ class SessionEnd:
         self.final_exit_status: int | None = None
         #: report.html was written (the end of run links each failed episode into it)
         self.report_written = False
+        #: ``--lf`` without ``--openenv-resume``: the episodes it re-runs (``subset.py``)
+        self.last_failed: int | None = None
 
     def figures(self) -> dict[str, Any]:
         """The run's figures; episodes a run budget kept from starting count as skipped."""
@@ -199,8 +202,8 @@ class SessionEnd:
                 models=frozenset(tally.models),
                 group="pooled (all groups)" if arms.several_groups else None,
             )
-        others = [arm.name for arm in ordered if arm.name != self.gate.vs]
-        name = self.gate.model or (others[0] if others else ordered[0].name)
+        names = [arm.name for arm in ordered]
+        name = self.gate.model or default_gated(names, self.gate.vs) or ordered[0].name
         gated = merged.get(name) or ArmTally(name)
         return RunFigures(
             passed=gated.passed,
@@ -229,6 +232,7 @@ class SessionEnd:
             figures,
             other_failures=self.accounts.other_failures,
             stopped_early=str(stopped) if stopped else None,
+            subset=subset_text(self.last_failed, figures.ran) if self.last_failed else None,
         )
         if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             session.exitstatus = (

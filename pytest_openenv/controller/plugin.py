@@ -21,6 +21,7 @@ hooks live in ``XdistController`` (``xdist.py``), registered only with xdist.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,6 +98,9 @@ class ControllerPlugin:
         self.stopper = RunStop(config)
         self.sigterm = TermAsInterrupt()
         self.live: LiveStatus | None = None
+        #: the usage error a collection report carried (the run ends with it)
+        self.refused: str | None = None
+        self.collected: list[str] = []
         config.pluginmanager.register(
             EndOfRun(
                 full_reports=settings.output.failure_reports,
@@ -118,12 +122,16 @@ class ControllerPlugin:
 
     def claim_output(self, nodeids: list[str]) -> None:
         """Once the collection is known: claim the folder if it holds episode tests."""
-        from .accounts import dist_each_problem
+        from .accounts import dist_each_problem, episode_id_from_nodeid
 
+        if self.refused is not None:
+            return  # pytest finishes a collection even when it raised: write nothing
         problem = dist_each_problem(nodeids, self.config.getoption("dist", None))
         if problem is not None:
             raise pytest.UsageError(problem)
         if self.accounts.expect(nodeids):
+            #: the episode items, for those a budget keeps from starting (``not_started``)
+            self.collected = [nodeid for nodeid in nodeids if episode_id_from_nodeid(nodeid)]
             self.output.claim(self.run)
             # a cancelled CI job or `docker stop` finishes the files as Ctrl-C does
             self.sigterm.install()
@@ -149,8 +157,17 @@ class ControllerPlugin:
             live.show(status_text(accounts.tally, accounts.expected, gate))
 
     # -- hooks -----------------------------------------------------------------
+    def pytest_report_header(self) -> list[str]:
+        from ..report.gates import default_gated_note
+
+        note = default_gated_note(self.settings)
+        return [f"openenv: {note}"] if note else []
+
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.stopper.session = session
+        from .subset import last_failed_episodes
+
+        self.end.last_failed = last_failed_episodes(self.config, self.settings)
         self.live = LiveStatus.for_run(self.config, self.settings.output.progress)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -162,10 +179,30 @@ class ControllerPlugin:
         refused = getattr(report, RESUME_REFUSED, None)
         if refused:  # a test plays its resumed rows otherwise: exit 4, before any episode
             self.output.refuse_resume(self.run, str(refused))
-        unplayed = getattr(report, USAGE_REFUSED, None)
-        if unplayed:  # a test names a model its policies do not play: exit 4
-            raise pytest.UsageError(str(unplayed))
+        refused = getattr(report, USAGE_REFUSED, None)
+        if refused:  # what only the whole collection shows (worker/what_plays.py, worker/collection_check.py)
+            self.refused = str(refused)
+            raise pytest.UsageError(self.refused)
         self.accounts.count_collect_report(report)
+
+    def check_usage(self, report: pytest.TestReport) -> None:
+        """An episode whose answers reported no readable usage: warn, once, that the budget
+        cannot count it (or stop, with --openenv-strict-budget)."""
+        brief = getattr(report, "openenv_brief", None)
+        answers = brief.get("usage_unknown") if isinstance(brief, dict) else None
+        if not answers or getattr(report, "rerun", 0):
+            return
+        where = f"{brief.get('arm') or 'the model'} (in {report.nodeid})"
+        message = self.budget.unknown_usage(int(answers), where)
+        if message is None:
+            return
+        if self.budget.stopped == message:
+            self.stop(f"openenv: {message}")
+            return
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is not None:
+            terminal.ensure_newline()
+            terminal.write_line(self.secrets.scrub(f"openenv: WARNING: {message}"), yellow=True)
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -174,6 +211,7 @@ class ControllerPlugin:
             error = self.output.save(row)
             if error is not None:
                 self.stop(f"openenv: {error}")
+        self.check_usage(report)
         if self.budget.active:
             self.check_budget()
         self.slimmer.slim(report)
@@ -193,6 +231,24 @@ class ControllerPlugin:
         if report.failed:
             return "failed", "F", (f"FAILED ({detail})", {"red": True})
         return None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        try:
+            return (yield)
+        finally:
+            self.report_not_started(session)
+
+    def report_not_started(self, session: pytest.Session) -> None:
+        """Items a budget kept from starting: skipped in pytest's line and JUnit too."""
+        if self.budget.stopped is None or not self.collected:
+            return
+        from .not_started import report_not_started
+
+        left = [nodeid for nodeid in self.collected if nodeid not in self.accounts.reported]
+        locations = {item.nodeid: item.location for item in session.items}
+        reason = f"not started: {self.budget.stopped} (--openenv-resume runs it)"
+        report_not_started(self.config, left, locations, reason)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

@@ -282,6 +282,7 @@ def row_problem(
 
 #: the attribute of a failed collection report that carries the refusals (worker -> controller)
 RESUME_REFUSED = "openenv_resume_refused"
-#: the attribute of a collection report carrying a test refused for a model (or sampling
-#: option) none of its policies uses (``worker/what_plays.py``): the controller's exit 4
+#: the attribute of a collection report carrying a usage error only the collection shows: a
+#: test whose model (or sampling option) none of its policies uses (``worker/what_plays.py``),
+#: or what the whole collection shows (``worker/collection_check.py``): the controller's exit 4
 USAGE_REFUSED = "openenv_usage_refused"

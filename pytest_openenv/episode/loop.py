@@ -326,7 +326,7 @@ class _Loop:
                 self.stopped = f"the model's context window is full: {exc}"
                 break
             check_answer_size(reply, str(getattr(self.policy, "name", "") or "the policy"))
-            if reply.usage.prompt_tokens or reply.usage.completion_tokens:
+            if reply.usage.prompt_tokens or reply.usage.completion_tokens or reply.usage.unknown:
                 self.usage = self.usage + reply.usage
             if self.over_token_limit():
                 break

@@ -50,37 +50,57 @@ class ToolCall:
         return cls(id=call_id, name=call.name, arguments=json.dumps(call.arguments))
 
 
+#: tokens one answer may report: past it a count is unreadable, not a figure. No model's
+#: context window comes near a billion tokens; a 400-digit count is a broken endpoint, and
+#: summed or priced it would overflow every figure it reaches.
+MAX_ANSWER_TOKENS = 10**9
+
+
 @dataclass(frozen=True)
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: answers whose usage was missing or not a count (each taken as 0 tokens): spend that
+    #: no token or cost budget can see
+    unknown: int = 0
 
     @classmethod
     def reported(cls, prompt_tokens: Any, completion_tokens: Any) -> Usage:
-        """What an endpoint reported, as counts (see ``token_count``)."""
-        return cls(token_count(prompt_tokens), token_count(completion_tokens))
+        """What an endpoint reported, as counts (see ``readable_count``). One count missing
+        or unreadable makes the answer's usage unknown: both are taken as 0, since the
+        other is no more to be trusted (usage is a figure of the run, not a verdict: never
+        a traceback, never negative)."""
+        prompt, completion = readable_count(prompt_tokens), readable_count(completion_tokens)
+        if prompt is None or completion is None:
+            return cls.missing()
+        return cls(prompt, completion)
+
+    @classmethod
+    def missing(cls) -> Usage:
+        """An answer that reported no usage at all (``usage: null`` or none)."""
+        return cls(unknown=1)
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
+            self.unknown + other.unknown,
         )
 
 
-def token_count(value: Any) -> int:
-    """A token count an endpoint (or a cache file) reported; 0 where it is not one.
+def readable_count(value: Any) -> int | None:
+    """A token count an endpoint (or a cache file) reported; None where it is not one.
 
     Endpoints are not all careful: ``"abc"``, ``Infinity``, ``NaN`` (Python's JSON reads
-    both), ``-7000000`` or ``true`` are not a count. Usage is a figure of the run, not a
-    verdict, so such a value is taken as unknown (0): never a traceback, never negative.
+    both), ``-7000000``, ``true`` or a 400-digit number are not a count.
     """
     if isinstance(value, bool):
-        return 0
-    if isinstance(value, int):
-        return value if value >= 0 else 0
-    if isinstance(value, float) and value.is_integer() and value >= 0:  # NaN, inf: False
-        return int(value)
-    return 0
+        return None
+    if isinstance(value, float) and value.is_integer():  # NaN, inf: False
+        value = int(value)
+    if isinstance(value, int) and 0 <= value <= MAX_ANSWER_TOKENS:
+        return value
+    return None
 
 
 def check_answer_size(reply: Reply, policy: str, max_bytes: int | None = None) -> None:

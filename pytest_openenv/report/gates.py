@@ -186,6 +186,9 @@ class Verdict:
     #: why the session stopped before every episode ran (-x, --maxfail), if it did: a gate
     #: over the episodes that happened to run first must not pass the run
     stopped_early: str | None = None
+    #: why the episodes judged are a chosen subset of the test set (``--lf`` without
+    #: ``--openenv-resume``), if they are: a gate over them cannot pass the run either
+    subset: str | None = None
 
     @property
     def checks_passed(self) -> bool:
@@ -200,7 +203,7 @@ class Verdict:
     def gate_passed(self) -> bool:
         """The gate's one verdict: its checks pass over a run that was not cut short
         (``-x`` stops at a failure, so the episodes that ran are a biased sample)."""
-        return self.checks_passed and not self.stopped_early
+        return self.checks_passed and not self.stopped_early and not self.subset
 
     @property
     def passed(self) -> bool:
@@ -216,6 +219,7 @@ class Verdict:
             "failed_groups": self.failed_groups,
             "other_failures": self.other_failures,
             "stopped_early": self.stopped_early,
+            "subset": self.subset,
             "policy": POLICY_TEXT,
         }
 
@@ -239,6 +243,8 @@ class Verdict:
                 "episodes that ran first cannot pass the run"
                 + (", although its checks pass on them" if self.checks_passed else "")
             )
+        if self.subset:
+            lines.append(f"  judged a subset: {self.subset}")
         return lines
 
     def markdown(self) -> str:
@@ -263,6 +269,8 @@ class Verdict:
             tail += f" {self.other_failures} non-episode test(s) failed."
         if self.stopped_early:
             tail += f" The session stopped early ({self.stopped_early})."
+        if self.subset:
+            tail += f" Judged a subset: {self.subset}."
         return "\n".join([head, "", *rows, "", tail])
 
 
@@ -649,6 +657,13 @@ def check_vs(config: GateConfig, figures: RunFigures) -> Check:
     mine, theirs = figures.outcomes or {}, figures.vs_outcomes
     if theirs is None:
         return Check("vs", rule, None, None, None, False, f"{vs} played no episode in this run")
+    if figures.model == vs:
+        return Check(
+            "vs", rule, None, None, None, False, f"{vs} is the gated model itself: nothing compared"
+        )
+    unjudged = reference_unjudged(vs, theirs)
+    if unjudged is not None:
+        return Check("vs", rule, None, None, None, False, unjudged)
     common = [key for key in mine if key in theirs]
     if not common:
         return Check("vs", rule, None, None, None, False, f"no episode played by both {vs}")
@@ -682,12 +697,60 @@ def check_vs(config: GateConfig, figures: RunFigures) -> Check:
     )
 
 
+def reference_unjudged(vs: str, outcomes: dict[Any, Any]) -> str | None:
+    """A reference whose every episode errored measured nothing: no model can be shown
+    "not worse" than it (an error counts as not passed, so any model would look as good)."""
+    if any(reward is not None for _, reward in outcomes.values()):
+        return None
+    return (
+        f"{vs} judged no episode ({len(outcomes)} errored): a comparison with a reference "
+        "that measured nothing cannot pass"
+    )
+
+
+def default_gated(arms: list[str], vs: str | None) -> str | None:
+    """The model (or policy) the gates judge without ``--openenv-gate-model``: the first
+    listed that is not the ``--openenv-gate-vs`` reference (never the reference itself)."""
+    return next((name for name in arms if name != vs), None)
+
+
+def default_gated_note(settings: Settings) -> str | None:
+    """Said at start when ``--openenv-gate-vs`` names the first model: the gates judge
+    every other model against it."""
+    gate = settings.gate
+    if gate.vs is None or gate.model is not None:
+        return None
+    arms = command_line_arms(settings)
+    if len(arms) < 2 or arms[0] != gate.vs:
+        return None
+    judged = ", ".join(repr(name) for name in arms if name != gate.vs)
+    return (
+        f"--openenv-gate-vs={gate.vs!r} is the first model listed: it is the reference, never "
+        f"gated itself; they judge {judged} against it instead (--openenv-gate-model names one)"
+    )
+
+
+def command_line_arms(settings: Settings) -> list[str]:
+    """The models (or policies) the command line names, in order; [] when none or refused."""
+    from ..errors import EnvConfigError
+    from ..policies.arms import arms_of
+
+    if not (settings.run.named_policies or settings.llm.named_models):
+        return []
+    policies = settings.run.named_policies or ("openai",)
+    try:
+        return [arm.name for arm in arms_of(policies, settings.llm.named_models)]
+    except EnvConfigError:
+        return []  # refused with its own message (worker/run_policy.py)
+
+
 def evaluate(
     config: GateConfig,
     figures: RunFigures | list[RunFigures],
     *,
     other_failures: int = 0,
     stopped_early: str | None = None,
+    subset: str | None = None,
 ) -> Verdict:
     """Every check over ``figures``; a list is each group's figures, each judged alone."""
     judged = figures if isinstance(figures, list) else [figures]
@@ -715,4 +778,10 @@ def group_checks(config: GateConfig, figures: RunFigures) -> list[Check]:
         checks.append(check_baseline(config, figures))
     if config.vs is not None:
         checks.append(check_vs(config, figures))
-    return checks
+    return Verdict(
+        config=config,
+        checks=checks,
+        other_failures=other_failures,
+        stopped_early=stopped_early,
+        subset=subset,
+    )

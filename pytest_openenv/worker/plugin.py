@@ -78,6 +78,8 @@ class WorkerPlugin:
         self.tool_arguments = self.settings.output.tool_arguments or "string"
         #: the collection holds episode items (decided once it is made)
         self.has_episodes = False
+        #: a test's collection error that makes the run a usage error (exit 4)
+        self.usage_refused: str | None = None
         self.sigterm = TermAsInterrupt()
 
     @classmethod
@@ -110,20 +112,29 @@ class WorkerPlugin:
 
     # -- collection --------------------------------------------------------------
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
-        if EPISODE_FIXTURE in metafunc.fixturenames:
+        if EPISODE_FIXTURE not in metafunc.fixturenames:
+            return
+        try:
             parametrize(metafunc, self.settings, self.service, self.resume_check, self.what_plays)
+        except pytest.Collector.CollectError as exc:
+            from ..policies.llm.common import NEEDS_MODEL
+
+            if NEEDS_MODEL in str(exc):  # no model anywhere: the run's mistake, not the test's
+                self.usage_refused = str(exc)
+            raise
 
     @pytest.hookimpl(wrapper=True)
     def pytest_make_collect_report(
         self, collector: pytest.Collector
     ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
-        """A collection the resume check (or what-plays check) failed carries why to the
-        controller (exit 4)."""
+        """A collection the resume check failed carries why to the controller (exit 4), and
+        so does one the what-plays check refused or that found an LLM policy with no model."""
         report = yield
         refused = self.resume_check.take() if self.resume_check is not None else None
         if refused and report.failed:
             setattr(report, RESUME_REFUSED, refused)
-        unplayed = self.what_plays.take()
+        unplayed = self.what_plays.take() or self.usage_refused
+        self.usage_refused = None
         if unplayed and report.failed:
             setattr(report, USAGE_REFUSED, unplayed)
         return report
@@ -142,6 +153,12 @@ class WorkerPlugin:
             report = pytest.CollectReport("", "failed", problem, [])
             setattr(report, USAGE_REFUSED, problem)
             config.hook.pytest_collectreport(report=report)
+        if self.has_episodes and problem is None:
+            from .collection_check import collection_problem, refuse_collection
+
+            problem = collection_problem(self.settings, items)
+            if problem is not None:
+                refuse_collection(config, problem)
 
     def mark_episode_items(self, items: list[pytest.Item]) -> bool:
         """Stash each episode item's spec, skip what ``--openenv-resume`` has; any found?"""

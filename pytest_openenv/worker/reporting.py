@@ -111,6 +111,8 @@ def attach_to_report(
         report.openenv_brief["arm"] = spec.model or spec.policy  # type: ignore[attr-defined]
         if episode is not None:  # the verdict's own words for the item status line
             report.openenv_brief["detail"] = episode.status_line()  # type: ignore[attr-defined]
+            if episode.usage.unknown:  # answers no token or cost budget can count
+                report.openenv_brief["usage_unknown"] = episode.usage.unknown  # type: ignore[attr-defined]
         # junitxml writes the teardown report's user_properties, copied from the item
         # when that report is made; a few scalars only, never the record itself.
         item.user_properties.extend(

@@ -19,7 +19,7 @@ def check_run_policy(config: pytest.Config, service: EpisodeService) -> list[Pol
     several), for a process that plays to load."""
     from ..errors import EnvConfigError
     from ..policies.arms import arms_of
-    from ..policies.registry import check_known
+    from ..policies.registry import LLM, check_known
 
     settings = service.settings
     family = service.run_family()
@@ -35,6 +35,8 @@ def check_run_policy(config: pytest.Config, service: EpisodeService) -> list[Pol
         check_what_plays(config, policies, settings)
     built = []
     for arm in arms:
+        if arm.model is None and arm.policy in LLM and models_from_markers(config, settings):
+            continue  # each test's models=[...]; a test without them: its collection error
         policy = service.policy(arm.policy, arm.model)
         built.append(policy)
         if family is not None and run_policy_in_use(config):
@@ -74,6 +76,14 @@ def check_what_plays(config: pytest.Config, policies: tuple[str, ...], settings:
         problem = problem or unused_endpoint(policies, shown, chosen_by=chosen_by)
     if problem:
         raise pytest.UsageError(problem)
+
+
+def models_from_markers(config: pytest.Config, settings: Settings) -> bool:
+    """No ``--openenv-model``, and test files play (not the bundled test, which has no
+    marker): an LLM policy's models may be each test's ``models=[...]``, so one missing is
+    refused where a test names none (``worker/marker.py``), not at start-up."""
+    bundled = bool(settings.run.env) and config.args_source != pytest.Config.ArgsSource.ARGS
+    return not settings.llm.named_models and not bundled
 
 
 def run_policy_in_use(config: pytest.Config) -> bool:

@@ -18,7 +18,9 @@ policy's. ``Faults`` makes it misbehave the way real endpoints and models do:
   JSON that is not a completion, as a wrong endpoint or a proxy does);
 * model: per turn (``turn_faults``) or on every turn (``every_turn``) one of
   ``FAULT_KINDS``; per model name (``by_model``: the request's ``model``) one of them
-  or ``last`` (play the last legal move), so two models of one run play differently.
+  or ``last`` (play the last legal move), so two models of one run play differently;
+  per model too, an HTTP status on every request (``status_by_model``: a model whose
+  endpoint is down) and the ``usage`` it reports (``usage_by_model``: lying usage).
 
 The server counts requests, in-flight requests (and their peak) and keeps the
 request bodies, so tests can assert what was sent and how much.
@@ -71,6 +73,10 @@ class Faults:
     by_model: dict[str, str] = field(default_factory=dict)
     #: sent as the completion's ``usage`` instead of the counts (``"abc"``, NaN, negative ...)
     usage: dict[str, Any] | None = None
+    #: per model (the request's ``model``): the HTTP status it answers every request with
+    status_by_model: dict[str, int] = field(default_factory=dict)
+    #: per model: the completion's ``usage`` instead of the counts (``None``: ``usage: null``)
+    usage_by_model: dict[str, Any] = field(default_factory=dict)
     #: (bytes, with Content-Length?): a completion whose text is that many bytes, streamed
     #: as it is written (the server holds a few KB), until sent or the client hangs up
     huge_answer: tuple[int, bool] | None = None
@@ -378,7 +384,7 @@ class ModelServer:
             handler.end_headers()
             handler.wfile.write(data)
             return
-        status = status or faults.always_status
+        status = status or faults.always_status or faults.status_by_model.get(body.get("model"))
         if status:
             message = f"injected HTTP {status}"
             if faults.echo_auth:
@@ -405,4 +411,6 @@ class ModelServer:
         payload = self.completion(body, decision, (prompt_tokens, completion_tokens))
         if faults.usage is not None:  # json.dumps writes NaN and Infinity as such
             payload["usage"] = faults.usage
+        if body.get("model") in faults.usage_by_model:
+            payload["usage"] = faults.usage_by_model[body.get("model")]
         self._send(handler, 200, payload)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from ..base import Reply, ToolCall, Turn, Usage, content_text, token_count
+from ..base import Reply, ToolCall, Turn, Usage, content_text, readable_count
 from .common import RemoteModelPolicy
 
 #: Messages rejects an assistant turn with no content; ours may be empty (the model said nothing).
@@ -113,15 +113,25 @@ def from_anthropic(content: list[Any], usage: Any) -> Reply:
                     arguments=arguments,
                 )
             )
-    prompt = 0
-    for name in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
-        prompt += token_count(_field(usage, name)) if usage is not None else 0
-    completion = token_count(_field(usage, "output_tokens")) if usage is not None else 0
-    return Reply(
-        content="".join(texts),
-        tool_calls=tuple(calls),
-        usage=Usage(prompt_tokens=prompt, completion_tokens=completion),
-    )
+    return Reply(content="".join(texts), tool_calls=tuple(calls), usage=anthropic_usage(usage))
+
+
+def anthropic_usage(usage: Any) -> Usage:
+    """Input tokens (cache writes and reads included) and output tokens; unknown where
+    ``input_tokens`` / ``output_tokens`` are missing or a cache count is unreadable."""
+    if usage is None:
+        return Usage.missing()
+    reported = Usage.reported(_field(usage, "input_tokens"), _field(usage, "output_tokens"))
+    prompt, unknown = reported.prompt_tokens, reported.unknown
+    for name in ("cache_creation_input_tokens", "cache_read_input_tokens"):
+        value = _field(usage, name)
+        if value is None:  # optional: absent when no prompt caching took place
+            continue
+        count = readable_count(value)
+        if count is None:
+            return Usage.missing()
+        prompt += count
+    return Usage(prompt, reported.completion_tokens, unknown)
 
 
 def is_message(response: Any) -> bool:

@@ -364,6 +364,11 @@ class RemoteModelPolicy(Policy):
         return self.provider, self.config.sampling()
 
 
+#: what the refusal of an LLM policy with no model says (a test's collection error that
+#: says it makes the whole run a usage error: ``worker/plugin.py``)
+NEEDS_MODEL = "needs --openenv-model"
+
+
 def build_llm_policy(
     provider: str, settings: Settings, overload: OverloadSignal | None = None
 ) -> RemoteModelPolicy:
@@ -379,7 +384,7 @@ def build_llm_policy(
     if not model:
         example = "gpt-4o-mini" if provider == "openai" else "claude-sonnet-4-5"
         raise pytest.UsageError(
-            f"--openenv-policy={provider} needs --openenv-model (e.g. --openenv-model={example})"
+            f"--openenv-policy={provider} {NEEDS_MODEL} (e.g. --openenv-model={example})"
         )
     if not replay and importlib.util.find_spec(cls.sdk) is None:
         # presence only: importing an SDK costs up to a second of CPU (``import openai``

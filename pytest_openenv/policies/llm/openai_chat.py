@@ -112,7 +112,7 @@ def parse_response(response: Any, turn: Turn) -> Reply:
     tokens = (
         Usage.reported(_field(usage, "prompt_tokens"), _field(usage, "completion_tokens"))
         if usage is not None
-        else Usage()
+        else Usage.missing()
     )
     if not choices:
         return Reply(content="", usage=tokens)
