@@ -180,7 +180,8 @@ class ControllerPlugin:
         if refused:  # a test plays its resumed rows otherwise: exit 4, before any episode
             self.output.refuse_resume(self.run, str(refused))
         refused = getattr(report, USAGE_REFUSED, None)
-        if refused:  # what only the whole collection shows (worker/what_plays.py, worker/collection_check.py)
+        # a test whose model nothing plays, or what only the whole collection shows
+        if refused:
             self.refused = str(refused)
             raise pytest.UsageError(self.refused)
         self.accounts.count_collect_report(report)

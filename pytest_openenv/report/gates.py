@@ -761,7 +761,11 @@ def evaluate(
             for check in group_checks(config, one)
         )
     return Verdict(
-        config=config, checks=checks, other_failures=other_failures, stopped_early=stopped_early
+        config=config,
+        checks=checks,
+        other_failures=other_failures,
+        stopped_early=stopped_early,
+        subset=subset,
     )
 
 
@@ -778,10 +782,4 @@ def group_checks(config: GateConfig, figures: RunFigures) -> list[Check]:
         checks.append(check_baseline(config, figures))
     if config.vs is not None:
         checks.append(check_vs(config, figures))
-    return Verdict(
-        config=config,
-        checks=checks,
-        other_failures=other_failures,
-        stopped_early=stopped_early,
-        subset=subset,
-    )
+    return checks
