@@ -84,6 +84,8 @@ class ArmTally:
     episode_seconds: float = 0.0
     outcomes: dict[PairKey, Outcome] = field(default_factory=dict)
     passk: PassKTally | None = None
+    #: its names come from an episode that played (not only from skipped items' briefs)
+    named: bool = True
 
     @property
     def ran(self) -> int:
@@ -198,19 +200,29 @@ class ArmAccounts:
             arm.absorb(tally)
         return merged
 
-    def arm(self, nodeid: str, name: str, seen: dict[str, Any] | None = None) -> ArmTally:
-        """The group of an episode: its test function, env and arm."""
+    def arm(
+        self, nodeid: str, name: str, seen: dict[str, Any] | None = None, *, played: bool = True
+    ) -> ArmTally:
+        """The group of an episode: its test function, env and arm (by the arm's id part in
+        the node id, as the row's policy name may be a conftest policy's own).
+
+        ``played``: the report is of an episode that played (or an earlier run's row), so
+        its names are the group's; a skipped item's brief may name the run's default policy
+        instead of the one its test would have used."""
         seen = seen or {}
         key = (
             nodeid.rpartition("[")[0] or nodeid,
             str(seen.get("env") or ""),
-            arm_part(nodeid, self.id_prefix) or name,
+            arm_part(nodeid, self.id_prefix),
         )
         tally = self.by_group.get(key)
         if tally is None:
             tally = self.by_group[key] = ArmTally(
                 name, test=key[0], env=key[1], passk=PassKTally(self.repeats)
             )
+            tally.named = played
+        elif played and not tally.named:
+            tally.name, tally.policy, tally.model, tally.named = name, None, None, True
         tally.policy = tally.policy or seen.get("policy")
         tally.model = tally.model or seen.get("model")
         return tally
@@ -231,7 +243,8 @@ class ArmAccounts:
         """One episode report (not a resumed pass: ``count_earlier``)."""
         if brief is None or not brief.get("arm"):
             return
-        tally = self.arm(report.nodeid, str(brief["arm"]), brief)
+        skipped = report.when == "setup" and report.skipped
+        tally = self.arm(report.nodeid, str(brief["arm"]), brief, played=not skipped)
         key = pair_key(report.nodeid, brief.get("seed"), brief.get("repeat"))
         outcome: Outcome | None = None
         if report.when == "setup" and report.skipped:
