@@ -253,3 +253,26 @@ def test_view_answers_while_reading_a_large_folder_lazily(tmp_path: Path) -> Non
     status, body = site.episode(4321)
     assert status == 200 and json.loads(body)["episode_id"] == "ep-004321"
     assert len(site.page) < 5000 * 400  # the page holds rows, not transcripts
+
+
+def test_view_answers_404_for_an_episode_index_that_is_not_a_plain_number(
+    tmp_path: Path,
+) -> None:
+    """Superscript digits and a number past int()'s digit limit: 404, never a traceback."""
+    from pytest_openenv.dataset.folder import MARKER
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "metadata.json").write_text(json.dumps(MARKER))
+    row = {"episode_id": "ep-0", "messages": [], "reward": 1.0, "test": "t.py::t[ep-0]"}
+    (folder / "results.jsonl").write_text(json.dumps(row) + "\n")
+    process, url = start_view(folder)
+    try:
+        for index in ("%C2%B2", "²".encode().hex(), "9" * 5000, "0" * 5000 + "1"):
+            assert get(f"{url}api/episode/{index}")[0] == 404, index[:20]
+        assert get(f"{url}api/episode/0")[0] == 200  # the server is still up
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    stderr = process.stderr.read()  # type: ignore[union-attr]
+    assert "Traceback" not in stderr, stderr[-2000:]

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..envs.verdict import Decision, shown_reward
 from ..policies.base import Usage
+from ..util.terminal import terminal_safe
 
 # the row and its line live with the row schema; importable here as they always were
 from .record import LINE_BREAKS_JSON_KEEPS as LINE_BREAKS_JSON_KEEPS
@@ -102,7 +103,8 @@ class Episode:
                 lines.append(f"  turn {step['turn']}: {what} -> tool error: {step['error']}")
             else:
                 lines.append(f"  turn {step['turn']}: {what}")
-        return "\n".join(lines)
+        # the model's and env's text, printed in assertion messages: no escape sequence
+        return terminal_safe("\n".join(lines))
 
     def record(
         self, *, test: str = "", passed: bool | None = None, tool_arguments: str = "string"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..util.format import cell, number, percent, table
+from ..util.format import markdown_text, number, percent, table
 from .baseline import (
     DEFAULT_CONFIDENCE,
     Baseline,
@@ -221,9 +221,9 @@ class Verdict:
             ("check", "rule", "figure", "threshold", "result"),
             [
                 (
-                    check.name,
-                    cell(check.rule),
-                    cell(check.detail),
+                    markdown_text(check.name),
+                    markdown_text(check.rule),
+                    markdown_text(check.detail),
                     number(check.threshold),
                     "pass" if check.passed else "**FAIL**",
                 )

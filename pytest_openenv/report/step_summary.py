@@ -14,6 +14,7 @@ from ..util.format import (
     MODEL_COLUMNS,
     cell,
     comparison_line,
+    inline_code,
     interval,
     model_row,
     percent,
@@ -36,12 +37,14 @@ def summary_markdown(
     """``compared``: summary.json's ``models`` and ``comparisons`` (several models)."""
     f = figures
     low, high = f["pass_rate_ci95"]
+    # every name a user supplied sits in a code span (no live link, no fence); ``cell``
+    # below escapes the pipes
     rows = [
-        ("env", ", ".join(f["envs"]) or "n/a"),
-        ("policy", ", ".join(f["policies"]) or "n/a"),
+        ("env", _codes(f["envs"])),
+        ("policy", _codes(f["policies"])),
     ]
     if f["models"]:
-        rows.append(("model", ", ".join(f["models"])))
+        rows.append(("model", _codes(f["models"])))
     rows += [
         (
             "episodes",
@@ -65,15 +68,21 @@ def summary_markdown(
         )
     if figures.get("cost_usd") is not None:
         rows.append(("cost", usd(figures["cost_usd"])))
-    rows.append(("output", f"`{output}`"))
+    rows.append(("output", inline_code(output)))
     lines = ["### pytest-openenv", "", *table(("", ""), [(n, cell(v)) for n, v in rows])]
     if compared:
         models = compared.get("models") or []
-        lines += ["", *table(MODEL_COLUMNS, [tuple(map(cell, model_row(m))) for m in models])]
-        lines += ["", *(f"- {cell(comparison_line(c))}" for c in compared.get("comparisons") or [])]
+        shown = [tuple(map(cell, model_row(m, inline_code))) for m in models]
+        lines += ["", *table(MODEL_COLUMNS, shown)]
+        comparisons = compared.get("comparisons") or []
+        lines += ["", *(f"- {comparison_line(c, inline_code)}" for c in comparisons)]
     if verdict is not None:
         lines += ["", verdict.markdown()]
     return "\n".join(lines) + "\n\n"
+
+
+def _codes(names: list[str]) -> str:
+    return ", ".join(inline_code(name) for name in names) or "n/a"
 
 
 def append_step_summary(markdown: str) -> str | None:

@@ -19,6 +19,7 @@ from ..episode.spec import EpisodeSpec
 from ..util import heap
 from ..util.secrets import KnownSecrets
 from ..util.signals import TermAsInterrupt
+from ..util.terminal import neutralise_report
 from .bundled import bundled_items
 from .fixtures import EPISODE_FIXTURE
 from .items import EPISODE_KEY, ERROR_KEY, SPEC_KEY, spec_of
@@ -200,6 +201,8 @@ class WorkerPlugin:
         if self.secrets.active:
             # one choke point for what JUnit XML, the terminal and the controller receive
             self.secrets.scrub_report(report)
+        # after the row was taken (it keeps the text as it was): what the terminal prints
+        neutralise_report(report)
         if getattr(report, "openenv_record", None) is not None:
             from . import html_extras
 

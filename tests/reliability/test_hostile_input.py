@@ -332,3 +332,38 @@ def test_an_ini_file_that_is_not_utf8_fails_inside_pytest_before_any_plugin(
     assert "iniconfig" in finished.stderr
     assert "pytest_openenv" not in finished.stderr
     assert not launcher.output.exists()
+
+
+# -- model text on the terminal ----------------------------------------------------------------
+
+ESCAPING_AGENT = """
+HOSTILE = "\\x1b]52;c;aGk=\\x07\\x1b[2J\\x1b]0;pwned\\x07\\r\\x9b31m\\u202e"
+
+def hostile(messages, tools):
+    return {"name": HOSTILE, "arguments": {"action_id": 0}}
+"""
+
+EXPLAINING_TEST = """
+import pytest
+
+@pytest.mark.openenv(env="openspiel:tic_tac_toe", n=1, policy="hostile_agent:hostile")
+def test_explained(episode):
+    print(episode.explain())
+    assert episode.passed, episode.explain()
+"""
+
+
+def test_model_text_reaches_the_terminal_without_its_control_characters(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    """OSC 52 (clipboard), clear-screen, title, carriage return, 8-bit CSI and bidi override
+    from a model's tool call: shown as escapes in explain() and in failure messages."""
+    pytester.makepyfile(hostile_agent=ESCAPING_AGENT, test_explained=EXPLAINING_TEST)
+    result = run_pytest("-rA", "-s", "--openenv-max-turns=2")
+    text = "\n".join(result.outlines + result.errlines)
+    assert result.ret == 1, text
+    assert "\\x1b]52;c;aGk=\\x07" in text  # shown, as an escape
+    for raw in ("\x1b", "\x07", "\r", "\x9b", "\u202e"):
+        assert raw not in text, repr(raw)
+    written = (pytester.path / "openenv-results" / "failures.jsonl").read_text()
+    assert "\\u001b]52;c;aGk=" in written  # the row keeps the text as it was (JSON-escaped)
