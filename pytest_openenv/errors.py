@@ -71,6 +71,8 @@ Leaf of the package: it imports nothing of pytest-openenv, so any layer may use 
 
 from __future__ import annotations
 
+import errno
+
 from pathlib import Path
 
 
@@ -102,6 +104,15 @@ class CorruptLine(BadInput, ValueError):
         super().__init__(f"{path}:{line}: {problem}")
         self.path = path
         self.line = line
+
+
+class NotARegularFile(BadInput, OSError):
+    """A ``results.jsonl``-style path that is a device, FIFO or socket (``/dev/zero``), not a
+    file: reading it would never end, or never start."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        super().__init__(errno.EINVAL, f"{path} is {kind}, not a regular file")
+        self.path = path
 
 
 class IniValueUnreadable(BadInput):

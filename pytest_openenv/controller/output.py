@@ -19,7 +19,7 @@ import pytest
 from ..config.settings import Settings, check_output_writable
 from ..dataset.folder import LOCK, card_is_generated, ownership_problem, read_metadata
 from ..dataset.identity import RowIdentity, resume_problem
-from ..dataset.jsonl import CorruptLine, scan
+from ..dataset.jsonl import CorruptLine, open_regular, scan
 from ..dataset.lock import FolderLocked, RunLock
 from ..dataset.writer import METADATA, DatasetWriter
 from ..util.secrets import KnownSecrets
@@ -55,6 +55,15 @@ def read_resume_set(settings: Settings) -> tuple[dict[str, RowIdentity], bool]:
     if holder is not None:  # its last line may be half-written now
         raise pytest.UsageError(folder_in_use(settings.output.folder, holder))
     played: dict[str, RowIdentity] = {}
+    failures = settings.output.folder / "failures.jsonl"
+    try:
+        if failures.exists():  # appended to and read at the end: a file, or refused now
+            open_regular(failures).close()
+    except OSError as exc:
+        raise pytest.UsageError(
+            f"--openenv-resume cannot read {failures}: {exc.strerror or exc}. It must be the "
+            "failures.jsonl file of an earlier run: move it away or pass another --openenv-output"
+        ) from None
 
     def remember(record: dict[str, Any]) -> None:
         played[str(record.get("test", ""))] = RowIdentity.of(record)

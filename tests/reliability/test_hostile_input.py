@@ -176,7 +176,53 @@ def test_resume_from_a_results_jsonl_that_is_a_directory_is_a_usage_error(
     finished = launcher.run(TTT, "--openenv-n=1", "--openenv-resume")
     assert finished.returncode == USAGE, finished.text[-2000:]
     assert f"--openenv-resume cannot read {launcher.output / 'results.jsonl'}" in finished.stderr
-    assert "Is a directory" in finished.stderr
+    assert "is a directory, not a regular file" in finished.stderr
+
+
+def not_a_file(path: Path, kind: str) -> None:
+    if kind == "dev-zero":
+        path.symlink_to("/dev/zero")  # one endless line
+    else:
+        os.mkfifo(path)  # an open that never returns
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo"])
+@pytest.mark.parametrize("name", ["results.jsonl", "failures.jsonl"])
+def test_resume_from_a_device_or_fifo_is_refused_before_reading_it(
+    launcher: Launcher, kind: str, name: str
+) -> None:
+    launcher.output.mkdir(parents=True)
+    not_a_file(launcher.output / name, kind)
+    finished = launcher.run(TTT, "--openenv-n=1", "--openenv-resume", timeout=60)
+    assert finished.returncode == USAGE, finished.text[-2000:]
+    assert f"--openenv-resume cannot read {launcher.output / name}" in finished.stderr
+    assert "not a regular file" in finished.stderr
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo"])
+@pytest.mark.parametrize("name", ["results.jsonl", "summary.json"])
+def test_a_baseline_folder_holding_a_device_or_fifo_is_refused(
+    launcher: Launcher, tmp_path: Path, kind: str, name: str
+) -> None:
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    summary = {"figures": {"passed": 1, "ran": 2, "envs": ["openspiel:tic_tac_toe"]}}
+    if name != "summary.json":
+        (earlier / "summary.json").write_text(json.dumps(summary))
+    not_a_file(earlier / name, kind)
+    finished = launcher.run(TTT, "--openenv-n=1", f"--openenv-baseline={earlier}", timeout=60)
+    assert finished.returncode == USAGE, finished.text[-2000:]
+    assert f"{earlier / name} is a" in finished.stderr
+    assert "not a regular file" in finished.stderr
+
+
+def test_a_line_past_the_bound_is_a_corrupt_line_not_a_memory_blowup(tmp_path: Path) -> None:
+    from pytest_openenv.dataset import jsonl
+
+    path = tmp_path / "results.jsonl"
+    path.write_bytes(b'{"episode_id": "a"}\n' + b" " * (jsonl.MAX_LINE_BYTES + 10) + b"\n")
+    with pytest.raises(jsonl.CorruptLine, match=r"results.jsonl:2: a line longer than"):
+        list(jsonl.iter_records(path))
 
 
 # -- bytes that are not UTF-8 ------------------------------------------------------------------
