@@ -34,6 +34,7 @@ Hierarchy::
      │    ├── ServerURLError          (ValueError) a --openenv-server value that is no URL
      │    ├── JSONTooDeep             (ValueError) JSON nested past MAX_JSON_DEPTH
      │    ├── CorruptLine             (ValueError) a results.jsonl line on resume, file:line
+     │    ├── NotARegularFile         (OSError) a results.jsonl that is /dev/zero or a FIFO
      │    ├── IniValueUnreadable      an ini value pytest refused and the file cannot show
      │    ├── FolderLocked            another live run holds the output folder
      │    ├── ServerMismatch          a server hosts another env than the run names
@@ -72,7 +73,6 @@ Leaf of the package: it imports nothing of pytest-openenv, so any layer may use 
 from __future__ import annotations
 
 import errno
-
 from pathlib import Path
 
 
