@@ -40,6 +40,7 @@ Hierarchy::
      │    ├── ServerMismatch          a server hosts another env than the run names
      │    ├── TemplateNotFound        (ValueError) no chat template where the user pointed
      │    ├── TemplateFailure         the chat template does not compile or cannot render
+     │    │    └── RenderTimeout      it renders past its bound (a loop without end)
      │    ├── CheckpointProblem       ``--openenv-model`` names no checkpoint transformers can load
      │    └── ViewError               ``python -m pytest_openenv view``: bad folder, host, port
      ├── InfrastructureFault          -> the item ERRORS (setup), row in failures.jsonl
@@ -137,6 +138,10 @@ class TemplateFailure(BadInput):
     Found before the run it is a usage error; rendering a row after it, a problem the
     check reports for that row.
     """
+
+
+class RenderTimeout(TemplateFailure):
+    """A chat template still rendering past its bound (``util/deadline.py``): it loops."""
 
 
 class CheckpointProblem(BadInput):

@@ -32,6 +32,7 @@ OUTCOME = {
         "ServerMismatch",
         "TemplateNotFound",
         "TemplateFailure",
+        "RenderTimeout",
         "CheckpointProblem",
         "ViewError",
     ],
@@ -69,6 +70,7 @@ OLD_HOMES = {
     "pytest_openenv.dataset.lock": ["FolderLocked"],
     "pytest_openenv.dataset.chat_template.source": ["TemplateNotFound"],
     "pytest_openenv.dataset.chat_template.render": ["TemplateFailure"],
+    "pytest_openenv.util.render_bound": ["RenderTimeout"],
     "pytest_openenv.report.view": ["ViewError"],
     "pytest_openenv.policies.llm.checkpoint": ["CheckpointProblem"],
 }

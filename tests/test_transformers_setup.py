@@ -107,3 +107,19 @@ def test_the_missing_extra_is_named(run_pytest, pytester: pytest.Pytester, tmp_p
 def test_the_bad_option_is_named_in_the_policy_list(run_pytest) -> None:
     err = usage_error(run_pytest, "--openenv-policy=transformer")
     assert "--openenv-policy='transformer' is unknown" in err and "transformers" in err
+
+
+def test_a_looping_chat_template_is_a_usage_error_within_its_render_bound(
+    run_pytest, tmp_path: Path
+) -> None:
+    """transformers' own renderer is bounded too (checked at start, before any episode)."""
+    pytest.importorskip("transformers")
+    import time
+
+    looping = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    folder = model_folder(tmp_path, template=looping + TEMPLATE)
+    started = time.monotonic()
+    err = usage_error(run_pytest, f"--openenv-model={folder}")
+    assert f"--openenv-model={folder}" in err
+    assert "did not finish rendering within 5s" in err
+    assert time.monotonic() - started < 60

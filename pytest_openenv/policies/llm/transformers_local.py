@@ -31,6 +31,8 @@ from typing import Any, ClassVar
 import pytest
 
 from ...config.settings import Settings
+from ...errors import RenderTimeout
+from ...util.render_bound import bounded_render
 from ..base import ContextExhausted, Policy, PolicyUnavailable, Reply, ToolCall, Turn, Usage
 from .checkpoint import Checkpoint, CheckpointProblem, find_checkpoint
 from .deadline import seconds_left
@@ -126,11 +128,15 @@ class TransformersPolicy(Policy):
         model.eval()
         if not tokenizer.chat_template:
             tokenizer.chat_template = checkpoint.chat_template
-        self.fit = probe(
-            lambda messages, tools: tokenizer.apply_chat_template(
-                messages, tools=tools, tokenize=False
-            )
-        )
+
+        def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+            with bounded_render(f"the chat template of {self.model}"):
+                return tokenizer.apply_chat_template(messages, tools=tools, tokenize=False)
+
+        try:
+            self.fit = probe(render)
+        except RenderTimeout as exc:
+            raise PolicyUnavailable(f"--openenv-model={checkpoint.spec}: {exc}") from None
         return torch, tokenizer, model
 
     # -- one turn ------------------------------------------------------------
@@ -176,11 +182,15 @@ class TransformersPolicy(Policy):
         fit = self.fit
         messages = in_form(turn.messages, fit.arguments_form if fit else None)
         try:
-            return str(
-                tokenizer.apply_chat_template(
-                    messages, tools=turn.tools or None, add_generation_prompt=True, tokenize=False
+            with bounded_render(f"the chat template of {self.model}"):
+                return str(
+                    tokenizer.apply_chat_template(
+                        messages,
+                        tools=turn.tools or None,
+                        add_generation_prompt=True,
+                        tokenize=False,
+                    )
                 )
-            )
         except Exception as exc:  # the template raised (raise_exception) on this transcript
             raise PolicyUnavailable(
                 f"the chat template of {self.model} cannot render this conversation "
@@ -307,7 +317,13 @@ def build_transformers_policy(settings: Settings) -> TransformersPolicy:
             )
     fit = None
     if not llm.replay:
-        fit = probe(render_with_transformers(checkpoint.chat_template))
+        try:
+            fit = probe(render_with_transformers(checkpoint.chat_template))
+        except RenderTimeout as exc:
+            raise pytest.UsageError(
+                f"--openenv-model={llm.model}: {exc}. Give the checkpoint a chat template "
+                "that ends (tokenizer_config.json's chat_template, or chat_template.jinja)"
+            ) from None
         problems = fit.problems()
         if problems:
             warnings.warn(
