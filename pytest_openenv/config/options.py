@@ -362,6 +362,15 @@ OPTIONS: list[Option] = [
         is_flag=True,
         into="llm.replay",
     ),
+    Option(
+        "trust-remote-code",
+        "--openenv-policy=transformers: let a checkpoint that ships its own Python code "
+        "(auto_map in config.json) run it; without it such a checkpoint is refused",
+        boolean,
+        False,
+        is_flag=True,
+        into="llm.trust_remote_code",
+    ),
     # -- cost and budgets (config/prices.py, controller/budget.py) --
     Option(
         "prices",

@@ -117,6 +117,8 @@ class LLMSettings:
     """``--openenv-cache``: the response cache folder."""
     replay: bool = default_of("replay")
     """``--openenv-replay``: a cache miss is an episode error, never a network call."""
+    trust_remote_code: bool = default_of("trust-remote-code")
+    """``--openenv-trust-remote-code``: a transformers checkpoint may run its own code."""
 
     def public(self, run: RunSettings) -> dict[str, Any]:
         """For metadata.json: what the LLM policies used, endpoint without credentials."""
@@ -134,6 +136,7 @@ class LLMSettings:
             "concurrency": run.concurrency,
             "cache": self.cache,
             "replay": self.replay,
+            "trust_remote_code": self.trust_remote_code,
         }
 
 

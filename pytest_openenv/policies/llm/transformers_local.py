@@ -66,9 +66,17 @@ class TransformersPolicy(Policy):
     provider: ClassVar[str] = "transformers"
 
     def __init__(
-        self, checkpoint: Checkpoint, sampling: LocalSampling, fit: TemplateFit | None
+        self,
+        checkpoint: Checkpoint,
+        sampling: LocalSampling,
+        fit: TemplateFit | None,
+        *,
+        trust_remote_code: bool = False,
     ) -> None:
         self.checkpoint = checkpoint
+        #: ``--openenv-trust-remote-code``: given to transformers explicitly, never left to its
+        #: interactive prompt (which ``pytest -s`` would show, and a "y" would run the code)
+        self.trust_remote_code = trust_remote_code
         self.sampling = sampling
         self.model = checkpoint.spec
         #: None until loaded (the probe then runs on the real tokenizer)
@@ -108,7 +116,7 @@ class TransformersPolicy(Policy):
             ) from None
         share_cores_with_other_workers(torch)
         checkpoint = self.checkpoint
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = {"trust_remote_code": self.trust_remote_code}
         if checkpoint.gguf_file:
             options["gguf_file"] = checkpoint.gguf_file
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -306,6 +314,13 @@ def build_transformers_policy(settings: Settings) -> TransformersPolicy:
         checkpoint = find_checkpoint(str(llm.model))
     except CheckpointProblem as exc:
         raise pytest.UsageError(f"--openenv-model={llm.model}: {exc}") from None
+    if checkpoint.own_code and not llm.trust_remote_code:
+        raise pytest.UsageError(
+            f"--openenv-model={llm.model}: the checkpoint needs its own Python code "
+            f"({'; '.join(checkpoint.own_code[:3])}), which pytest-openenv does not run "
+            "unless told: read that code, then pass --openenv-trust-remote-code to run it, "
+            "or use a checkpoint of an architecture transformers ships"
+        )
     if not llm.replay:  # a replay answers from the cache: no model is loaded
         missing = [
             pip for module, pip in NEEDED.items() if importlib.util.find_spec(module) is None
@@ -341,4 +356,4 @@ def build_transformers_policy(settings: Settings) -> TransformersPolicy:
         request_timeout=llm.request_timeout,
         timeout=settings.run.timeout,
     )
-    return TransformersPolicy(checkpoint, sampling, fit)
+    return TransformersPolicy(checkpoint, sampling, fit, trust_remote_code=llm.trust_remote_code)
