@@ -52,7 +52,8 @@ Hierarchy::
      │    │    ├── NoServerInRotation every server the episode could use is benched
      │    │    └── GenerationTimeout  a reasoning_gym dataset gave no question in time
      │    ├── PolicyUnavailable       transport, auth, replay miss: no answer from the policy
-     │    │    └── AnswerTooLarge     a model answer past MAX_ANSWER_BYTES (util/jsonlimits.py)
+     │    │    ├── AnswerTooLarge     a model answer past MAX_ANSWER_BYTES (util/jsonlimits.py)
+     │    │    └── CacheUnwritable    --openenv-cache takes no entry (full disk): the run stops
      │    ├── ServerUnreachable       (ConnectionError) a plain HTTP request to a server
      │    └── ExpertError             OpenSpiel's bots cannot play this game
      ├── AgentFault                   -> scored by the env's verdict: a FAILURE, never an error
@@ -196,6 +197,11 @@ class PolicyUnavailable(InfrastructureFault):
 
     The episode becomes a setup *error*.
     """
+
+
+class CacheUnwritable(PolicyUnavailable):
+    """``--openenv-cache`` cannot take an entry (a full disk, EFBIG): the run stops, as for a
+    full output disk, instead of paying for model calls it cannot keep."""
 
 
 class AnswerTooLarge(PolicyUnavailable):

@@ -94,6 +94,8 @@ class ControllerPlugin:
             budget=self.budget,
         )
         self.stopper = RunStop(config)
+        #: why a worker stopped the run (its response cache cannot be written), once
+        self.halted: str | None = None
         self.sigterm = TermAsInterrupt()
         self.live: LiveStatus | None = None
         config.pluginmanager.register(
@@ -163,6 +165,12 @@ class ControllerPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        halt = getattr(report, "openenv_stop", None)
+        if halt and not self.halted:
+            # a worker's response cache is full: stop as a full output disk does
+            self.halted = str(halt)
+            self.end.notes.append(f"ERROR: {halt}; the run stopped (fix it, then --openenv-resume)")
+            self.stop(f"openenv: {halt}")
         row = self.accounts.count(report)
         if row is not None:
             error = self.output.save(row)
