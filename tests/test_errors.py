@@ -46,6 +46,7 @@ OUTCOME = {
         "GenerationTimeout",
         "PolicyUnavailable",
         "AnswerTooLarge",
+        "CacheUnwritable",
         "ServerUnreachable",
         "ExpertError",
     ],
