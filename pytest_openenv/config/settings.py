@@ -191,7 +191,11 @@ class OutputSettings:
     folder: Path = Path("openenv-results")
     """``--openenv-output``, absolute (relative ones are taken from the invocation folder)."""
     resume: bool = default_of("resume")
-    """``--openenv-resume``: skip episodes already in results.jsonl."""
+    """``--openenv-resume``: skip episodes that finished (passed, or failed)."""
+    resume_failed: bool = default_of("resume-failed")
+    """``--openenv-resume-failed``: a resume plays failed episodes again (best of N)."""
+    gate_best_of: bool = default_of("gate-best-of")
+    """``--openenv-gate-best-of``: the gate judges best-of-N figures too."""
     tool_arguments: str = TOOL_ARGUMENT_FORMS[0]
     """``--openenv-tool-arguments``: ``string`` (OpenAI wire form) or ``object``; when not
     given, ``string`` or the form the ``chat_template`` check chose (``controller/template``)."""
@@ -286,6 +290,7 @@ class Settings:
             "max_turns": run.max_turns,
             "output": str(self.output.folder),
             "resume": self.output.resume,
+            "resume_failed": self.output.resume_failed,
             "min_reward": run.min_reward,
             "judge_at": run.judge_at,
             "tool_arguments": self.output.tool_arguments,

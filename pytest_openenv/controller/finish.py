@@ -162,6 +162,15 @@ class SessionEnd:
             self.budget.count_not_started(self.accounts.expected, self.accounts.tally.total)
         if not (self.accounts.active and self.gate.active):
             return
+        attempts = self.accounts.tally.attempts
+        if attempts > 1 and not self.settings.output.gate_best_of:
+            # a failure played again until it passed is no pass@1: nothing to gate on
+            self.notes.append(
+                f"WARNING: the gate was not judged: the figures are best of up to {attempts} "
+                "attempts per episode (--openenv-resume-failed played failed episodes again); "
+                "pass --openenv-gate-best-of to judge them anyway"
+            )
+            return
         figures = self.gate_figures()
         stopped = session.shouldfail or session.shouldstop
         self.verdict = evaluate(

@@ -68,8 +68,18 @@ def read_resume_set(settings: Settings) -> tuple[dict[str, RowIdentity], bool]:
     def remember(record: dict[str, Any]) -> None:
         played[str(record.get("test", ""))] = RowIdentity.of(record)
 
+    def remember_failed(record: dict[str, Any]) -> None:
+        # a failed episode finished: it counts by this first attempt and is not played
+        # again (an errored one never finished, and is); a pass of it wins
+        failure = record.get("failure") if isinstance(record.get("failure"), dict) else {}
+        test = str(record.get("test", ""))
+        if failure.get("outcome") == "failed" and test not in played:
+            played[test] = RowIdentity.of(record)
+
     try:
         _, torn = scan(path, repair_torn_tail=False, visit=remember)
+        if failures.exists() and not settings.output.resume_failed:
+            scan(failures, repair_torn_tail=False, visit=remember_failed)
     except CorruptLine as exc:
         raise pytest.UsageError(
             f"--openenv-resume cannot read {exc.path}:{exc.line}: {exc}. Fix or move that "
@@ -81,6 +91,13 @@ def read_resume_set(settings: Settings) -> tuple[dict[str, RowIdentity], bool]:
             "results.jsonl file of an earlier run: move it away or pass another --openenv-output"
         ) from None
     return played, torn
+
+
+def attempt_of(row: dict[str, Any]) -> int:
+    """Which attempt at its episode a row is (``extra.attempt``; 1 when not said)."""
+    extra = row.get("extra") if isinstance(row.get("extra"), dict) else {}
+    attempt = extra.get("attempt", 1)
+    return attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 1
 
 
 def earlier_passes(settings: Settings) -> dict[str, dict[str, Any]]:
@@ -98,6 +115,7 @@ def earlier_passes(settings: Settings) -> dict[str, dict[str, Any]]:
             "model": row.get("model"),
             # the paired tests of several models pair earlier episodes too (issue 24)
             "seed": row.get("seed"),
+            "attempt": attempt_of(row),
             "repeat": (row.get("extra") or {}).get("repeat", 0),
         }
     return earlier
@@ -122,6 +140,7 @@ def earlier_failures(
             metrics = row.get("metrics") if isinstance(row.get("metrics"), dict) else {}
             failure = row.get("failure") if isinstance(row.get("failure"), dict) else {}
             failed[test] = {
+                "attempt": attempt_of(row),
                 "outcome": "errored" if failure.get("outcome") == "error" else "failed",
                 "reward": row.get("reward"),
                 "turns": metrics.get("turns"),

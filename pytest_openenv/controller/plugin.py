@@ -61,6 +61,11 @@ class ControllerPlugin:
         ``template``: what ``--openenv-chat-template`` found before the run.
         """
         settings = service.settings
+        if settings.output.resume_failed and not settings.output.resume:
+            raise pytest.UsageError(
+                "--openenv-resume-failed plays the failed episodes of an earlier run again: "
+                "it needs --openenv-resume"
+            )
         self.config = config
         self.settings = settings
         self.service = service
@@ -79,6 +84,10 @@ class ControllerPlugin:
             earlier_failures(settings, earlier) if settings.output.resume else {}
         )
         self.accounts = Accounts(settings, service, earlier)
+        if settings.output.resume:
+            self.accounts.keep_earlier_failures(
+                self.earlier_failures, replay=settings.output.resume_failed
+            )
         # issue 24: what the run may spend; a cost budget without prices is a usage error
         self.budget = RunBudget(settings)
         self.slimmer = ReportSlimmer(config)

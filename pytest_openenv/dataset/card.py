@@ -217,6 +217,17 @@ def figures_table(figures: dict[str, Any], settings: dict[str, Any]) -> list[str
             if f.get("rerun")
             else []
         ),
+        *(
+            [
+                (
+                    "attempts",
+                    f"best of up to {f['attempts']} attempts per episode: failed episodes "
+                    "were played again (--openenv-resume-failed), so the pass rate is not pass@1",
+                )
+            ]
+            if f.get("attempts", 1) > 1
+            else []
+        ),
         ("pass rate", rate),
         ("mean reward", reward),
         ("mean turns", "n/a" if f.get("mean_turns") is None else f"{f['mean_turns']:.2f}"),

@@ -94,8 +94,11 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
     (
         "extra",
         "struct",
-        "episode index, repeat, backend, server, reason it did not pass, `seeded` (false: "
-        "the server ignores the reset seed, so the seed does not repeat the episode)",
+        "episode index, repeat, the turn limit (`max_turns`), `prompt_style`, the model's "
+        "`sampling` (temperature, max_tokens; null for a policy without), backend, server, "
+        "reason it did not pass, `seeded` (false: the server ignores the reset seed, so the "
+        "seed does not repeat the episode), `attempt` (only on a failed episode played again "
+        "by --openenv-resume-failed: 2, 3, ...)",
     ),
     ("env", "string", "`family:variant`"),
     ("seed", "int", "the episode's seed (base seed + index)"),
@@ -180,6 +183,9 @@ def episode_row(
         "extra": {
             "index": e.index,
             "repeat": e.repeat,
+            "max_turns": e.max_turns,
+            "prompt_style": e.prompt_style,
+            "sampling": e.sampling,
             "backend": e.backend,
             "server": e.server,
             "server_reports": e.server_reports,

@@ -50,6 +50,11 @@ class Episode:
     seeded: bool | None = True
     #: the verdict every outcome text is made from (None: a stand-in for an errored episode)
     decision: Decision | None = None
+    #: what the row records of how it was played, so a resume can check it without
+    #: metadata.json: the turn limit, the prompts' wording, the model's sampling (None: none)
+    max_turns: int | None = None
+    prompt_style: str | None = None
+    sampling: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         return (

@@ -53,6 +53,8 @@ def summary_markdown(
         ),
         ("pass rate", f"{percent(f['pass_rate'])} (95% Wilson CI {interval(low, high)})"),
     ]
+    if f.get("attempts", 1) > 1:
+        rows.append(("attempts", f"best of up to {f['attempts']} (--openenv-resume-failed)"))
     if f["mean_reward"] is not None:
         se = f["mean_reward_stderr"]
         rows.append(

@@ -25,6 +25,9 @@ class Tally:
     #: again (deselected, past a smaller n), counted in ``failed``/``errored``: the folder's
     #: failures.jsonl holds them, so the figures describe the whole dataset there
     earlier_failures: int = 0
+    #: the most attempts any counted episode took: 1, unless --openenv-resume-failed played
+    #: failed episodes again (the figures are then best of that many attempts)
+    attempts: int = 1
     reward: RunningMean = field(default_factory=RunningMean)
     turns: RunningMean = field(default_factory=RunningMean)
     prompt_tokens: int = 0
@@ -64,6 +67,7 @@ class Tally:
             "rerun": self.rerun,
             "passed_on_rerun": self.passed_on_rerun,
             "earlier_failures": self.earlier_failures,
+            "attempts": self.attempts,
             "played": self.played,
             "pass_rate": (self.passed / self.ran) if self.ran else None,
             "pass_rate_ci95": [low, high],

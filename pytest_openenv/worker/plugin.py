@@ -143,7 +143,7 @@ class WorkerPlugin:
             item.stash[SPEC_KEY] = spec
             if item.nodeid in self.resumed:
                 item.add_marker(
-                    pytest.mark.skip(reason=f"{spec.episode_id} already in results.jsonl (resume)")
+                    pytest.mark.skip(reason=f"{spec.episode_id} already played (resume)")
                 )
         return found
 

@@ -11,13 +11,22 @@ episode: refusing keeps every earlier row (re-running would replace them without
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 import pytest
 
 from ..config.settings import Settings
-from ..dataset.identity import UNCHECKED, PlayedNow, RowIdentity, row_mismatch, row_problem
+from ..dataset.identity import (
+    UNCHECKED,
+    PlayedNow,
+    RowIdentity,
+    prompt_digest,
+    row_mismatch,
+    row_problem,
+)
 from ..envs.base import EnvFamily
+from ..episode.loop import sampling_of
 from ..episode.spec import EpisodeSpec
 from ..policies.arms import Arm
 from .fixtures import fixture_is_ours
@@ -94,6 +103,10 @@ def played_now(
     env_is_ours = fixture_is_ours(definition, "openenv_env")
     policy_is_ours = fixture_is_ours(definition, "openenv_policy")
     played = service.policy(arm.policy, arm.model) if policy_is_ours else None
+    prompt = settings.run.system_prompt
+    if prompt is None:
+        prompt = family.default_system_prompt()
+    sampling = sampling_of(played) if played is not None else None
     return PlayedNow(
         env=family.spec if env_is_ours else UNCHECKED,
         config=family.config_json if env_is_ours else UNCHECKED,
@@ -101,6 +114,15 @@ def played_now(
         model=played.model if played is not None else UNCHECKED,
         min_reward=float(rule.min_reward),
         judged_at_turn_limit=rule.at_turn_limit,
+        arguments_form=settings.output.tool_arguments or "string",
+        system_prompt=prompt_digest(prompt) if env_is_ours else UNCHECKED,
+        max_turns=(settings.run.max_turns or family.default_max_turns())
+        if env_is_ours
+        else UNCHECKED,
+        prompt_style=getattr(family, "prompt_style", None) if env_is_ours else UNCHECKED,
+        sampling=(json.dumps(sampling, sort_keys=True) if sampling else None)
+        if played is not None
+        else UNCHECKED,
         sources={
             "env": "the openenv marker's env, else --openenv-env",
             "env_config": "the openenv marker's keywords over --openenv-env-config",
@@ -110,5 +132,10 @@ def played_now(
             "min_reward": "the openenv marker's min_reward, else --openenv-min-reward or "
             f"the pass rule of {family.spec}",
             "judge_at": "the openenv marker's judge_at, else --openenv-judge-at",
+            "tool_arguments": "--openenv-tool-arguments (or the --openenv-chat-template check)",
+            "system_prompt": "--openenv-system-prompt (a digest of the text is compared)",
+            "max_turns": "--openenv-max-turns",
+            "prompt_style": "--openenv-prompt-style",
+            "sampling": "--openenv-temperature / --openenv-max-tokens",
         },
     )
