@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,6 +41,7 @@ class ResumeCheck:
         #: node id -> what its row in results.jsonl says
         self.rows = rows
         self._by_function: dict[str, list[tuple[str, RowIdentity]]] | None = None
+        self._by_episode: dict[tuple[Any, ...], list[str]] | None = None
         #: refusals found since the last collection report (which carries them)
         self.refused: list[str] = []
 
@@ -49,6 +52,66 @@ class ResumeCheck:
                 by_function.setdefault(nodeid.rpartition("[")[0], []).append((nodeid, row))
             self._by_function = by_function
         return self._by_function.get(function, [])
+
+    def by_episode(self) -> dict[tuple[Any, ...], list[str]]:
+        """Node ids of the rows, by what episode each is (env, config, seed, policy, model,
+        repeat): the same episode under another id is a row this run would play again."""
+        if self._by_episode is None:
+            index: dict[tuple[Any, ...], list[str]] = {}
+            for nodeid, row in self.rows.items():
+                key = episode_key(row.env, row.config, row.seed, row.policy, row.model, row.repeat)
+                index.setdefault(key, []).append(nodeid)
+            self._by_episode = index
+        return self._by_episode
+
+    def check_twins(
+        self,
+        metafunc: pytest.Metafunc,
+        now: PlayedNow,
+        specs: list[EpisodeSpec],
+    ) -> None:
+        """Refuse to play an episode whose row is already there under another id.
+
+        Two ways to get there: the episode ids of a test changed (a marker's
+        ``models=[...]`` went from two models to one, so ``a-ep-000000`` is now
+        ``ep-000000``), or the test was renamed (its old rows are of a test this run does
+        not collect). Refused rather than replaced: nothing earlier is touched.
+        """
+        if now.env is UNCHECKED or now.policy is UNCHECKED:
+            return
+        function = metafunc.definition.nodeid
+        # the bundled episode test is the whole run's, or none of it
+        bundled = function.partition("::")[0] == "openenv"
+        for spec in specs:
+            nodeid = f"{function}[{spec.episode_id}]"
+            if nodeid in self.rows:
+                continue
+            key = episode_key(now.env, now.config, spec.seed, now.policy, now.model, spec.repeat)
+            for other in self.by_episode().get(key, ()):
+                other_function = other.rpartition("[")[0]
+                if other_function == function:
+                    why = (
+                        "its episode id changed since (the marker's models=[...], "
+                        "--openenv-model or --openenv-id-prefix differ from that run's)"
+                    )
+                elif not_collected(metafunc.config.rootpath, other_function, bundled):
+                    why = (
+                        "a test this run does not collect (renamed or removed?); rename it "
+                        "back, or move its rows out of results.jsonl"
+                    )
+                else:
+                    continue  # another test of this run plays the same episode: its own row
+                message = (
+                    f"--openenv-resume: results.jsonl holds {other}, the episode of env "
+                    f"{now.env}, seed {spec.seed}, policy {now.policy}"
+                    + (f", model {now.model}" if now.model else "")
+                    + f" that this run would play again as {nodeid}: {why}. Keeping both "
+                    "would put one episode twice in the dataset and count it twice. Set it "
+                    "back as recorded, use another --openenv-output, or drop --openenv-resume "
+                    "(the earlier files are then moved aside, not deleted)"
+                )
+                self.refused.append(message)
+                raise pytest.Collector.CollectError(f"{function}: {message}")
 
     def check(
         self,
@@ -61,9 +124,10 @@ class ResumeCheck:
     ) -> None:
         """Raise a collection error naming the first row the test would now play otherwise."""
         rows = self.rows_of(metafunc.definition.nodeid)
+        now = played_now(metafunc, test, family, arm, service.settings, service)
+        self.check_twins(metafunc, now, specs)
         if not rows:
             return
-        now = played_now(metafunc, test, family, arm, service.settings, service)
         seeds = {spec.episode_id: spec.seed for spec in specs}
         differ = [
             (nodeid, row)
@@ -84,6 +148,31 @@ class ResumeCheck:
             return None
         text, self.refused = "\n".join(self.refused), []
         return text
+
+
+def episode_key(
+    env: Any, config: Any, seed: Any, policy: Any, model: Any, repeat: Any
+) -> tuple[Any, ...]:
+    try:
+        parsed = json.loads(config) if isinstance(config, str) else config
+        config_text = json.dumps(parsed, sort_keys=True)
+    except (TypeError, ValueError):
+        config_text = str(config)
+    return (env, config_text, seed, policy, model, repeat or 0)
+
+
+def not_collected(rootpath: Path, function: str, bundled: bool) -> bool:
+    """Whether the test function of a row is gone: its file, or its ``def``, no longer
+    there (or the bundled test, in a run of test files)."""
+    path, _, name = function.partition("::")
+    if path == "openenv":
+        return not bundled
+    name = name.rpartition("::")[2]
+    try:
+        text = (rootpath / path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return True
+    return f"def {name}(" not in text
 
 
 def played_now(

@@ -247,3 +247,44 @@ def test_without_metadata_every_identity_field_the_rows_show_is_checked(
     assert snapshot(launcher.output) == kept
     same = launcher.run("test_marked.py", "--openenv-resume")  # as recorded: resumes
     assert same.returncode == 0, same.text[-3000:]
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_dropping_an_arm_from_a_marker_is_refused_not_played_twice(
+    launcher: Launcher, workers: str
+) -> None:
+    """policies=["expert", "random"] then ["expert"]: the ids lose their arm part, so
+    ``expert-ep-000000`` would be played again as ``ep-000000`` beside its old row."""
+    write_test(launcher, '"openspiel:tic_tac_toe", n=2, policies=["expert", "random"]')
+    assert launcher.run("test_marked.py").returncode in (0, 1)
+    kept = snapshot(launcher.output)
+    write_test(launcher, '"openspiel:tic_tac_toe", n=2, policies=["expert"]')
+    resumed = launcher.run("-n", workers, "test_marked.py", "--openenv-resume")
+    assert resumed.returncode == 4, resumed.text[-3000:]
+    assert "results.jsonl holds test_marked.py::test_ep[expert-ep-000000]" in resumed.stderr
+    assert "would play again as test_marked.py::test_ep[ep-000000]" in resumed.stderr
+    assert "its episode id changed" in resumed.stderr and "models=[...]" in resumed.stderr
+    assert snapshot(launcher.output) == kept
+
+
+def test_a_renamed_test_file_is_refused_not_played_beside_its_old_rows(
+    launcher: Launcher,
+) -> None:
+    write_test(launcher, FIRST)
+    assert launcher.run("test_marked.py").returncode == 0
+    kept = snapshot(launcher.output)
+    (launcher.folder / "test_marked.py").rename(launcher.folder / "test_renamed.py")
+    resumed = launcher.run("test_renamed.py", "--openenv-resume")
+    assert resumed.returncode == 4, resumed.text[-3000:]
+    assert "results.jsonl holds test_marked.py::test_ep[ep-000000]" in resumed.stderr
+    assert "would play again as test_renamed.py::test_ep[ep-000000]" in resumed.stderr
+    assert "a test this run does not collect" in resumed.stderr
+    assert snapshot(launcher.output) == kept
+    # two tests of one run that play the same episodes are both kept, each with its rows
+    (launcher.folder / "test_marked.py").write_text(
+        (launcher.folder / "test_renamed.py").read_text()
+    )
+    both = launcher.run("test_marked.py", "test_renamed.py", "--openenv-resume")
+    assert both.returncode == 0, both.text[-3000:]
+    rows = read_rows(launcher.output / "results.jsonl")
+    assert len(rows) == 6
