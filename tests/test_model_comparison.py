@@ -476,3 +476,43 @@ def test_policies_from_the_command_line_and_prices_from_a_toml_table(
         assert metrics["cost_usd"] == pytest.approx(expected)
         assert (metrics["cost_usd"] == 0) == (row["policy"] == "scripted")
     assert [m["name"] for m in summary(pytester)["models"]] == ["scripted", FIRST]
+
+
+MODELS_MARKER = """
+import pytest
+
+@pytest.mark.openenv("openspiel:tic_tac_toe", n=2, policy="openai", models={models})
+def test_models(episode):
+    pass
+"""
+
+
+def test_a_marker_that_drops_a_model_is_refused_on_resume_not_duplicated(
+    run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer
+) -> None:
+    common = (f"--openenv-llm-endpoint={server.base_url}", f"--openenv-model={FIRST}")
+    pytester.makepyfile(test_models=MODELS_MARKER.format(models=[FIRST, LAST]))
+    assert run_pytest(*common).ret == 0
+    before = (output(pytester) / "results.jsonl").read_bytes()
+    pytester.makepyfile(test_models=MODELS_MARKER.format(models=[FIRST]))
+    resumed = run_pytest(*common, "--openenv-resume")
+    assert resumed.ret == pytest.ExitCode.USAGE_ERROR, resumed.stdout.str()
+    err = resumed.stderr.str()
+    assert "results.jsonl holds test_models.py::test_models[first_model-ep-000000]" in err
+    assert "would play again as test_models.py::test_models[ep-000000]" in err
+    assert (output(pytester) / "results.jsonl").read_bytes() == before
+
+
+def test_changed_sampling_is_refused_on_resume_even_without_metadata(
+    run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer
+) -> None:
+    common = (ENV, "--openenv-n=2", f"--openenv-llm-endpoint={server.base_url}")
+    assert run_pytest(*common, f"--openenv-model={FIRST}").ret in (0, 1)
+    (output(pytester) / "metadata.json").unlink()
+    resumed = run_pytest(
+        *common, f"--openenv-model={FIRST}", "--openenv-resume", "--openenv-temperature=0.9"
+    )
+    assert resumed.ret == pytest.ExitCode.USAGE_ERROR, resumed.stdout.str()
+    err = resumed.stderr.str()
+    assert 'played with sampling="{\\"max_tokens\\": 256, \\"temperature\\": 0.2}"' in err, err
+    assert "--openenv-temperature" in err

@@ -211,8 +211,18 @@ class RowIdentity(NamedTuple):
             repeat=extra.get("repeat", 0),
             max_turns=extra.get("max_turns"),
             prompt_style=_shared(extra.get("prompt_style")),
-            sampling=_shared(json.dumps(sampling, sort_keys=True)) if sampling else None,
+            sampling=_sampling_text(sampling),
         )
+
+
+def _sampling_text(value: Any) -> str | None:
+    """``extra.sampling`` as canonical JSON text (the row holds it as JSON text already)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return _shared(value)
+    return _shared(json.dumps(value, sort_keys=True)) if value else None
 
 
 def _arguments_form(messages: list[Any]) -> str | None:
