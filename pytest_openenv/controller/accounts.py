@@ -268,6 +268,7 @@ class Accounts:
 
     def count_earlier_failure(self, nodeid: str, row: dict[str, Any]) -> None:
         """A failed or errored row of the folder's failures.jsonl, counted as it is."""
+        self.arms.count_earlier(nodeid, row, row["outcome"])
         self.tally.add_outcome(row["outcome"])
         self.tally.earlier_failures += 1
         self.tally.attempts = max(self.tally.attempts, int(row.get("attempt", 1)))

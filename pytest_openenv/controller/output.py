@@ -147,6 +147,9 @@ def earlier_failures(
                 "env": row.get("env"),
                 "policy": row.get("policy"),
                 "model": row.get("model"),
+                # counted per model and paired too, as the earlier passes are
+                "seed": row.get("seed"),
+                "repeat": (row.get("extra") or {}).get("repeat", 0),
             }
     except (OSError, ValueError):  # figures only: a damaged failures file counts nothing
         return {}
