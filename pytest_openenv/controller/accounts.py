@@ -114,6 +114,9 @@ class Accounts:
         #: --openenv-resume-failed: failed episodes played again, by node id -> the attempt
         #: their earlier row was; the new row says it is the next one
         self.replayed: dict[str, int] = {}
+        #: kept failures whose skipped item this run reported: without a gate they fail the
+        #: run as they did when played (a resume does not turn a failed dataset green)
+        self.kept_counted = 0
         #: per model (or policy) of the run, and what pairs their episodes (issue 24)
         self.arms = ArmAccounts(
             run_arm_names(settings),
@@ -212,6 +215,7 @@ class Accounts:
             self.count_earlier_pass(report.nodeid, earlier)
         elif kept is not None:
             self.count_earlier_failure(report.nodeid, kept)
+            self.kept_counted += 1
         elif report.skipped and not hasattr(report, "wasxfail"):
             # a skip at setup (resume, a skip marker) or in the test body: out of the rate
             self.tally.add_outcome("skipped")

@@ -308,6 +308,13 @@ class SessionEnd:
         push_failed = self.publisher is not None and self.publisher.failed
         if (self.output.write_error or push_failed) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if (
+            self.verdict is None
+            and self.accounts.kept_counted
+            and session.exitstatus == pytest.ExitCode.OK
+        ):
+            # failed episodes a resume kept (not played again) fail the run as they did
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.publisher is not None and self.publisher.interrupted:
             session.exitstatus = pytest.ExitCode.INTERRUPTED
         self.final_exit_status = int(session.exitstatus)

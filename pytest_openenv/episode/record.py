@@ -223,6 +223,9 @@ def placeholder_row(
         "extra": {
             "index": spec.index,
             "repeat": spec.repeat,
+            "max_turns": None,
+            "prompt_style": None,
+            "sampling": None,
             "backend": "embedded",
             "server": None,
             "server_reports": None,
