@@ -34,11 +34,13 @@ Hierarchy::
      │    ├── ServerURLError          (ValueError) a --openenv-server value that is no URL
      │    ├── JSONTooDeep             (ValueError) JSON nested past MAX_JSON_DEPTH
      │    ├── CorruptLine             (ValueError) a results.jsonl line on resume, file:line
+     │    ├── NotARegularFile         (OSError) a results.jsonl that is /dev/zero or a FIFO
      │    ├── IniValueUnreadable      an ini value pytest refused and the file cannot show
      │    ├── FolderLocked            another live run holds the output folder
      │    ├── ServerMismatch          a server hosts another env than the run names
      │    ├── TemplateNotFound        (ValueError) no chat template where the user pointed
      │    ├── TemplateFailure         the chat template does not compile or cannot render
+     │    │    └── RenderTimeout      it renders past its bound (a loop without end)
      │    ├── CheckpointProblem       ``--openenv-model`` names no checkpoint transformers can load
      │    └── ViewError               ``python -m pytest_openenv view``: bad folder, host, port
      ├── InfrastructureFault          -> the item ERRORS (setup), row in failures.jsonl
@@ -50,7 +52,8 @@ Hierarchy::
      │    │    ├── NoServerInRotation every server the episode could use is benched
      │    │    └── GenerationTimeout  a reasoning_gym dataset gave no question in time
      │    ├── PolicyUnavailable       transport, auth, replay miss: no answer from the policy
-     │    │    └── AnswerTooLarge     a model answer past MAX_ANSWER_BYTES (util/jsonlimits.py)
+     │    │    ├── AnswerTooLarge     a model answer past MAX_ANSWER_BYTES (util/jsonlimits.py)
+     │    │    └── CacheUnwritable    --openenv-cache takes no entry (full disk): the run stops
      │    ├── ServerUnreachable       (ConnectionError) a plain HTTP request to a server
      │    └── ExpertError             OpenSpiel's bots cannot play this game
      ├── AgentFault                   -> scored by the env's verdict: a FAILURE, never an error
@@ -71,6 +74,7 @@ Leaf of the package: it imports nothing of pytest-openenv, so any layer may use 
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 
@@ -104,6 +108,15 @@ class CorruptLine(BadInput, ValueError):
         self.line = line
 
 
+class NotARegularFile(BadInput, OSError):
+    """A ``results.jsonl``-style path that is a device, FIFO or socket (``/dev/zero``), not a
+    file: reading it would never end, or never start."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        super().__init__(errno.EINVAL, f"{path} is {kind}, not a regular file")
+        self.path = path
+
+
 class IniValueUnreadable(BadInput):
     """pytest refused an ini value and the file does not say it either."""
 
@@ -126,6 +139,10 @@ class TemplateFailure(BadInput):
     Found before the run it is a usage error; rendering a row after it, a problem the
     check reports for that row.
     """
+
+
+class RenderTimeout(TemplateFailure):
+    """A chat template still rendering past its bound (``util/deadline.py``): it loops."""
 
 
 class CheckpointProblem(BadInput):
@@ -180,6 +197,11 @@ class PolicyUnavailable(InfrastructureFault):
 
     The episode becomes a setup *error*.
     """
+
+
+class CacheUnwritable(PolicyUnavailable):
+    """``--openenv-cache`` cannot take an entry (a full disk, EFBIG): the run stops, as for a
+    full output disk, instead of paying for model calls it cannot keep."""
 
 
 class AnswerTooLarge(PolicyUnavailable):

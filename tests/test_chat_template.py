@@ -317,3 +317,26 @@ def test_what_counts_as_intact(template: str, problem: str | None) -> None:
         assert problems == []
     else:
         assert len(problems) == 1 and problem in problems[0], problems
+
+
+#: nested loops the sandbox allows (each range is under its 100,000 cap): hours of rendering
+LOOPING = (
+    "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
+)
+
+
+def test_a_looping_chat_template_is_a_usage_error_within_its_render_bound(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    import time
+
+    folder = tokenizer_folder(pytester.path / "models" / "loops", LOOPING)
+    started = time.monotonic()
+    result = run_pytest(*TTT, f"--openenv-chat-template={folder}", timeout=120)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    message = result.stderr.str()
+    assert f"--openenv-chat-template={folder}" in message
+    assert "did not finish rendering within 5s" in message and "loops" in message
+    assert time.monotonic() - started < 60
+    assert not (pytester.path / "openenv-results" / "results.jsonl").exists()

@@ -251,16 +251,20 @@ def test_one_episode_in_two_items_is_refused_pointing_at_repeats(
     assert not (pytester.path / "openenv-results" / "results.jsonl").exists()
 
 
-def test_resume_skips_done_and_reruns_failed(run_pytest, pytester: pytest.Pytester) -> None:
+def test_resume_skips_finished_episodes_failed_ones_too(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
     first = run_pytest(TTT, "--openenv-n=20", "--openenv-policy=scripted")
     passed = first.parseoutcomes()["passed"]
     failed = first.parseoutcomes().get("failed", 0)
     assert failed > 0, "seeds 0..19 include losses for the first-legal policy"
     again = run_pytest(TTT, "--openenv-n=20", "--openenv-policy=scripted", "--openenv-resume")
     counts = again.parseoutcomes()
-    assert counts["skipped"] == passed
-    assert counts.get("failed", 0) == failed
+    assert counts["skipped"] == passed + failed  # a failed episode finished: kept as it was
+    assert counts.get("failed", 0) == 0
     out = pytester.path / "openenv-results"
+    figures = json.loads((out / "summary.json").read_text())["figures"]
+    assert (figures["passed"], figures["failed"], figures["played"]) == (passed, failed, 0)
     assert len(read_jsonl(out / "results.jsonl")) == passed
     assert len(read_jsonl(out / "failures.jsonl")) == failed
 

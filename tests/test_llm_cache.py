@@ -233,3 +233,34 @@ replies = st.builds(
 @given(replies)
 def test_stored_replies_come_back_unchanged(reply: Reply) -> None:
     assert reply_from_json(json.loads(json.dumps(reply_to_json(reply)))) == reply
+
+
+#: each worker process may write no file past 300 bytes: every cache entry fails (EFBIG, as a
+#: full disk fails with ENOSPC) while the controller's output folder still takes its rows
+SMALL_FILES_ON_WORKERS = """
+import resource
+
+def pytest_configure(config):
+    if hasattr(config, "workerinput"):
+        resource.setrlimit(resource.RLIMIT_FSIZE, (300, 300))
+"""
+
+
+def test_a_cache_that_cannot_be_written_names_its_path_and_stops_the_run(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    pytester.makeconftest(SMALL_FILES_ON_WORKERS)
+    cache = pytester.path / "llm-cache"
+    with serve_openai() as server:
+        result = run_pytest(*llm_args(server, f"--openenv-cache={cache}", n=12), "-n", "1")
+        requests = server.requests
+    out = result.stdout.str()
+    assert result.ret not in (0, 1), out  # stopped, not a finished run
+    assert f"cannot write to the response cache {cache} (--openenv-cache): File too large" in out
+    assert "the run stopped" in out
+    assert "OSError" not in out and "Traceback" not in out
+    rows = all_rows(pytester)
+    # the first episode's call was made and could not be kept; none after it was paid for
+    assert requests <= 2, requests
+    assert len(rows) < 12
+    assert all(r.get("failure", {}).get("outcome") == "error" for r in rows.values())

@@ -159,12 +159,48 @@ def test_two_models_play_the_same_seeds_and_are_compared_pairwise(
     result.stdout.fnmatch_lines(["models (same seeds):", f"*{FIRST}*10*", f"*{FIRST} vs {LAST}*"])
 
     markdown = step_summary.read_text()
-    assert f"| {FIRST} | {models[FIRST]['passed']}/10 |" in markdown
-    assert f"- {FIRST} vs {LAST}: no significant difference" in markdown
+    assert f"| `{FIRST}` | {models[FIRST]['passed']}/10 |" in markdown
+    assert f"- `{FIRST}` vs `{LAST}`: no significant difference" in markdown
     card = (output(pytester) / "README.md").read_text()
-    assert "## Models on the same seeds" in card and f"| {LAST} |" in card
+    assert "## Models on the same seeds" in card and f"| `{LAST}` |" in card
     page = (output(pytester) / "report.html").read_text()
     assert 'id="models"' in page and f'data-model="{LAST}"' in page
+
+
+HOSTILE_NAMES = ('m2|<a href="https://evil.example">click</a>', "m3```python")
+
+
+def test_model_names_sit_in_code_spans_in_the_card_and_the_step_summary(
+    run_pytest,
+    pytester: pytest.Pytester,
+    server: OpenAICompatServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A name holding a link or a fence makes neither a live link nor a block, anywhere."""
+    from markdown_it import MarkdownIt
+
+    step_summary = pytester.path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
+    result = run_pytest(*args(server, FIRST, *HOSTILE_NAMES, n=2))
+    assert result.ret in (0, 1), result.stdout.str()
+    card = (output(pytester) / "README.md").read_text()
+    for name, text in (("card", card), ("step summary", step_summary.read_text())):
+        tokens = MarkdownIt("commonmark").enable("table").parse(text)
+        inline = [child for t in tokens for child in (t.children or [])]
+        links = [t.attrs.get("href", "") for t in inline if t.type == "link_open"]
+        assert not [href for href in links if "evil" in str(href)], name
+        assert not [t for t in inline if t.type == "html_inline"], name
+        assert not [t for t in tokens if t.type == "html_block" and "href" in t.content], name
+        # no name opened a block that swallows what follows
+        assert not [t for t in tokens if t.type == "fence" and "m3" in t.content], name
+        assert not [t for t in tokens if t.type == "code_block"], name
+        shown = {t.content for t in inline if t.type == "code_inline"}
+        for model in HOSTILE_NAMES:
+            assert model in shown, (name, model)  # in a code span, exactly
+        rendered = MarkdownIt("commonmark").enable("table").render(text)
+        assert '<a href="https://evil' not in rendered, name
+    headings = [t.content for t in MarkdownIt().parse(card) if t.type == "inline"]
+    assert {"Models on the same seeds", "Files", "Loading"} <= set(headings)
 
 
 def test_a_significant_difference_and_the_gate_against_another_model(
@@ -442,3 +478,43 @@ def test_policies_from_the_command_line_and_prices_from_a_toml_table(
         assert metrics["cost_usd"] == pytest.approx(expected)
         assert (metrics["cost_usd"] == 0) == (row["policy"] == "scripted")
     assert [m["name"] for m in summary(pytester)["models"]] == ["scripted", FIRST]
+
+
+MODELS_MARKER = """
+import pytest
+
+@pytest.mark.openenv("openspiel:tic_tac_toe", n=2, policy="openai", models={models})
+def test_models(episode):
+    pass
+"""
+
+
+def test_a_marker_that_drops_a_model_is_refused_on_resume_not_duplicated(
+    run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer
+) -> None:
+    common = (f"--openenv-llm-endpoint={server.base_url}", f"--openenv-model={FIRST}")
+    pytester.makepyfile(test_models=MODELS_MARKER.format(models=[FIRST, LAST]))
+    assert run_pytest(*common).ret == 0
+    before = (output(pytester) / "results.jsonl").read_bytes()
+    pytester.makepyfile(test_models=MODELS_MARKER.format(models=[FIRST]))
+    resumed = run_pytest(*common, "--openenv-resume")
+    assert resumed.ret == pytest.ExitCode.USAGE_ERROR, resumed.stdout.str()
+    err = resumed.stderr.str()
+    assert "results.jsonl holds test_models.py::test_models[first_model-ep-000000]" in err
+    assert "would play again as test_models.py::test_models[ep-000000]" in err
+    assert (output(pytester) / "results.jsonl").read_bytes() == before
+
+
+def test_changed_sampling_is_refused_on_resume_even_without_metadata(
+    run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer
+) -> None:
+    common = (ENV, "--openenv-n=2", f"--openenv-llm-endpoint={server.base_url}")
+    assert run_pytest(*common, f"--openenv-model={FIRST}").ret in (0, 1)
+    (output(pytester) / "metadata.json").unlink()
+    resumed = run_pytest(
+        *common, f"--openenv-model={FIRST}", "--openenv-resume", "--openenv-temperature=0.9"
+    )
+    assert resumed.ret == pytest.ExitCode.USAGE_ERROR, resumed.stdout.str()
+    err = resumed.stderr.str()
+    assert 'played with sampling="{\\"max_tokens\\": 256, \\"temperature\\": 0.2}"' in err, err
+    assert "--openenv-temperature" in err

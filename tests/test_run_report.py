@@ -303,3 +303,26 @@ def test_pytest_html_rows_show_the_episode_duration_and_link_to_it(pytester, run
         href = f"{(folder / 'report.html').as_uri()}#{row['episode_id']}@openenv::test_episode"
         assert f'href="{href}"' in links, links
     assert (folder / "report.html").is_file()
+
+
+def test_view_answers_404_for_an_episode_index_that_is_not_a_plain_number(
+    tmp_path: Path,
+) -> None:
+    """Superscript digits and a number past int()'s digit limit: 404, never a traceback."""
+    from pytest_openenv.dataset.folder import MARKER
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "metadata.json").write_text(json.dumps(MARKER))
+    row = {"episode_id": "ep-0", "messages": [], "reward": 1.0, "test": "t.py::t[ep-0]"}
+    (folder / "results.jsonl").write_text(json.dumps(row) + "\n")
+    process, url = start_view(folder)
+    try:
+        for index in ("%C2%B2", "²".encode().hex(), "9" * 5000, "0" * 5000 + "1"):
+            assert get(f"{url}api/episode/{index}")[0] == 404, index[:20]
+        assert get(f"{url}api/episode/0")[0] == 200  # the server is still up
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    stderr = process.stderr.read()  # type: ignore[union-attr]
+    assert "Traceback" not in stderr, stderr[-2000:]

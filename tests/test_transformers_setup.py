@@ -107,3 +107,42 @@ def test_the_missing_extra_is_named(run_pytest, pytester: pytest.Pytester, tmp_p
 def test_the_bad_option_is_named_in_the_policy_list(run_pytest) -> None:
     err = usage_error(run_pytest, "--openenv-policy=transformer")
     assert "--openenv-policy='transformer' is unknown" in err and "transformers" in err
+
+
+def test_a_looping_chat_template_is_a_usage_error_within_its_render_bound(
+    run_pytest, tmp_path: Path
+) -> None:
+    """transformers' own renderer is bounded too (checked at start, before any episode)."""
+    pytest.importorskip("transformers")
+    import time
+
+    looping = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    folder = model_folder(tmp_path, template=looping + TEMPLATE)
+    started = time.monotonic()
+    err = usage_error(run_pytest, f"--openenv-model={folder}")
+    assert f"--openenv-model={folder}" in err
+    assert "did not finish rendering within 5s" in err
+    assert time.monotonic() - started < 60
+
+
+def test_a_checkpoint_that_needs_its_own_code_is_refused_unless_allowed(
+    run_pytest, tmp_path: Path
+) -> None:
+    folder = model_folder(tmp_path)
+    config = {"model_type": "acme", "auto_map": {"AutoModelForCausalLM": "modeling_acme.Acme"}}
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "modeling_acme.py").write_text("raise SystemExit('the checkpoint code ran')\n")
+    err = usage_error(run_pytest, f"--openenv-model={folder}")
+    assert "needs its own Python code" in err
+    assert "AutoModelForCausalLM -> modeling_acme.Acme" in err
+    assert "--openenv-trust-remote-code" in err
+    # allowed: the start check lets it through (what loads it is transformers' business)
+    allowed = run_pytest(
+        ENV,
+        POLICY,
+        "--openenv-n=1",
+        f"--openenv-model={folder}",
+        "--openenv-trust-remote-code",
+        "--collect-only",
+    )
+    assert "needs its own Python code" not in allowed.stderr.str()

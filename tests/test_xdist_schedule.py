@@ -4,7 +4,7 @@
 run-ahead window. End to end (real xdist workers, the loopback OpenAI-compatible
 server): the server sees more than C requests at once; ``-x`` still stops the
 run early; a worker that dies with episodes in flight loses none and writes none
-twice, the one it was running is an error, and ``--openenv-resume`` re-runs it.
+twice, the one it was running is an error, and ``--openenv-resume`` plays it again.
 The scheduling rules themselves are checked against xdist's ``LoadScheduling``
 with recording stand-ins for the worker channels.
 """
@@ -20,6 +20,7 @@ from llm_helpers import (
     all_rows,
     clean_sdk_env_fixture,  # noqa: F401 - fixture
     errors,
+    failures,
     llm_args,
     results,
     turns_taken,
@@ -148,7 +149,9 @@ def test_a_worker_dying_with_episodes_in_flight_loses_none_and_writes_none_twice
     again = run_pytest(*args, "--openenv-resume", "-v")
     assert again.ret in (0, 1), again.stdout.str()
     ran = set(re.findall(r"(?:PASSED|FAILED|ERROR) .*test_episode\[(ep-\d+)\]", again.stdout.str()))
-    assert crashed_id in ran and ran == set(rows) - passed  # resume re-runs all but passes
+    failed = {r["episode_id"] for r in failures(pytester) if r["failure"]["outcome"] == "failed"}
+    # resume plays what never finished: the crashed episode, not the passed or failed ones
+    assert crashed_id in ran and ran == set(rows) - passed - failed
     assert errors(pytester) == {}
     assert sorted(all_rows(pytester)) == sorted(rows)
 

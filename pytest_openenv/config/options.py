@@ -167,11 +167,31 @@ OPTIONS: list[Option] = [
     ),
     Option(
         "resume",
-        "skip episodes already in results.jsonl (reported as skipped)",
+        "play only the episodes that never finished: skip those in results.jsonl and the "
+        "failed ones in failures.jsonl (each counts by its first attempt); errored ones play "
+        "again",
         boolean,
         False,
         is_flag=True,
         into="output.resume",
+    ),
+    Option(
+        "resume-failed",
+        "with --openenv-resume: play the failed episodes again too (to collect more passing "
+        "rows); the figures are then best of N attempts and no gate is judged on them "
+        "unless --openenv-gate-best-of",
+        boolean,
+        False,
+        is_flag=True,
+        into="output.resume_failed",
+    ),
+    Option(
+        "gate-best-of",
+        "judge the gate even when --openenv-resume-failed made the figures best of N attempts",
+        boolean,
+        False,
+        is_flag=True,
+        into="output.gate_best_of",
     ),
     Option(
         "min-reward",
@@ -382,6 +402,15 @@ OPTIONS: list[Option] = [
         False,
         is_flag=True,
         into="llm.replay",
+    ),
+    Option(
+        "trust-remote-code",
+        "--openenv-policy=transformers: let a checkpoint that ships its own Python code "
+        "(auto_map in config.json) run it; without it such a checkpoint is refused",
+        boolean,
+        False,
+        is_flag=True,
+        into="llm.trust_remote_code",
     ),
     # -- cost and budgets (config/prices.py, controller/budget.py) --
     Option(

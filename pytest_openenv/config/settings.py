@@ -124,6 +124,8 @@ class LLMSettings:
     sample must not be handed them (``worker/what_plays.py``)."""
     replay: bool = default_of("replay")
     """``--openenv-replay``: a cache miss is an episode error, never a network call."""
+    trust_remote_code: bool = default_of("trust-remote-code")
+    """``--openenv-trust-remote-code``: a transformers checkpoint may run its own code."""
 
     def public(self, run: RunSettings) -> dict[str, Any]:
         """For metadata.json: what the LLM policies used, endpoint without credentials."""
@@ -141,6 +143,7 @@ class LLMSettings:
             "concurrency": run.concurrency,
             "cache": self.cache,
             "replay": self.replay,
+            "trust_remote_code": self.trust_remote_code,
         }
 
 
@@ -201,7 +204,11 @@ class OutputSettings:
     folder: Path = Path("openenv-results")
     """``--openenv-output``, absolute (relative ones are taken from the invocation folder)."""
     resume: bool = default_of("resume")
-    """``--openenv-resume``: skip episodes already in results.jsonl."""
+    """``--openenv-resume``: skip episodes that finished (passed, or failed)."""
+    resume_failed: bool = default_of("resume-failed")
+    """``--openenv-resume-failed``: a resume plays failed episodes again (best of N)."""
+    gate_best_of: bool = default_of("gate-best-of")
+    """``--openenv-gate-best-of``: the gate judges best-of-N figures too."""
     train_on: str = default_of("train-on")
     """``--openenv-train-on``: ``verdict`` (results.jsonl holds episodes whose test and env
     verdict both passed) or ``test`` (every test-passed episode)."""
@@ -307,6 +314,7 @@ class Settings:
             "output": str(self.output.folder),
             "resume": self.output.resume,
             "train_on": self.output.train_on,
+            "resume_failed": self.output.resume_failed,
             "min_reward": run.min_reward,
             "judge_at": run.judge_at,
             "tool_arguments": self.output.tool_arguments,

@@ -108,6 +108,15 @@ class Accounts:
         self.seen_tests: dict[str, dict[str, Any]] = {}
         #: episodes this run reported (an earlier failure among them was played again)
         self.reported: set[str] = set()
+        #: --openenv-resume: failed episodes of the earlier run whose item is skipped; each
+        #: counts once, as failed, by that first attempt (``keep_earlier_failures``)
+        self.kept_failures: dict[str, dict[str, Any]] = {}
+        #: --openenv-resume-failed: failed episodes played again, by node id -> the attempt
+        #: their earlier row was; the new row says it is the next one
+        self.replayed: dict[str, int] = {}
+        #: kept failures whose skipped item this run reported: without a gate they fail the
+        #: run as they did when played (a resume does not turn a failed dataset green)
+        self.kept_counted = 0
         #: per group (test function, env, model or policy) and per model, and what pairs
         #: their episodes
         self.arms = ArmAccounts(
@@ -153,6 +162,8 @@ class Accounts:
         record = getattr(report, "openenv_record", None)
         if record is None:
             return None
+        if report.nodeid in self.replayed:
+            record = self.next_attempt(report.nodeid, record)
         self.remember_test(report.nodeid, record)
         # Reports stay alive in the terminal reporter's stats for the whole session.
         del report.openenv_record  # type: ignore[attr-defined]
@@ -179,10 +190,36 @@ class Accounts:
             self.tally.prompt_tokens += int(brief.get("prompt_tokens", 0))
             self.tally.completion_tokens += int(brief.get("completion_tokens", 0))
 
+    def keep_earlier_failures(self, failures: dict[str, dict[str, Any]], *, replay: bool) -> None:
+        """--openenv-resume: the failed rows of failures.jsonl are kept, counted once each by
+        that first attempt, or (``replay``: --openenv-resume-failed) played again."""
+        for nodeid, row in failures.items():
+            if row["outcome"] != "failed":
+                continue  # an errored episode never finished: it plays again
+            if replay:
+                self.replayed[nodeid] = int(row.get("attempt", 1))
+            else:
+                self.kept_failures[nodeid] = row
+
+    def next_attempt(self, nodeid: str, record: str) -> str:
+        """The row of a failed episode played again, saying which attempt it is."""
+        from ..episode.record import dumps_record
+
+        attempt = self.replayed[nodeid] + 1
+        self.tally.attempts = max(self.tally.attempts, attempt)
+        row = json.loads(record)
+        extra = row.get("extra") if isinstance(row.get("extra"), dict) else {}
+        row["extra"] = {**extra, "attempt": attempt}
+        return dumps_record(row)
+
     def count_outcome(self, report: pytest.TestReport) -> None:
         earlier = self.earlier.pop(report.nodeid, None) if report.skipped else None
+        kept = self.kept_failures.pop(report.nodeid, None) if report.skipped else None
         if earlier is not None:
             self.count_earlier_pass(report.nodeid, earlier)
+        elif kept is not None:
+            self.count_earlier_failure(report.nodeid, kept)
+            self.kept_counted += 1
         elif report.skipped and not hasattr(report, "wasxfail"):
             # a skip at setup (resume, a skip marker) or in the test body: out of the rate
             self.tally.add_outcome("skipped")
@@ -212,6 +249,7 @@ class Accounts:
         self._count_names(brief)
 
     def count_earlier_pass(self, nodeid: str, earlier: dict[str, Any]) -> None:
+        self.tally.attempts = max(self.tally.attempts, int(earlier.get("attempt", 1)))
         self.arms.count_earlier(nodeid, earlier)
         self.tally.add_outcome("passed")
         self.tally.count_verdict(True, earlier.get("verdict") is not False)
@@ -236,19 +274,24 @@ class Accounts:
         self.earlier = {}
         for nodeid, row in failures.items():
             if nodeid in self.reported:
-                continue  # played again this run: its new report counted
-            self.tally.add_outcome(row["outcome"])
-            self.arms.count_earlier_failure(nodeid, row)
-            if row["outcome"] != "errored":
-                self.tally.count_verdict(row["outcome"] == "passed", bool(row.get("verdict")))
-            # a row of failures.jsonl; a verdict-failed one counts as its test did: passed
-            self.tally.earlier_failures += 1
-            self.passk.add(nodeid, row["outcome"] == "passed")
-            with contextlib.suppress(TypeError, ValueError):
-                self.tally.reward.add(float(row["reward"]))
-            with contextlib.suppress(TypeError, ValueError):
-                self.tally.turns.add(int(row["turns"]))
-            self._count_names({key: str(value) for key, value in row.items() if value})
+                continue  # played again (or kept, counted at its skip) this run
+            self.count_earlier_failure(nodeid, row)
+
+    def count_earlier_failure(self, nodeid: str, row: dict[str, Any]) -> None:
+        """A row of the folder's failures.jsonl, counted as it is: failed, errored, or a
+        test-passed episode the env's verdict failed (its outcome is then ``passed``)."""
+        self.arms.count_earlier(nodeid, row, row["outcome"])
+        self.tally.add_outcome(row["outcome"])
+        if row["outcome"] != "errored":
+            self.tally.count_verdict(row["outcome"] == "passed", bool(row.get("verdict")))
+        self.tally.earlier_failures += 1
+        self.tally.attempts = max(self.tally.attempts, int(row.get("attempt", 1)))
+        self.passk.add(nodeid, row["outcome"] == "passed")
+        with contextlib.suppress(TypeError, ValueError):
+            self.tally.reward.add(float(row["reward"]))
+        with contextlib.suppress(TypeError, ValueError):
+            self.tally.turns.add(int(row["turns"]))
+        self._count_names({key: str(value) for key, value in row.items() if value})
 
     def _count_names(self, seen: dict[str, Any]) -> None:
         for key, bucket in (

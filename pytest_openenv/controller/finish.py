@@ -225,6 +225,15 @@ class SessionEnd:
             self.budget.count_not_started(self.accounts.expected, self.accounts.tally.total)
         if not (self.accounts.active and self.gate.active):
             return
+        attempts = self.accounts.tally.attempts
+        if attempts > 1 and not self.settings.output.gate_best_of:
+            # a failure played again until it passed is no pass@1: nothing to gate on
+            self.notes.append(
+                f"WARNING: the gate was not judged: the figures are best of up to {attempts} "
+                "attempts per episode (--openenv-resume-failed played failed episodes again); "
+                "pass --openenv-gate-best-of to judge them anyway"
+            )
+            return
         figures = self.gate_figures()
         stopped = session.shouldfail or session.shouldstop
         self.verdict = evaluate(
@@ -363,6 +372,13 @@ class SessionEnd:
         """Files that could not be written, or a failed push, fail an otherwise good run."""
         push_failed = self.publisher is not None and self.publisher.failed
         if (self.output.write_error or push_failed) and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if (
+            self.verdict is None
+            and self.accounts.kept_counted
+            and session.exitstatus == pytest.ExitCode.OK
+        ):
+            # failed episodes a resume kept (not played again) fail the run as they did
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.publisher is not None and self.publisher.interrupted:
             session.exitstatus = pytest.ExitCode.INTERRUPTED

@@ -19,7 +19,7 @@ import pytest
 from ..config.settings import Settings, check_output_writable
 from ..dataset.folder import LOCK, card_is_generated, ownership_problem, read_metadata
 from ..dataset.identity import RowIdentity, resume_problem
-from ..dataset.jsonl import CorruptLine, scan
+from ..dataset.jsonl import CorruptLine, open_regular, scan
 from ..dataset.lock import FolderLocked, RunLock
 from ..dataset.writer import METADATA, DatasetWriter
 from ..util.secrets import KnownSecrets
@@ -55,12 +55,31 @@ def read_resume_set(settings: Settings) -> tuple[dict[str, RowIdentity], bool]:
     if holder is not None:  # its last line may be half-written now
         raise pytest.UsageError(folder_in_use(settings.output.folder, holder))
     played: dict[str, RowIdentity] = {}
+    failures = settings.output.folder / "failures.jsonl"
+    try:
+        if failures.exists():  # appended to and read at the end: a file, or refused now
+            open_regular(failures).close()
+    except OSError as exc:
+        raise pytest.UsageError(
+            f"--openenv-resume cannot read {failures}: {exc.strerror or exc}. It must be the "
+            "failures.jsonl file of an earlier run: move it away or pass another --openenv-output"
+        ) from None
 
     def remember(record: dict[str, Any]) -> None:
         played[str(record.get("test", ""))] = RowIdentity.of(record)
 
+    def remember_failed(record: dict[str, Any]) -> None:
+        # a failed episode finished: it counts by this first attempt and is not played
+        # again (an errored one never finished, and is); a pass of it wins
+        failure = record.get("failure") if isinstance(record.get("failure"), dict) else {}
+        test = str(record.get("test", ""))
+        if failure.get("outcome") == "failed" and test not in played:
+            played[test] = RowIdentity.of(record)
+
     try:
         _, torn = scan(path, repair_torn_tail=False, visit=remember)
+        if failures.exists() and not settings.output.resume_failed:
+            scan(failures, repair_torn_tail=False, visit=remember_failed)
     except CorruptLine as exc:
         raise pytest.UsageError(
             f"--openenv-resume cannot read {exc.path}:{exc.line}: {exc}. Fix or move that "
@@ -72,6 +91,13 @@ def read_resume_set(settings: Settings) -> tuple[dict[str, RowIdentity], bool]:
             "results.jsonl file of an earlier run: move it away or pass another --openenv-output"
         ) from None
     return played, torn
+
+
+def attempt_of(row: dict[str, Any]) -> int:
+    """Which attempt at its episode a row is (``extra.attempt``; 1 when not said)."""
+    extra = row.get("extra") if isinstance(row.get("extra"), dict) else {}
+    attempt = extra.get("attempt", 1)
+    return attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 1
 
 
 def earlier_passes(settings: Settings) -> dict[str, dict[str, Any]]:
@@ -89,6 +115,7 @@ def earlier_passes(settings: Settings) -> dict[str, dict[str, Any]]:
             "model": row.get("model"),
             # the paired tests of several models pair earlier episodes too (issue 24)
             "seed": row.get("seed"),
+            "attempt": attempt_of(row),
             "repeat": (row.get("extra") or {}).get("repeat", 0),
             "verdict": (row.get("verify_metrics") or {}).get("verdict"),
         }
@@ -119,6 +146,7 @@ def earlier_failures(
             metrics = row.get("metrics") if isinstance(row.get("metrics"), dict) else {}
             failure = row.get("failure") if isinstance(row.get("failure"), dict) else {}
             failed[test] = {
+                "attempt": attempt_of(row),
                 "outcome": EARLIER_OUTCOME.get(str(failure.get("outcome")), "failed"),
                 "verdict": (row.get("verify_metrics") or {}).get("verdict"),
                 "reward": row.get("reward"),
@@ -126,6 +154,9 @@ def earlier_failures(
                 "env": row.get("env"),
                 "policy": row.get("policy"),
                 "model": row.get("model"),
+                # counted per model and paired too, as the earlier passes are
+                "seed": row.get("seed"),
+                "repeat": (row.get("extra") or {}).get("repeat", 0),
             }
     except (OSError, ValueError):  # figures only: a damaged failures file counts nothing
         return {}

@@ -63,6 +63,11 @@ class ControllerPlugin:
         ``template``: what ``--openenv-chat-template`` found before the run.
         """
         settings = service.settings
+        if settings.output.resume_failed and not settings.output.resume:
+            raise pytest.UsageError(
+                "--openenv-resume-failed plays the failed episodes of an earlier run again: "
+                "it needs --openenv-resume"
+            )
         self.config = config
         self.settings = settings
         self.service = service
@@ -81,6 +86,10 @@ class ControllerPlugin:
             earlier_failures(settings, earlier) if settings.output.resume else {}
         )
         self.accounts = Accounts(settings, service, earlier)
+        if settings.output.resume:
+            self.accounts.keep_earlier_failures(
+                self.earlier_failures, replay=settings.output.resume_failed
+            )
         # issue 24: what the run may spend; a cost budget without prices is a usage error
         self.budget = RunBudget(settings)
         self.slimmer = ReportSlimmer(config)
@@ -96,6 +105,8 @@ class ControllerPlugin:
             budget=self.budget,
         )
         self.stopper = RunStop(config)
+        #: why a worker stopped the run (its response cache cannot be written), once
+        self.halted: str | None = None
         self.sigterm = TermAsInterrupt()
         self.live: LiveStatus | None = None
         #: the usage error a collection report carried (the run ends with it)
@@ -207,6 +218,12 @@ class ControllerPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        halt = getattr(report, "openenv_stop", None)
+        if halt and not self.halted:
+            # a worker's response cache is full: stop as a full output disk does
+            self.halted = str(halt)
+            self.end.notes.append(f"ERROR: {halt}; the run stopped (fix it, then --openenv-resume)")
+            self.stop(f"openenv: {halt}")
         row = self.accounts.count(report)
         if row is not None:
             error = self.output.save(row)

@@ -24,6 +24,7 @@ import pytest
 from ..config.convert import TOOL_ARGUMENT_FORMS
 from ..config.settings import Settings
 from ..envs.base import EnvFamily
+from ..errors import RenderTimeout
 
 if TYPE_CHECKING:
     from ..worker.service import EpisodeService
@@ -58,7 +59,10 @@ class TemplateCheck:
             rows.append(row)
             if len(rows) == ROWS_CHECKED:
                 break
-        self.rows_checked, self.row_problems = rows_problems(self.renderer, rows)
+        try:
+            self.rows_checked, self.row_problems = rows_problems(self.renderer, rows)
+        except RenderTimeout as exc:
+            self.rows_checked, self.row_problems = len(rows), [str(exc)]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -156,8 +160,11 @@ def prepare(settings: Settings, family: EnvFamily | None) -> tuple[Settings, Tem
             check.chosen_by = "the default: no --openenv-env to check before the run"
         return settings, check
     raw = sample_row(family, settings.run.system_prompt)
-    for form in TOOL_ARGUMENT_FORMS:
-        check.sample[form] = rows_problems(renderer, [stable_row(raw, form)])[1]
+    try:
+        for form in TOOL_ARGUMENT_FORMS:
+            check.sample[form] = rows_problems(renderer, [stable_row(raw, form)])[1]
+    except RenderTimeout as exc:
+        raise pytest.UsageError(f"{FLAG}={model}: {exc}") from None
     forms = [output.tool_arguments] if given else list(TOOL_ARGUMENT_FORMS)
     usable = [form for form in forms if not check.sample[form]]
     if not usable:

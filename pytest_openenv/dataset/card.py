@@ -29,8 +29,10 @@ from ..util.format import (
     cell,
     comparison_line,
     group_columns,
-    group_row,
+    inline_code,
     interval,
+    longest_run,
+    markdown_group_row,
     model_row,
     percent,
     table,
@@ -68,28 +70,11 @@ SNIPPET_MODEL = {"string": "Qwen/Qwen3-0.6B", "object": "Qwen/Qwen2.5-0.5B-Instr
 _TAG = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 
 
-# -- escaping ---------------------------------------------------------------------------
-def _longest_run(text: str, char: str) -> int:
-    runs = re.findall(f"{re.escape(char)}+", text)
-    return max((len(run) for run in runs), default=0)
-
-
-def inline_code(value: Any, *, in_table: bool = False) -> str:
-    """A one-line code span showing ``value`` exactly (newlines shown as ``\\n``)."""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = json.dumps(text, ensure_ascii=False)[1:-1]  # escapes newlines and control chars
-    text = text.replace('\\"', '"')
-    fence = "`" * (_longest_run(text, "`") + 1)
-    if text.startswith("`") or text.endswith("`") or not text.strip():
-        text = f" {text} "
-    span = f"{fence}{text}{fence}"
-    return cell(span) if in_table else span
-
-
+# -- escaping: ``inline_code`` (util/format.py, shared with $GITHUB_STEP_SUMMARY) -----------
 def code_block(text: str, language: str = "text") -> str:
     """A fenced block showing ``text`` verbatim; no line of it can close the fence."""
     body = text.replace("\r\n", "\n").replace("\r", "\n")
-    fence = "`" * max(3, _longest_run(body, "`") + 1)
+    fence = "`" * max(3, longest_run(body, "`") + 1)
     return f"{fence}{language}\n{body}\n{fence}"
 
 
@@ -234,6 +219,17 @@ def figures_table(figures: dict[str, Any], settings: dict[str, Any]) -> list[str
             if f.get("rerun")
             else []
         ),
+        *(
+            [
+                (
+                    "attempts",
+                    f"best of up to {f['attempts']} attempts per episode: failed episodes "
+                    "were played again (--openenv-resume-failed), so the pass rate is not pass@1",
+                )
+            ]
+            if f.get("attempts", 1) > 1
+            else []
+        ),
         ("pass rate", rate),
         ("mean reward", reward),
         ("mean turns", "n/a" if f.get("mean_turns") is None else f"{f['mean_turns']:.2f}"),
@@ -262,7 +258,7 @@ def groups_section(summary: dict[str, Any]) -> list[str]:
         "A group is the episodes of one test function on one env played by one policy "
         "(and model): each row is its own figures.",
         "",
-        *table(columns, [tuple(cell(text) for text in group_row(g, columns)) for g in groups]),
+        *table(columns, [markdown_group_row(g, columns) for g in groups]),
         "",
     ]
 
@@ -275,11 +271,13 @@ def models_section(summary: dict[str, Any]) -> list[str]:
     lines = [
         "## Models on the same seeds",
         "",
-        *table(MODEL_COLUMNS, [tuple(cell(text) for text in model_row(m)) for m in models]),
+        *table(
+            MODEL_COLUMNS, [tuple(cell(text) for text in model_row(m, inline_code)) for m in models]
+        ),
         "",
     ]
     comparisons = [c for c in summary.get("comparisons") or [] if isinstance(c, dict)]
-    lines += [f"- {comparison_line(c)}" for c in comparisons]
+    lines += [f"- {comparison_line(c, inline_code)}" for c in comparisons]
     return [*lines, ""] if comparisons else lines
 
 

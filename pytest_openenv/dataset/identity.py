@@ -181,12 +181,26 @@ class RowIdentity(NamedTuple):
     #: the env's verdict (``verify_metrics.verdict``; the test itself may pass otherwise)
     verdict: Any
     schema_version: Any
+    #: what the row's messages show of the run (``--openenv-tool-arguments``,
+    #: ``--openenv-system-prompt``): how tool-call arguments are written ("string",
+    #: "object", None: no call), and a digest of the system message ("" digested: none)
+    arguments_form: Any = None
+    system_prompt: Any = None
+    #: ``extra``: which repeat of its seed, the turn limit, the prompt style and the model's
+    #: sampling (None in rows written before they were recorded: not checked)
+    repeat: Any = 0
+    max_turns: Any = None
+    prompt_style: Any = None
+    sampling: Any = None
 
     @classmethod
     def of(cls, record: dict[str, Any]) -> RowIdentity:
         task = record.get("task") if isinstance(record.get("task"), dict) else {}
         verify = record.get("verify_metrics")
         verify = verify if isinstance(verify, dict) else {}
+        extra = record.get("extra") if isinstance(record.get("extra"), dict) else {}
+        messages = record.get("messages") if isinstance(record.get("messages"), list) else []
+        sampling = extra.get("sampling")
         return cls(
             episode_id=str(record.get("episode_id", "")),
             env=_shared(record.get("env")),
@@ -198,7 +212,55 @@ class RowIdentity(NamedTuple):
             done=record.get("done"),
             verdict=verify.get("verdict"),
             schema_version=record.get("schema_version"),
+            arguments_form=_arguments_form(messages),
+            system_prompt=prompt_digest(_system_text(messages)),
+            repeat=extra.get("repeat", 0),
+            max_turns=extra.get("max_turns"),
+            prompt_style=_shared(extra.get("prompt_style")),
+            sampling=_sampling_text(sampling),
         )
+
+
+def _sampling_text(value: Any) -> str | None:
+    """``extra.sampling`` as canonical JSON text (the row holds it as JSON text already)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return _shared(value)
+    return _shared(json.dumps(value, sort_keys=True)) if value else None
+
+
+def _arguments_form(messages: list[Any]) -> str | None:
+    """How the row's assistant messages write tool-call arguments: "string" (JSON text),
+    "object", "mixed", or None when no call holds any."""
+    forms = set()
+    for message in messages:
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        for call in calls if isinstance(calls, list) else ():
+            function = call.get("function") if isinstance(call, dict) else None
+            arguments = function.get("arguments") if isinstance(function, dict) else None
+            if isinstance(arguments, str):
+                forms.add("string")
+            elif isinstance(arguments, dict):
+                forms.add("object")
+    if len(forms) > 1:
+        return "mixed"
+    return forms.pop() if forms else None
+
+
+def _system_text(messages: list[Any]) -> str:
+    first = messages[0] if messages else None
+    if isinstance(first, dict) and first.get("role") == "system":
+        return str(first.get("content") or "")
+    return ""
+
+
+def prompt_digest(text: str) -> str:
+    """A short digest of a system prompt: rows are many, their prompts long and alike."""
+    import hashlib
+
+    return _shared(hashlib.sha256(text.encode("utf-8")).hexdigest()[:16])
 
 
 def _shared(value: Any) -> Any:
@@ -225,6 +287,13 @@ class PlayedNow:
     min_reward: float
     #: an episode the turn limit ends is judged (else only one the env ended can pass)
     judged_at_turn_limit: bool
+    #: what the rows' messages and ``extra`` show (``RowIdentity``); UNCHECKED with the
+    #: fixture that decides them overridden
+    arguments_form: Any = UNCHECKED
+    system_prompt: Any = UNCHECKED
+    max_turns: Any = UNCHECKED
+    prompt_style: Any = UNCHECKED
+    sampling: Any = UNCHECKED
     #: which settings name each field, for messages (``--openenv-seed or the marker``)
     sources: dict[str, str] = dataclass_field(default_factory=dict)
 
@@ -248,6 +317,12 @@ def row_mismatch(row: RowIdentity, now: PlayedNow, seed: int) -> tuple[str, Any,
         checks.append(("model", row.model, now.model))
     if isinstance(row.min_reward, (int, float)) and not isinstance(row.min_reward, bool):
         checks.append(("min_reward", float(row.min_reward), now.min_reward))
+    if now.arguments_form is not UNCHECKED and row.arguments_form is not None:
+        checks.append(("tool_arguments", row.arguments_form, now.arguments_form))
+    for name in ("prompt_style", "system_prompt", "max_turns", "sampling"):
+        recorded, current = getattr(row, name), getattr(now, name)
+        if current is not UNCHECKED and recorded is not None:
+            checks.append((name, recorded, current))
     if row.verdict is True and row.done is False and not now.judged_at_turn_limit:
         # the verdict passed it unfinished, at the turn limit; this run judges only finished
         # episodes

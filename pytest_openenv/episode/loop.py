@@ -440,6 +440,9 @@ class _Loop:
             server=server,
             server_reports=self.server_reports,
             reason=decision.reason,
+            max_turns=self.max_turns,
+            prompt_style=getattr(family, "prompt_style", None),
+            sampling=sampling_of(self.policy),
             steps=self.steps,
             final_observation=final_text,
             seeded=True if self.remote is None else self.remote.seeded(server),
@@ -473,6 +476,20 @@ class _Loop:
             shaped=any(r != 0 for r in self.rewards[:-1]),
             default_turns=None if limits.max_turns else family.default_turns_words(),
         )
+
+
+def sampling_of(policy: Any) -> dict[str, Any] | None:
+    """The model's sampling (temperature, max_tokens) a policy plays with; None: it has none."""
+    found: Any = getattr(policy, "sampling", None)  # the response cache's wrapper: a dict
+    identity = getattr(policy, "cache_identity", None)
+    if not isinstance(found, dict) and callable(identity):
+        try:
+            found = identity()[1]
+        except Exception:  # a user's policy: its sampling is not ours to know
+            found = None
+    if not isinstance(found, dict) or "temperature" not in found:
+        return None
+    return {key: found.get(key) for key in ("temperature", "max_tokens")}
 
 
 def run_episode(

@@ -94,11 +94,14 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
     (
         "extra",
         "struct",
-        "episode index, repeat, backend, server, reason it did not pass, `seeded` (false: "
-        "the server ignores the reset seed, so the seed does not repeat the episode), "
-        "`judged_by` (what decided the verdict: `success-field` or `outcome-field`, the "
-        "env's own word; `last-step-reward`, `total-reward` or `min-reward`, a threshold) "
-        "and `verdict_rule` (that rule in words; a guessed threshold says so)",
+        "episode index, repeat, the turn limit (`max_turns`), `prompt_style`, the model's "
+        "`sampling` (temperature, max_tokens; null for a policy without), backend, server, "
+        "reason it did not pass, `seeded` (false: the server ignores the reset seed, so the "
+        "seed does not repeat the episode), `judged_by` (what decided the verdict: "
+        "`success-field` or `outcome-field`, the env's own word; `last-step-reward`, "
+        "`total-reward` or `min-reward`, a threshold), `verdict_rule` (that rule in words; a "
+        "guessed threshold says so), `attempt` (only on a failed episode played again by "
+        "--openenv-resume-failed: 2, 3, ...)",
     ),
     ("env", "string", "`family:variant`"),
     ("seed", "int", "the episode's seed (base seed + index)"),
@@ -193,6 +196,9 @@ def episode_row(
         "extra": {
             "index": e.index,
             "repeat": e.repeat,
+            "max_turns": e.max_turns,
+            "prompt_style": e.prompt_style,
+            "sampling": e.sampling,
             "backend": e.backend,
             "server": e.server,
             "server_reports": e.server_reports,
@@ -233,6 +239,9 @@ def placeholder_row(
         "extra": {
             "index": spec.index,
             "repeat": spec.repeat,
+            "max_turns": None,
+            "prompt_style": None,
+            "sampling": None,
             "backend": "embedded",
             "server": None,
             "server_reports": None,

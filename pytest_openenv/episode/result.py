@@ -7,6 +7,7 @@ from typing import Any
 
 from ..envs.verdict import Decision, shown_reward
 from ..policies.base import Usage
+from ..util.terminal import terminal_safe
 
 # the row and its line live with the row schema; importable here as they always were
 from .record import LINE_BREAKS_JSON_KEEPS as LINE_BREAKS_JSON_KEEPS
@@ -49,6 +50,11 @@ class Episode:
     seeded: bool | None = True
     #: the verdict every outcome text is made from (None: a stand-in for an errored episode)
     decision: Decision | None = None
+    #: what the row records of how it was played, so a resume can check it without
+    #: metadata.json: the turn limit, the prompts' wording, the model's sampling (None: none)
+    max_turns: int | None = None
+    prompt_style: str | None = None
+    sampling: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -102,7 +108,8 @@ class Episode:
                 lines.append(f"  turn {step['turn']}: {what} -> tool error: {step['error']}")
             else:
                 lines.append(f"  turn {step['turn']}: {what}")
-        return "\n".join(lines)
+        # the model's and env's text, printed in assertion messages: no escape sequence
+        return terminal_safe("\n".join(lines))
 
     def record(
         self, *, test: str = "", passed: bool | None = None, tool_arguments: str = "string"

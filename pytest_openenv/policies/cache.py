@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from ..config.settings import LLMSettings
-from ..errors import ContextExhausted, PolicyUnavailable
+from ..errors import CacheUnwritable, ContextExhausted, PolicyUnavailable
 from ..util.atomic import write_atomically
 from ..util.secrets import KnownSecrets
 from .base import Policy, Reply, ToolCall, Turn, Usage
@@ -189,6 +189,8 @@ class ResponseCache:
         #: episode id -> what its stored entries were asked with (read at the first miss)
         self._by_episode: dict[str, list[dict[str, Any]]] | None = None
         self._index_lock = threading.Lock()
+        #: why the first write failed: later episodes stop before their model call
+        self.broken: str | None = None
 
     def entries_of(self, episode_id: str) -> list[dict[str, Any]]:
         """The stored entries of one episode (their request, not their reply)."""
@@ -228,13 +230,20 @@ class ResponseCache:
     def store(self, key: str, entry: dict[str, Any], *, overwrite: bool = False) -> None:
         """Write an entry; the first writer of a key wins unless ``overwrite`` (a corrupt one)."""
         path = self.path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
         # defence in depth: a model could echo something it was never meant to see
         text = self.secrets.scrub(json.dumps(entry, indent=2, sort_keys=True, ensure_ascii=False))
-        # not durable: an entry a power cut loses is only asked again
-        write_atomically(
-            path, (text + "\n").encode("utf-8"), keep_existing=not overwrite, durable=False
-        )
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # not durable: an entry a power cut loses is only asked again
+            write_atomically(
+                path, (text + "\n").encode("utf-8"), keep_existing=not overwrite, durable=False
+            )
+        except OSError as exc:
+            self.broken = self.broken or (
+                f"cannot write to the response cache {self.root} (--openenv-cache): "
+                f"{exc.strerror or exc}"
+            )
+            raise CacheUnwritable(self.broken) from None
 
 
 class CachedPolicy(Policy):
@@ -263,6 +272,8 @@ class CachedPolicy(Policy):
             self.inner.load(strict=strict)
 
     def act(self, turn: Turn) -> Reply:
+        if self.cache.broken is not None:  # no model call whose answer cannot be kept
+            raise CacheUnwritable(self.cache.broken)
         scrub = self.cache.secrets.scrub
         key = cache_key(self.provider, self.model, self.sampling, turn, scrub)
         corrupt = False

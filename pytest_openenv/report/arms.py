@@ -281,39 +281,25 @@ class ArmAccounts:
         elif prompt or completion:
             tally.unpriced += 1
 
-    def count_earlier(self, nodeid: str, earlier: dict[str, Any]) -> None:
-        """--openenv-resume: a passing episode of the earlier run, skipped now."""
+    def count_earlier(self, nodeid: str, earlier: dict[str, Any], outcome: str = "passed") -> None:
+        """--openenv-resume: an episode of the earlier run, skipped now (or not reached);
+        ``outcome``: passed, failed or errored, as its row says."""
         name = earlier.get("model") or earlier.get("policy")
         if not name:
             return
         tally = self.arm(nodeid, str(name), earlier)
-        tally.passed += 1
-        tally.resumed += 1
+        passed = outcome == "passed"
+        setattr(tally, outcome, getattr(tally, outcome) + 1)
+        tally.resumed += passed
         reward = earlier.get("reward")
         reward = float(reward) if isinstance(reward, (int, float)) else None
-        if reward is not None:
+        if reward is not None and outcome != "errored":
             tally.reward.add(reward)
         if tally.passk is not None:
-            tally.passk.add(nodeid, True)
+            tally.passk.add(nodeid, passed)
         key = pair_key(nodeid, earlier.get("seed"), earlier.get("repeat"))
         if key is not None:
-            tally.outcomes[key] = (True, reward)
-
-    def count_earlier_failure(self, nodeid: str, row: dict[str, Any]) -> None:
-        """--openenv-resume: a failed or errored episode of the earlier run, not played again."""
-        name = row.get("model") or row.get("policy")
-        if not name:
-            return
-        tally = self.arm(nodeid, str(name), row)
-        if row.get("outcome") == "errored":
-            tally.errored += 1
-        else:
-            tally.failed += 1
-            reward = row.get("reward")
-            if isinstance(reward, (int, float)):
-                tally.reward.add(float(reward))
-        if tally.passk is not None:
-            tally.passk.add(nodeid, False)
+            tally.outcomes[key] = (passed, None if outcome == "errored" else reward)
 
     def figures(self, confidence: float = 0.95) -> list[dict[str, Any]]:
         return [tally.figures(confidence, self.priced) for tally in self.ordered()]

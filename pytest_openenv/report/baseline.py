@@ -25,7 +25,10 @@ from typing import Any
 
 import pytest
 
+from ..dataset.jsonl import read_bounded
 from ..dataset.writer import SUMMARY
+from ..errors import NotARegularFile
+from ..util.jsonlimits import MAX_JSON_BYTES
 
 DEFAULT_CONFIDENCE = 0.95
 
@@ -148,6 +151,8 @@ def read_outcomes(
                 outcomes.setdefault(str(arm), {})[key] = outcome
                 group = (key[0], str(row.get("env") or ""), str(arm))
                 groups.setdefault(group, {})[key] = outcome
+        except NotARegularFile:
+            raise  # a device or FIFO in place of the rows: refused (``load_baseline``)
         except (OSError, ValueError):  # unreadable rows: the unpaired test still works
             return {}
     if by_group is not None:
@@ -203,9 +208,13 @@ def load_baseline(raw: str, *, relative_to: Path) -> Baseline:
     try:
         if path.is_dir():  # inside: a name too long for the file system raises here
             path = path / SUMMARY
-        payload = json.loads(path.read_text(encoding="utf-8"))
+        # a summary.json that is /dev/zero would be read forever
+        payload = json.loads(read_bounded(path, MAX_JSON_BYTES).decode("utf-8"))
+        outcomes = read_outcomes(path.parent)
     except FileNotFoundError:
         raise _usage(raw, f"{path} does not exist") from None
+    except NotARegularFile as exc:
+        raise _usage(raw, f"{exc.strerror}: only a regular file is read") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise _usage(raw, f"cannot read {path} ({exc})") from None
     except ValueError as exc:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..util.format import cell, number, percent, table
+from ..util.format import markdown_text, number, percent, table
 from .baseline import (
     DEFAULT_CONFIDENCE,
     Baseline,
@@ -252,9 +252,9 @@ class Verdict:
             ("check", "rule", "figure", "threshold", "result"),
             [
                 (
-                    cell(check.title),
-                    cell(check.rule),
-                    cell(check.detail),
+                    markdown_text(check.title),
+                    markdown_text(check.rule),
+                    markdown_text(check.detail),
                     number(check.threshold),
                     "n/a" if check.not_compared else "pass" if check.passed else "**FAIL**",
                 )
@@ -264,7 +264,7 @@ class Verdict:
         head = f"**Gate: {'PASSED' if self.gate_passed else 'FAILED'}**"
         tail = f"_{POLICY_TEXT}_"
         if self.failed_groups:
-            tail += f" Failed group(s): {cell('; '.join(self.failed_groups))}."
+            tail += f" Failed group(s): {markdown_text('; '.join(self.failed_groups))}."
         if self.other_failures:
             tail += f" {self.other_failures} non-episode test(s) failed."
         if self.stopped_early:

@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
 
+# the verdict's words are shared with the Markdown that shows names as code (``comparison_line``)
+from ..util.format import verdict_text
+
 #: non-zero differences up to which the signed-rank test is exact
 EXACT_WILCOXON = 25
 
@@ -125,10 +128,6 @@ def wilcoxon_signed_rank(differences: list[float]) -> SignedRank:
 Outcome = tuple[bool, "float | None"]
 
 
-def _level(confidence: float) -> str:
-    return f"{100 * confidence:g}%"
-
-
 def compare_pair(
     a: str,
     b: str,
@@ -186,32 +185,3 @@ def compare_pair(
         },
         "verdict": verdict_text(a, b, len(common), pass_better, reward_better, confidence),
     }
-
-
-def verdict_text(
-    a: str,
-    b: str,
-    paired: int,
-    pass_better: str | None,
-    reward_better: str | None,
-    confidence: float,
-) -> str:
-    if paired == 0:
-        return f"{a} vs {b}: no episode played by both, nothing to compare"
-    level = _level(confidence)
-    if pass_better is None and reward_better is None:
-        return f"{a} vs {b}: no significant difference at {level} on {paired} paired episode(s)"
-    winners = {name for name in (pass_better, reward_better) if name is not None}
-    if len(winners) > 1:
-        return (
-            f"{a} vs {b}: mixed at {level}: {pass_better} passes more often, "
-            f"{reward_better} earns more reward"
-        )
-    winner = winners.pop()
-    loser = b if winner == a else a
-    on = " and ".join(
-        what
-        for what, better in (("pass rate", pass_better), ("reward", reward_better))
-        if better is not None
-    )
-    return f"{winner} is better than {loser} on {on} at {level} ({paired} paired episodes)"

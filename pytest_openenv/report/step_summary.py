@@ -15,8 +15,9 @@ from ..util.format import (
     cell,
     comparison_line,
     group_columns,
-    group_row,
+    inline_code,
     interval,
+    markdown_group_row,
     model_row,
     percent,
     table,
@@ -41,12 +42,14 @@ def summary_markdown(
     ``groups``: its ``groups`` (a table of them first when there is more than one)."""
     f = figures
     low, high = f["pass_rate_ci95"]
+    # every name a user supplied sits in a code span (no live link, no fence); ``cell``
+    # below escapes the pipes
     rows = [
-        ("env", ", ".join(f["envs"]) or "n/a"),
-        ("policy", ", ".join(f["policies"]) or "n/a"),
+        ("env", _codes(f["envs"])),
+        ("policy", _codes(f["policies"])),
     ]
     if f["models"]:
-        rows.append(("model", ", ".join(f["models"])))
+        rows.append(("model", _codes(f["models"])))
     rows += [
         (
             "episodes",
@@ -55,6 +58,8 @@ def summary_markdown(
         ),
         ("pass rate", f"{percent(f['pass_rate'])} (95% Wilson CI {interval(low, high)})"),
     ]
+    if f.get("attempts", 1) > 1:
+        rows.append(("attempts", f"best of up to {f['attempts']} (--openenv-resume-failed)"))
     if f["mean_reward"] is not None:
         se = f["mean_reward_stderr"]
         rows.append(
@@ -70,12 +75,12 @@ def summary_markdown(
         )
     if figures.get("cost_usd") is not None:
         rows.append(("cost", usd(figures["cost_usd"])))
-    rows.append(("output", f"`{output}`"))
+    rows.append(("output", inline_code(output)))
     lines = ["### pytest-openenv", ""]
     if groups is not None and len(groups) > 1:
         columns = group_columns(groups)
         lines += [
-            *table(columns, [tuple(map(cell, group_row(g, columns))) for g in groups]),
+            *table(columns, [markdown_group_row(g, columns) for g in groups]),
             "",
             "Pooled (all groups):",
             "",
@@ -83,11 +88,17 @@ def summary_markdown(
     lines += table(("", ""), [(n, cell(v)) for n, v in rows])
     if compared:
         models = compared.get("models") or []
-        lines += ["", *table(MODEL_COLUMNS, [tuple(map(cell, model_row(m))) for m in models])]
-        lines += ["", *(f"- {cell(comparison_line(c))}" for c in compared.get("comparisons") or [])]
+        shown = [tuple(map(cell, model_row(m, inline_code))) for m in models]
+        lines += ["", *table(MODEL_COLUMNS, shown)]
+        comparisons = compared.get("comparisons") or []
+        lines += ["", *(f"- {comparison_line(c, inline_code)}" for c in comparisons)]
     if verdict is not None:
         lines += ["", verdict.markdown()]
     return "\n".join(lines) + "\n\n"
+
+
+def _codes(names: list[str]) -> str:
+    return ", ".join(inline_code(name) for name in names) or "n/a"
 
 
 def append_step_summary(markdown: str) -> str | None:

@@ -67,6 +67,11 @@ def summary_lines(
             f"{f.get('passed_on_rerun', 0)} passed on a later attempt; each episode counts "
             "by its first attempt (pass@1 is one attempt, not best of N), as its row does"
         )
+    if f.get("attempts", 1) > 1:
+        lines.append(
+            f"best of up to {f['attempts']} attempts: --openenv-resume-failed played failed "
+            "episodes again, so the pass rate is not pass@1 (one attempt per episode)"
+        )
     earlier = f.get("resumed", 0) + f.get("earlier_failures", 0)
     if earlier:
         lines.append(

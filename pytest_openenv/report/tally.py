@@ -34,6 +34,9 @@ class Tally:
     test_failed_verdict_passed: int = 0
     #: rows of results.jsonl, the training split (earlier runs' included)
     train_rows: int = 0
+    #: the most attempts any counted episode took: 1, unless --openenv-resume-failed played
+    #: failed episodes again (the figures are then best of that many attempts)
+    attempts: int = 1
     reward: RunningMean = field(default_factory=RunningMean)
     turns: RunningMean = field(default_factory=RunningMean)
     prompt_tokens: int = 0
@@ -79,6 +82,7 @@ class Tally:
             "rerun": self.rerun,
             "passed_on_rerun": self.passed_on_rerun,
             "earlier_failures": self.earlier_failures,
+            "attempts": self.attempts,
             "played": self.played,
             "pass_rate": (self.passed / self.ran) if self.ran else None,
             # ``passed`` and ``pass_rate`` count test outcomes; these, the env's verdicts

@@ -101,6 +101,25 @@ class Site:
         return 200, (self.secrets.scrub(text) if self.secrets.active else text).encode("utf-8")
 
 
+#: more digits than any folder has rows: past int()'s digit limit, or not ASCII, is no row
+_MAX_INDEX_DIGITS = 12
+
+
+def episode_number(path: str) -> int | None:
+    """The row ``/api/episode/<n>`` asks for; None for a path that is not one (404).
+
+    Only ASCII digits, and few of them: ``str.isdigit`` accepts ``²`` and ``int`` refuses a
+    5,000-digit number, either of which would end the request in a traceback.
+    """
+    prefix = "/api/episode/"
+    if not path.startswith(prefix):
+        return None
+    digits = path[len(prefix) :]
+    if not digits or len(digits) > _MAX_INDEX_DIGITS or not (digits.isascii() and digits.isdigit()):
+        return -1  # an episode path, but no row: the episode answer's 404
+    return int(digits)
+
+
 def make_handler(site: Site, allowed_hosts: set[str] | None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "pytest-openenv-view"
@@ -131,8 +150,8 @@ def make_handler(site: Site, allowed_hosts: set[str] | None) -> type[BaseHTTPReq
             path = self.path.split("?", 1)[0]
             if path in ("/", "/index.html"):
                 self._send(200, site.page, "text/html; charset=utf-8")
-            elif path.startswith("/api/episode/") and path[13:].isdigit():
-                status, body = site.episode(int(path[13:]))
+            elif (number := episode_number(path)) is not None:
+                status, body = site.episode(number)
                 kind = "application/json" if status == 200 else "text/plain; charset=utf-8"
                 self._send(status, body, kind)
             elif path == "/favicon.ico":

@@ -213,6 +213,11 @@ REPORT_TEXT = ("longrepr", "sections", "user_properties", "openenv_record")
 MAX_TREE_DEPTH = 20
 
 
+def walk_strings(value: Any, change: Callable[[str], str]) -> Any:
+    """``value`` with ``change`` applied to every string in it (``scrub_tree``'s walk)."""
+    return _scrub_tree(value, change, 0)
+
+
 def _scrub_tree(value: Any, scrub: Callable[[str], str], depth: int) -> Any:
     if isinstance(value, str):
         return scrub(value)

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 SPEC_KEY: pytest.StashKey[EpisodeSpec] = pytest.StashKey()
 EPISODE_KEY: pytest.StashKey[Episode] = pytest.StashKey()
 ERROR_KEY: pytest.StashKey[str] = pytest.StashKey()
+#: why this episode's error stops the whole run (the response cache cannot be written)
+STOP_KEY: pytest.StashKey[str] = pytest.StashKey()
 
 
 def spec_of(item: pytest.Item) -> EpisodeSpec | None:

@@ -16,12 +16,14 @@ import pytest
 from ..config.settings import Settings
 from ..dataset.identity import RESUME_REFUSED, USAGE_REFUSED, RowIdentity
 from ..episode.spec import EpisodeSpec
+from ..errors import CacheUnwritable
 from ..util import heap
 from ..util.secrets import KnownSecrets
 from ..util.signals import TermAsInterrupt
+from ..util.terminal import neutralise_report
 from .bundled import bundled_items
 from .fixtures import EPISODE_FIXTURE
-from .items import EPISODE_KEY, ERROR_KEY, SPEC_KEY, spec_of
+from .items import EPISODE_KEY, ERROR_KEY, SPEC_KEY, STOP_KEY, spec_of
 from .marker import parametrize
 from .reporting import attach_to_report, message_only_report, shows_message_only
 from .resume_check import ResumeCheck
@@ -172,7 +174,7 @@ class WorkerPlugin:
             item.stash[SPEC_KEY] = spec
             if item.nodeid in self.resumed:
                 item.add_marker(
-                    pytest.mark.skip(reason=f"{spec.episode_id} already in results.jsonl (resume)")
+                    pytest.mark.skip(reason=f"{spec.episode_id} already played (resume)")
                 )
         return found
 
@@ -203,8 +205,12 @@ class WorkerPlugin:
             factory = as_env_factory(resolve(env, spec, self.service.env_factory))
             chosen = as_policy(resolve(policy, spec, self.service.policy_for))
             finished = self.runahead.episode(item, spec, factory, chosen)
-        except EpisodeError as exc:
+        except (EpisodeError, CacheUnwritable) as exc:
             error = str(exc)
+            cause = exc if isinstance(exc, CacheUnwritable) else exc.__cause__
+            if isinstance(cause, CacheUnwritable):
+                # the controller stops the run, as for a full output disk
+                item.stash[STOP_KEY] = str(cause)
         else:
             error = None
         if error is not None:
@@ -234,9 +240,13 @@ class WorkerPlugin:
             self.settings.budget.prices,
             train_on=self.settings.output.train_on,
         )
+        if STOP_KEY in item.stash and report.when != "teardown":
+            report.openenv_stop = item.stash[STOP_KEY]  # type: ignore[attr-defined]
         if self.secrets.active:
             # one choke point for what JUnit XML, the terminal and the controller receive
             self.secrets.scrub_report(report)
+        # after the row was taken (it keeps the text as it was): what the terminal prints
+        neutralise_report(report)
         if getattr(report, "openenv_record", None) is not None:
             from . import html_extras
 

@@ -177,3 +177,30 @@ def test_view_server_in_chromium(browser: Any, hostile: Path) -> None:
         assert browser.find_elements(By.CSS_SELECTOR, "#transcript .call")
         browser.save_screenshot(str(hostile / "view-screenshot.png"))
         assert console_errors(browser) == []
+
+
+def test_rows_that_are_not_conversations_and_a_malformed_fragment_do_not_throw(
+    browser: Any, hostile: Path, tmp_path: Path
+) -> None:
+    """A hand-edited row whose messages or tool_calls is not a list is shown as unreadable."""
+    import shutil
+
+    folder = tmp_path / "edited"
+    shutil.copytree(hostile, folder)
+    path = folder / "results.jsonl"
+    edited = rows(path)
+    assert len(edited) >= 2, "the hostile run must have two passes to edit"
+    edited[0]["messages"] = "not a list"
+    edited[1]["messages"][-1]["tool_calls"] = {"function": {"name": "play_move"}}
+    path.write_text("".join(json.dumps(row) + "\n" for row in edited))
+    with viewer(folder) as url:
+        for row, why in ((edited[0], "messages is not a list"), (edited[1], "is not a list")):
+            open_page(browser, f"{url}#{row['episode_id']}")
+            wait_for(browser, "document.querySelector('#transcript .banner')")
+            shown = browser.find_element(By.ID, "transcript").text
+            assert "This transcript could not be read" in shown and why in shown, shown
+            assert console_errors(browser) == []
+        open_page(browser, f"{url}#%E0%A4%A")
+        wait_for(browser, "document.querySelector('#transcript .banner')")
+        assert "No episode %E0%A4%A" in browser.find_element(By.ID, "transcript").text
+        assert console_errors(browser) == []

@@ -176,7 +176,53 @@ def test_resume_from_a_results_jsonl_that_is_a_directory_is_a_usage_error(
     finished = launcher.run(TTT, "--openenv-n=1", "--openenv-resume")
     assert finished.returncode == USAGE, finished.text[-2000:]
     assert f"--openenv-resume cannot read {launcher.output / 'results.jsonl'}" in finished.stderr
-    assert "Is a directory" in finished.stderr
+    assert "is a directory, not a regular file" in finished.stderr
+
+
+def not_a_file(path: Path, kind: str) -> None:
+    if kind == "dev-zero":
+        path.symlink_to("/dev/zero")  # one endless line
+    else:
+        os.mkfifo(path)  # an open that never returns
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo"])
+@pytest.mark.parametrize("name", ["results.jsonl", "failures.jsonl"])
+def test_resume_from_a_device_or_fifo_is_refused_before_reading_it(
+    launcher: Launcher, kind: str, name: str
+) -> None:
+    launcher.output.mkdir(parents=True)
+    not_a_file(launcher.output / name, kind)
+    finished = launcher.run(TTT, "--openenv-n=1", "--openenv-resume", timeout=60)
+    assert finished.returncode == USAGE, finished.text[-2000:]
+    assert f"--openenv-resume cannot read {launcher.output / name}" in finished.stderr
+    assert "not a regular file" in finished.stderr
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo"])
+@pytest.mark.parametrize("name", ["results.jsonl", "summary.json"])
+def test_a_baseline_folder_holding_a_device_or_fifo_is_refused(
+    launcher: Launcher, tmp_path: Path, kind: str, name: str
+) -> None:
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    summary = {"figures": {"passed": 1, "ran": 2, "envs": ["openspiel:tic_tac_toe"]}}
+    if name != "summary.json":
+        (earlier / "summary.json").write_text(json.dumps(summary))
+    not_a_file(earlier / name, kind)
+    finished = launcher.run(TTT, "--openenv-n=1", f"--openenv-baseline={earlier}", timeout=60)
+    assert finished.returncode == USAGE, finished.text[-2000:]
+    assert f"{earlier / name} is a" in finished.stderr
+    assert "not a regular file" in finished.stderr
+
+
+def test_a_line_past_the_bound_is_a_corrupt_line_not_a_memory_blowup(tmp_path: Path) -> None:
+    from pytest_openenv.dataset import jsonl
+
+    path = tmp_path / "results.jsonl"
+    path.write_bytes(b'{"episode_id": "a"}\n' + b" " * (jsonl.MAX_LINE_BYTES + 10) + b"\n")
+    with pytest.raises(jsonl.CorruptLine, match=r"results.jsonl:2: a line longer than"):
+        list(jsonl.iter_records(path))
 
 
 # -- bytes that are not UTF-8 ------------------------------------------------------------------
@@ -332,3 +378,38 @@ def test_an_ini_file_that_is_not_utf8_fails_inside_pytest_before_any_plugin(
     assert "iniconfig" in finished.stderr
     assert "pytest_openenv" not in finished.stderr
     assert not launcher.output.exists()
+
+
+# -- model text on the terminal ----------------------------------------------------------------
+
+ESCAPING_AGENT = """
+HOSTILE = "\\x1b]52;c;aGk=\\x07\\x1b[2J\\x1b]0;pwned\\x07\\r\\x9b31m\\u202e"
+
+def hostile(messages, tools):
+    return {"name": HOSTILE, "arguments": {"action_id": 0}}
+"""
+
+EXPLAINING_TEST = """
+import pytest
+
+@pytest.mark.openenv(env="openspiel:tic_tac_toe", n=1, policy="hostile_agent:hostile")
+def test_explained(episode):
+    print(episode.explain())
+    assert episode.passed, episode.explain()
+"""
+
+
+def test_model_text_reaches_the_terminal_without_its_control_characters(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    """OSC 52 (clipboard), clear-screen, title, carriage return, 8-bit CSI and bidi override
+    from a model's tool call: shown as escapes in explain() and in failure messages."""
+    pytester.makepyfile(hostile_agent=ESCAPING_AGENT, test_explained=EXPLAINING_TEST)
+    result = run_pytest("-rA", "-s", "--openenv-max-turns=2")
+    text = "\n".join(result.outlines + result.errlines)
+    assert result.ret == 1, text
+    assert "\\x1b]52;c;aGk=\\x07" in text  # shown, as an escape
+    for raw in ("\x1b", "\x07", "\r", "\x9b", "\u202e"):
+        assert raw not in text, repr(raw)
+    written = (pytester.path / "openenv-results" / "failures.jsonl").read_text()
+    assert "\\u001b]52;c;aGk=" in written  # the row keeps the text as it was (JSON-escaped)

@@ -185,3 +185,116 @@ def test_a_judge_point_edited_since_is_refused_and_a_lenient_test_is_not(
     assert 'played with judge_at="turn-limit"; this run plays it with judge_at="done"' in (
         refused.stderr
     ), refused.stderr
+
+
+RANDOM = '"openspiel:tic_tac_toe", n=10, policy="random", seed=3'
+
+
+def test_resume_plays_only_episodes_that_never_finished_and_replaying_failures_is_best_of_n(
+    launcher: Launcher,
+) -> None:
+    """A failed episode finished: resume counts it by that first attempt and leaves it be
+    (replaying it until it passes would turn pass@1 into best of N)."""
+    write_test(launcher, RANDOM)
+    first = launcher.run()
+    assert first.returncode == 1, first.text[-2000:]
+    failed = episode_ids(read_rows(launcher.output / "failures.jsonl"))
+    passed = episode_ids(read_rows(launcher.output / "results.jsonl"))
+    assert failed and passed, "the random policy must both win and lose here"
+    before = json.loads((launcher.output / "summary.json").read_text())["figures"]
+
+    resumed = launcher.run("--openenv-resume", "--openenv-min-pass-rate=0.0")
+    assert resumed.returncode == 0, resumed.text[-2000:]
+    after = json.loads((launcher.output / "summary.json").read_text())["figures"]
+    assert after["played"] == 0  # nothing replayed
+    assert (after["passed"], after["failed"], after["pass_rate"]) == (
+        before["passed"],
+        before["failed"],
+        before["pass_rate"],
+    )
+    assert after["attempts"] == 1
+    assert sorted(episode_ids(read_rows(launcher.output / "failures.jsonl"))) == sorted(failed)
+
+    again = launcher.run("--openenv-resume", "--openenv-resume-failed", "--openenv-min-pass-rate=0")
+    figures = json.loads((launcher.output / "summary.json").read_text())["figures"]
+    assert figures["played"] == len(failed) and figures["attempts"] == 2
+    assert "best of up to 2 attempts" in again.stdout
+    assert "the gate was not judged" in again.stdout
+    replayed = [
+        r
+        for r in read_rows(launcher.output / "results.jsonl")
+        + read_rows(launcher.output / "failures.jsonl")
+        if r["episode_id"] in failed
+    ]
+    assert {r["extra"].get("attempt") for r in replayed} == {2}  # each row says which attempt
+    assert "best of up to 2 attempts" in (launcher.output / "README.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("option", "field"),
+    [
+        ("--openenv-tool-arguments=object", "tool_arguments"),
+        ("--openenv-system-prompt=Play to win.", "system_prompt"),
+        ("--openenv-max-turns=7", "max_turns"),
+        ("--openenv-prompt-style=openenv", "prompt_style"),
+    ],
+)
+def test_without_metadata_every_identity_field_the_rows_show_is_checked(
+    launcher: Launcher, option: str, field: str
+) -> None:
+    """metadata.json gone: the rows' messages and extra still tell how they were played."""
+    write_test(launcher, FIRST)
+    assert launcher.run("test_marked.py").returncode == 0
+    (launcher.output / "metadata.json").unlink()
+    kept = snapshot(launcher.output)
+    resumed = launcher.run("test_marked.py", "--openenv-resume", option)
+    assert resumed.returncode == 4, resumed.text[-3000:]
+    assert "--openenv-resume: results.jsonl holds test_marked.py::test_ep[ep-000000]" in (
+        resumed.stderr
+    )
+    assert f"played with {field}=" in resumed.stderr, resumed.stderr
+    assert option.split("=")[0] in resumed.stderr
+    assert snapshot(launcher.output) == kept
+    same = launcher.run("test_marked.py", "--openenv-resume")  # as recorded: resumes
+    assert same.returncode == 0, same.text[-3000:]
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_dropping_an_arm_from_a_marker_is_refused_not_played_twice(
+    launcher: Launcher, workers: str
+) -> None:
+    """policies=["expert", "random"] then ["expert"]: the ids lose their arm part, so
+    ``expert-ep-000000`` would be played again as ``ep-000000`` beside its old row."""
+    write_test(launcher, '"openspiel:tic_tac_toe", n=2, policies=["expert", "random"]')
+    assert launcher.run("test_marked.py").returncode in (0, 1)
+    kept = snapshot(launcher.output)
+    write_test(launcher, '"openspiel:tic_tac_toe", n=2, policies=["expert"]')
+    resumed = launcher.run("-n", workers, "test_marked.py", "--openenv-resume")
+    assert resumed.returncode == 4, resumed.text[-3000:]
+    assert "results.jsonl holds test_marked.py::test_ep[expert-ep-000000]" in resumed.stderr
+    assert "would play again as test_marked.py::test_ep[ep-000000]" in resumed.stderr
+    assert "its episode id changed" in resumed.stderr and "models=[...]" in resumed.stderr
+    assert snapshot(launcher.output) == kept
+
+
+def test_a_renamed_test_file_is_refused_not_played_beside_its_old_rows(
+    launcher: Launcher,
+) -> None:
+    write_test(launcher, FIRST)
+    assert launcher.run("test_marked.py").returncode == 0
+    kept = snapshot(launcher.output)
+    (launcher.folder / "test_marked.py").rename(launcher.folder / "test_renamed.py")
+    resumed = launcher.run("test_renamed.py", "--openenv-resume")
+    assert resumed.returncode == 4, resumed.text[-3000:]
+    assert "results.jsonl holds test_marked.py::test_ep[ep-000000]" in resumed.stderr
+    assert "would play again as test_renamed.py::test_ep[ep-000000]" in resumed.stderr
+    assert "a test this run does not collect" in resumed.stderr
+    assert snapshot(launcher.output) == kept
+    # two tests of one run that play the same episodes are both kept, each with its rows
+    (launcher.folder / "test_marked.py").write_text(
+        (launcher.folder / "test_renamed.py").read_text()
+    )
+    both = launcher.run("test_marked.py", "test_renamed.py", "--openenv-resume")
+    assert both.returncode == 0, both.text[-3000:]
+    rows = read_rows(launcher.output / "results.jsonl")
+    assert len(rows) == 6

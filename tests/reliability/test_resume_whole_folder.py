@@ -26,11 +26,6 @@ def not_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)  # the child pytest must not think it a worker
 
 
-def failed_below(pytester: pytest.Pytester, index: int) -> int:
-    rows = read_jsonl(pytester.path / "openenv-results" / "failures.jsonl")
-    return sum(1 for row in rows if int(row["episode_id"][3:]) < index)
-
-
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     # the cache provider stays on: --lf reads it
     result = pytester.runpytest_subprocess(ENV, SCRIPTED, "-W", "ignore", *args, timeout=300)
@@ -84,14 +79,15 @@ def test_last_failed_resume_gates_on_the_whole_folder(
         pytester, f"--openenv-n={N}", "--lf", "--openenv-resume", "--openenv-min-pass-rate=0.7"
     )
     assert again.ret == 0, again.stdout.str()[-3000:]
-    assert_describes_the_folder(pytester, again, earlier, played=failed)
+    # the failed episodes finished: --lf selects them, and the resume keeps them as they were
+    assert_describes_the_folder(pytester, again, earlier, played=0)
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_a_k_subset_on_resume_counts_the_rows_it_did_not_select(
     pytester: pytest.Pytester, earlier: dict[str, Any], workers: str
 ) -> None:
-    # ep-000000 .. ep-000009: some of them failed before and play again, the rest are skipped
+    # ep-000000 .. ep-000009: every one finished (passed or failed), so each is skipped
     again = run(
         pytester,
         "-p",
@@ -105,7 +101,7 @@ def test_a_k_subset_on_resume_counts_the_rows_it_did_not_select(
         "--openenv-min-pass-rate=0.7",
     )
     assert again.ret == 0, again.stdout.str()[-3000:]
-    assert_describes_the_folder(pytester, again, earlier, played=failed_below(pytester, 10))
+    assert_describes_the_folder(pytester, again, earlier, played=0)
 
 
 def test_a_smaller_n_on_resume_keeps_counting_the_episodes_past_it(
@@ -120,4 +116,4 @@ def test_a_smaller_n_on_resume_keeps_counting_the_episodes_past_it(
         "--openenv-min-pass-rate=0.7",
     )
     assert again.ret == 0, again.stdout.str()[-3000:]
-    assert_describes_the_folder(pytester, again, earlier, played=failed_below(pytester, 10))
+    assert_describes_the_folder(pytester, again, earlier, played=0)

@@ -2,8 +2,8 @@
 
 - pytest-rerunfailures logs every attempt: a failed attempt that passes on rerun
   must not count as a failure (it flipped the gate) nor leave a failures.jsonl row.
-- ``--openenv-resume`` skips the episodes already in results.jsonl: the gate and the
-  card must still count them (as passed), not only the episodes re-run.
+- ``--openenv-resume`` skips the episodes that finished (passed or failed): the gate and
+  the card must still count them, each by its first attempt, not only the episodes re-run.
 - With a gate that passes (exit 0), ``--junitxml`` must not report the episodes the
   gate accepted as failures or errors (JUnit-reading CI would go red); with a gate that
   fails it stays as pytest wrote it.
@@ -120,20 +120,27 @@ def test_resume_gates_and_cards_the_whole_dataset(launcher: Launcher) -> None:
     suite(launcher)
     first = run(launcher, FAIL_SEEDS="2,3")
     assert first.returncode == 1
-    # the re-run passes one of the two: this run alone is 1/2, the dataset 3/4
-    second = run(launcher, "--openenv-resume", "--openenv-min-pass-rate=0.7", FAIL_SEEDS="3")
+    # the failed episodes finished: a resume keeps them, each counted by its first attempt
+    second = run(launcher, "--openenv-resume", "--openenv-min-pass-rate=0.5", FAIL_SEEDS="3")
     assert second.returncode == 0, second.stdout[-3000:]
     got = figures(launcher)
-    assert (got["passed"], got["failed"], got["ran"], got["resumed"]) == (3, 1, 4, 2), got
-    assert got["pass_rate"] == 0.75
+    assert (got["passed"], got["failed"], got["ran"], got["played"]) == (2, 2, 4, 0), got
     assert got["mean_turns"] is not None and got["mean_reward"] is not None
     card = (launcher.output / "README.md").read_text()
-    assert "| episodes | 4 (3 passed, 1 failed, 0 errored, 0 skipped)" in card, card
+    assert "| episodes | 4 (2 passed, 2 failed, 0 errored, 0 skipped)" in card, card
     assert "2 of the passed from the earlier run" in second.stdout
+    # replaying them is asked for: seed 2 passes now, and the dataset is best of 2 attempts
+    best_of = ("--openenv-resume", "--openenv-resume-failed", "--openenv-gate-best-of")
+    third = run(launcher, *best_of, "--openenv-min-pass-rate=0.7", FAIL_SEEDS="3")
+    assert third.returncode == 0, third.stdout[-3000:]
+    got = figures(launcher)
+    assert (got["passed"], got["failed"], got["ran"], got["resumed"]) == (3, 1, 4, 2), got
+    assert got["pass_rate"] == 0.75 and got["attempts"] == 2
+    assert "best of up to 2 attempts" in third.stdout
     assert len(read_rows(launcher.output / "results.jsonl")) == 3
     # and the other way: a gate the dataset misses fails although the re-runs all pass
-    third = run(launcher, "--openenv-resume", "--openenv-min-pass-rate=0.9", FAIL_SEEDS="3")
-    assert third.returncode == 1, third.stdout[-3000:]
+    fourth = run(launcher, *best_of, "--openenv-min-pass-rate=0.9", FAIL_SEEDS="3")
+    assert fourth.returncode == 1, fourth.stdout[-3000:]
     assert figures(launcher)["ran"] == 4
 
 

@@ -15,7 +15,8 @@ import json
 from datetime import datetime
 from typing import Any
 
-from ...errors import TemplateFailure
+from ...errors import RenderTimeout, TemplateFailure
+from ...util.render_bound import bounded_render
 from .source import ChatTemplate
 
 
@@ -85,14 +86,17 @@ class Renderer:
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
         try:
-            return str(
-                self._compiled.render(
-                    messages=messages,
-                    tools=tools or None,
-                    documents=None,
-                    add_generation_prompt=False,
-                    **self.template.tokens,
+            with bounded_render(f"the chat template of {self.template.source}"):
+                return str(
+                    self._compiled.render(
+                        messages=messages,
+                        tools=tools or None,
+                        documents=None,
+                        add_generation_prompt=False,
+                        **self.template.tokens,
+                    )
                 )
-            )
+        except RenderTimeout:
+            raise
         except Exception as exc:  # a template's own raise_exception, a TypeError ...
             raise TemplateFailure(f"{type(exc).__name__}: {exc}") from None

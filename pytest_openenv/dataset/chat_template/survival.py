@@ -23,6 +23,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from ...errors import RenderTimeout
 from .render import Renderer, TemplateFailure
 
 #: characters of a turn's rendering shown in a problem
@@ -137,6 +138,8 @@ class Turns:
         for end in range(len(messages) + 1):
             try:
                 self.renderings.append(renderer.render(messages[:end], tools) if end else "")
+            except RenderTimeout:
+                raise  # one bound per row, not one per prefix
             except TemplateFailure:
                 self.renderings.append(None)
 
@@ -154,6 +157,8 @@ def row_problems(renderer: Renderer, row: dict[str, Any]) -> list[str]:
     tools = row.get("tools") or None
     try:
         renderer.render(messages, tools)
+    except RenderTimeout:
+        raise  # the template, not the row: the caller says so once
     except TemplateFailure as exc:
         return [f"the template fails on the row: {exc}"]
     turns = Turns(renderer, messages, tools)

@@ -53,6 +53,9 @@ class Checkpoint:
     chat_template: str
     #: the Hub snapshot's commit, when ``spec`` is a Hub id
     revision: str | None = None
+    #: the checkpoint's own code it needs (``auto_map`` of config.json or
+    #: tokenizer_config.json: class -> module.Class); empty: transformers' classes do
+    own_code: tuple[str, ...] = ()
 
     def fingerprint(self) -> str:
         """A digest of what decides the checkpoint's answers, for response-cache keys.
@@ -137,7 +140,24 @@ def _folder_checkpoint(spec: str, folder: Path, revision: str | None = None) -> 
     if template is None:
         raise CheckpointProblem(f"{folder} has no chat template; {TEMPLATE_FIX}")
     source = str(folder) if revision is None else spec
-    return Checkpoint(spec, source, folder, None, template, revision)
+    return Checkpoint(spec, source, folder, None, template, revision, own_code(folder))
+
+
+def own_code(folder: Path) -> tuple[str, ...]:
+    """What ``auto_map`` in the folder's configs names: code transformers would import from
+    the checkpoint (``trust_remote_code``), as ``file: class -> module.Class``."""
+    found: list[str] = []
+    for name in ("config.json", "tokenizer_config.json"):
+        try:
+            data = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+        mapping = data.get("auto_map") if isinstance(data, dict) else None
+        if isinstance(mapping, dict):
+            found += [f"{name}: {key} -> {value}" for key, value in mapping.items()]
+        elif mapping:
+            found.append(f"{name}: auto_map {mapping!r}")
+    return tuple(found)
 
 
 def folder_chat_template(folder: Path) -> str | None:

@@ -15,6 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ...errors import RenderTimeout
+from ...util.render_bound import bounded_render
+
 ArgumentsForm = Literal["string", "object"]
 Render = Callable[[list[dict[str, Any]], list[dict[str, Any]]], str]
 
@@ -78,6 +81,8 @@ def probe(render: Render) -> TemplateFit:
     """Render the probe through ``render(messages, tools)``; a render that raises fails."""
     try:
         shows_tools = PROBE_DESCRIPTION in render(probe_messages("string")[:2], [PROBE_TOOL])
+    except RenderTimeout:
+        raise  # a template that loops is no fit to report: the caller stops the run
     except Exception:
         shows_tools = False
     form: ArgumentsForm | None = None
@@ -85,6 +90,8 @@ def probe(render: Render) -> TemplateFit:
     for candidate in ("string", "object"):
         try:
             text = render(probe_messages(candidate), [PROBE_TOOL])  # type: ignore[arg-type]
+        except RenderTimeout:
+            raise
         except Exception:  # a template may raise on the form it does not take (DeepSeek-V3)
             continue
         if _INTACT.search(text) and '\\"probe_value' not in text:
@@ -124,9 +131,10 @@ def render_with_transformers(template: str) -> Render:
     from transformers.utils.chat_template_utils import render_jinja_template
 
     def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
-        rendered, _ = render_jinja_template(
-            conversations=[messages], tools=tools, chat_template=template
-        )
+        with bounded_render("the checkpoint's chat template"):
+            rendered, _ = render_jinja_template(
+                conversations=[messages], tools=tools, chat_template=template
+            )
         return rendered[0]
 
     return render

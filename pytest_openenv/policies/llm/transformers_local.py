@@ -31,6 +31,8 @@ from typing import Any, ClassVar
 import pytest
 
 from ...config.settings import Settings
+from ...errors import RenderTimeout
+from ...util.render_bound import bounded_render
 from ..base import ContextExhausted, Policy, PolicyUnavailable, Reply, ToolCall, Turn, Usage
 from .checkpoint import Checkpoint, CheckpointProblem, find_checkpoint
 from .deadline import seconds_left
@@ -64,9 +66,17 @@ class TransformersPolicy(Policy):
     provider: ClassVar[str] = "transformers"
 
     def __init__(
-        self, checkpoint: Checkpoint, sampling: LocalSampling, fit: TemplateFit | None
+        self,
+        checkpoint: Checkpoint,
+        sampling: LocalSampling,
+        fit: TemplateFit | None,
+        *,
+        trust_remote_code: bool = False,
     ) -> None:
         self.checkpoint = checkpoint
+        #: ``--openenv-trust-remote-code``: given to transformers explicitly, never left to its
+        #: interactive prompt (which ``pytest -s`` would show, and a "y" would run the code)
+        self.trust_remote_code = trust_remote_code
         self.sampling = sampling
         self.model = checkpoint.spec
         #: None until loaded (the probe then runs on the real tokenizer)
@@ -106,7 +116,7 @@ class TransformersPolicy(Policy):
             ) from None
         share_cores_with_other_workers(torch)
         checkpoint = self.checkpoint
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = {"trust_remote_code": self.trust_remote_code}
         if checkpoint.gguf_file:
             options["gguf_file"] = checkpoint.gguf_file
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -126,11 +136,15 @@ class TransformersPolicy(Policy):
         model.eval()
         if not tokenizer.chat_template:
             tokenizer.chat_template = checkpoint.chat_template
-        self.fit = probe(
-            lambda messages, tools: tokenizer.apply_chat_template(
-                messages, tools=tools, tokenize=False
-            )
-        )
+
+        def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+            with bounded_render(f"the chat template of {self.model}"):
+                return tokenizer.apply_chat_template(messages, tools=tools, tokenize=False)
+
+        try:
+            self.fit = probe(render)
+        except RenderTimeout as exc:
+            raise PolicyUnavailable(f"--openenv-model={checkpoint.spec}: {exc}") from None
         return torch, tokenizer, model
 
     # -- one turn ------------------------------------------------------------
@@ -176,11 +190,15 @@ class TransformersPolicy(Policy):
         fit = self.fit
         messages = in_form(turn.messages, fit.arguments_form if fit else None)
         try:
-            return str(
-                tokenizer.apply_chat_template(
-                    messages, tools=turn.tools or None, add_generation_prompt=True, tokenize=False
+            with bounded_render(f"the chat template of {self.model}"):
+                return str(
+                    tokenizer.apply_chat_template(
+                        messages,
+                        tools=turn.tools or None,
+                        add_generation_prompt=True,
+                        tokenize=False,
+                    )
                 )
-            )
         except Exception as exc:  # the template raised (raise_exception) on this transcript
             raise PolicyUnavailable(
                 f"the chat template of {self.model} cannot render this conversation "
@@ -296,6 +314,13 @@ def build_transformers_policy(settings: Settings) -> TransformersPolicy:
         checkpoint = find_checkpoint(str(llm.model))
     except CheckpointProblem as exc:
         raise pytest.UsageError(f"--openenv-model={llm.model}: {exc}") from None
+    if checkpoint.own_code and not llm.trust_remote_code:
+        raise pytest.UsageError(
+            f"--openenv-model={llm.model}: the checkpoint needs its own Python code "
+            f"({'; '.join(checkpoint.own_code[:3])}), which pytest-openenv does not run "
+            "unless told: read that code, then pass --openenv-trust-remote-code to run it, "
+            "or use a checkpoint of an architecture transformers ships"
+        )
     if not llm.replay:  # a replay answers from the cache: no model is loaded
         missing = [
             pip for module, pip in NEEDED.items() if importlib.util.find_spec(module) is None
@@ -307,7 +332,13 @@ def build_transformers_policy(settings: Settings) -> TransformersPolicy:
             )
     fit = None
     if not llm.replay:
-        fit = probe(render_with_transformers(checkpoint.chat_template))
+        try:
+            fit = probe(render_with_transformers(checkpoint.chat_template))
+        except RenderTimeout as exc:
+            raise pytest.UsageError(
+                f"--openenv-model={llm.model}: {exc}. Give the checkpoint a chat template "
+                "that ends (tokenizer_config.json's chat_template, or chat_template.jinja)"
+            ) from None
         problems = fit.problems()
         if problems:
             warnings.warn(
@@ -325,4 +356,4 @@ def build_transformers_policy(settings: Settings) -> TransformersPolicy:
         request_timeout=llm.request_timeout,
         timeout=settings.run.timeout,
     )
-    return TransformersPolicy(checkpoint, sampling, fit)
+    return TransformersPolicy(checkpoint, sampling, fit, trust_remote_code=llm.trust_remote_code)

@@ -154,7 +154,9 @@
     }
     var node = embedded[n] ? $("t-" + n) : null;
     if (!node) { done(null, null); return; }
-    done(JSON.parse(node.textContent), null);
+    var record;
+    try { record = JSON.parse(node.textContent); } catch (e) { done(null, String(e && e.message || e)); return; }
+    done(record, null);
   }
 
   function text(value) {
@@ -187,7 +189,26 @@
     return el("span", illegal ? "flag illegal" : "flag", illegal ? "illegal move" : "tool error");
   }
 
+  // why a row cannot be shown as a conversation (a hand-edited or foreign row), or null
+  function unreadable(record) {
+    if (!record || typeof record !== "object" || Array.isArray(record)) return "the row is not a JSON object";
+    var lists = [["messages", record.messages], ["tool_trace", record.tool_trace]];
+    for (var i = 0; i < lists.length; i++) {
+      var value = lists[i][1];
+      if (value !== undefined && value !== null && !Array.isArray(value)) return lists[i][0] + " is not a list";
+    }
+    var messages = record.messages || [];
+    for (var m = 0; m < messages.length; m++) {
+      var message = messages[m];
+      if (!message || typeof message !== "object" || Array.isArray(message)) return "messages[" + m + "] is not an object";
+      var calls = message.tool_calls;
+      if (calls !== undefined && calls !== null && !Array.isArray(calls)) return "messages[" + m + "].tool_calls is not a list";
+    }
+    return null;
+  }
+
   function renderTranscript(n, record, problem) {
+    if (!problem && record) problem = unreadable(record);
     var box = $("transcript");
     var r = rows[n];
     var parts = document.createDocumentFragment();
@@ -210,8 +231,12 @@
         "This transcript is not embedded in this file (it keeps every failure and error and a " +
         "sample of passes within its size cap). `python -m pytest_openenv view DIR` serves every one."));
     } else {
-      parts.appendChild(verdictBox(record));
-      parts.appendChild(conversation(record));
+      try {
+        parts.appendChild(verdictBox(record));
+        parts.appendChild(conversation(record));
+      } catch (e) {
+        parts.appendChild(el("p", "banner bad", "This transcript could not be read: " + String(e && e.message || e)));
+      }
     }
     box.replaceChildren(parts);
   }
@@ -325,7 +350,9 @@
   }
 
   function openFromHash() {
-    var fragment = decodeURIComponent(location.hash.replace(/^#/, ""));
+    var raw = location.hash.replace(/^#/, ""), fragment;
+    // a malformed escape (#%E0%A4%A) names no episode: shown as typed, never thrown
+    try { fragment = decodeURIComponent(raw); } catch (e) { fragment = raw; }
     if (!fragment) { closeEpisode(); return; }
     var n = findRow(fragment);
     showEpisodeView(true);
