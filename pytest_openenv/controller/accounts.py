@@ -219,7 +219,8 @@ class Accounts:
             self.count_earlier_pass(report.nodeid, earlier)
         elif kept is not None:
             self.count_earlier_failure(report.nodeid, kept)
-            self.kept_counted += 1
+            # a verdict-failed row's test passed: it fails no run
+            self.kept_counted += kept["outcome"] != "passed"
         elif report.skipped and not hasattr(report, "wasxfail"):
             # a skip at setup (resume, a skip marker) or in the test body: out of the rate
             self.tally.add_outcome("skipped")

@@ -69,11 +69,12 @@ def read_resume_set(settings: Settings) -> tuple[dict[str, RowIdentity], bool]:
         played[str(record.get("test", ""))] = RowIdentity.of(record)
 
     def remember_failed(record: dict[str, Any]) -> None:
-        # a failed episode finished: it counts by this first attempt and is not played
-        # again (an errored one never finished, and is); a pass of it wins
+        # a failed episode (its test failed, or its verdict did) finished: it counts by this
+        # first attempt and is not played again (an errored one never finished, and is); a
+        # pass of it wins
         failure = record.get("failure") if isinstance(record.get("failure"), dict) else {}
         test = str(record.get("test", ""))
-        if failure.get("outcome") == "failed" and test not in played:
+        if failure.get("outcome") in ("failed", "verdict-failed") and test not in played:
             played[test] = RowIdentity.of(record)
 
     try:
