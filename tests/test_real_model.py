@@ -134,7 +134,15 @@ def test_snapshots_of_the_real_model_are_stable_across_runs(
     second = run_pytest(*args)
     second.stdout.fnmatch_lines(["*2 snapshots passed*"])
     assert second.ret == 0
-    assert len(results(pytester)) == 2
+    # a snapshot test passes lost games too: the training split keeps only the ones the env
+    # passed, failures.jsonl the others as verdict-failed
+    rows = all_rows(pytester)
+    assert len(rows) == 2
+    for row in rows.values():
+        in_train = row["verify_metrics"]["verdict"]
+        assert ("failure" not in row) == in_train
+        assert in_train or row["failure"]["outcome"] == "verdict-failed"
+    assert len(results(pytester)) == sum(r["verify_metrics"]["verdict"] for r in rows.values())
 
 
 def test_a_full_context_window_ends_the_episode_as_a_failure(
