@@ -40,6 +40,8 @@ def concurrency_ceiling(value: Any) -> int:
 TOOL_ARGUMENT_FORMS = ("string", "object")
 #: whose wording the prompts follow (``--openenv-prompt-style``); first = default
 PROMPT_STYLES = ("native", "openenv")
+#: ``--openenv-llm-client``: what carries an OpenAI-compatible request (``policies/llm/``)
+LLM_CLIENTS = ("auto", "http", "sdk")
 #: ``--openenv-judge-at``: when an episode is judged (``envs/verdict.py``)
 JUDGE_AT = ("done", "turn-limit")
 #: an episode id prefix: it sits in node ids (``test[P-ep-000000]``) and dataset rows

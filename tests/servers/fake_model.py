@@ -125,6 +125,37 @@ def decide(texts: list[str], turn: int, faults: Faults, model: str | None = None
     return Decision("", (play,))
 
 
+class BacklogHTTPServer(ThreadingHTTPServer):
+    """A threading server whose listen queue holds a benchmark's burst of connections.
+
+    socketserver's default backlog of 5 overflows when 64 clients connect at once: the
+    kernel drops the SYN and the client retries it 1 s later, a stall that is the
+    benchmark's, not the code's under test (``listen_drops`` counts them).
+    """
+
+    request_queue_size = 1024
+    allow_reuse_address = True
+
+
+def listen_drops() -> int | None:
+    """SYNs this machine's listen queues dropped so far (``TcpExt: ListenDrops``, which
+    includes ``ListenOverflows``), from /proc/net/netstat; None where it is not readable.
+
+    Machine-wide: read it before and after a run, on a machine with no other listener
+    under load, to see what the run's server dropped.
+    """
+    try:
+        lines = open("/proc/net/netstat", encoding="ascii").read().splitlines()
+    except OSError:
+        return None
+    for names, values in zip(lines[::2], lines[1::2], strict=False):
+        if names.startswith("TcpExt:"):
+            table = dict(zip(names.split()[1:], values.split()[1:], strict=False))
+            drops = table.get("ListenDrops")
+            return int(drops) if drops is not None else None
+    return None
+
+
 def call_id(prefix: str, history: Any, index: int) -> str:
     """Deterministic ids: the same conversation gets the same ids in every run."""
     digest = hashlib.sha1(json.dumps(history, sort_keys=True).encode()).hexdigest()[:12]
@@ -194,7 +225,7 @@ class ModelServer:
             def do_POST(self) -> None:
                 server._handle(self)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = BacklogHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
