@@ -33,6 +33,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 FAULT_KINDS = (
@@ -145,7 +146,7 @@ def listen_drops() -> int | None:
     under load, to see what the run's server dropped.
     """
     try:
-        lines = open("/proc/net/netstat", encoding="ascii").read().splitlines()
+        lines = Path("/proc/net/netstat").read_text(encoding="ascii").splitlines()
     except OSError:
         return None
     for names, values in zip(lines[::2], lines[1::2], strict=False):

@@ -29,7 +29,6 @@ import base64
 import http.client
 import json
 import random
-import socket
 import ssl
 import threading
 import time
@@ -40,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ... import __version__
-from ...errors import AnswerTooLarge, EndpointStatus, EndpointTimeout, EndpointUnreachable
+from ...errors import EndpointStatus, EndpointTimeout, EndpointUnreachable
 from ...util.jsonlimits import MAX_ANSWER_BYTES
 from .deadline import LONGEST_RETRY_AFTER, retry_after, too_large
 
@@ -203,7 +202,7 @@ class ChatEndpoint:
             headers: dict[str, str] | None = None
             try:
                 answer = self._attempt(body, ends)
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 failure: Exception = EndpointTimeout(f"no whole answer within {timeout:g}s")
             except (OSError, http.client.HTTPException) as exc:
                 failure = EndpointUnreachable(f"{type(exc).__name__}: {exc}")
