@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -136,6 +137,11 @@ class BacklogHTTPServer(ThreadingHTTPServer):
 
     request_queue_size = 1024
     allow_reuse_address = True
+    connections = 0
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self.connections += 1  # the one accepting thread counts
+        super().process_request(request, client_address)
 
 
 def listen_drops() -> int | None:
@@ -181,7 +187,11 @@ class ModelServer:
         #: requests in flight when each one arrived (itself included)
         self.in_flight_at_arrival: list[int] = []
         self.statuses_sent: list[int] = []
-        self._httpd: ThreadingHTTPServer | None = None
+        #: per request: the path as sent (absolute through a proxy) and a few headers
+        self.paths_seen: list[str] = []
+        self.user_agents: list[str] = []
+        self.authorizations: list[str] = []
+        self._httpd: BacklogHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # -- wire format (subclasses) --------------------------------------------
@@ -200,15 +210,24 @@ class ModelServer:
         assert self._httpd is not None, "server not started"
         return int(self._httpd.server_address[1])
 
+    #: ``https`` once started with ``tls``
+    scheme = "http"
+
     @property
     def root_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     @property
     def base_url(self) -> str:
         return self.root_url
 
-    def start(self) -> ModelServer:
+    @property
+    def connections(self) -> int:
+        """TCP connections accepted so far (keep-alive clients reuse theirs)."""
+        return self._httpd.connections if self._httpd is not None else 0
+
+    def start(self, tls: tuple[str, str] | None = None) -> ModelServer:
+        """Listen on 127.0.0.1; ``tls``: (certificate file, key file) to speak https."""
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -227,6 +246,11 @@ class ModelServer:
                 server._handle(self)
 
         self._httpd = BacklogHTTPServer(("127.0.0.1", 0), Handler)
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self._httpd.socket = context.wrap_socket(self._httpd.socket, server_side=True)
+            self.scheme = "https"
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
@@ -256,6 +280,9 @@ class ModelServer:
             self.arrivals.clear()
             self.in_flight_at_arrival.clear()
             self.statuses_sent.clear()
+            self.paths_seen.clear()
+            self.user_agents.clear()
+            self.authorizations.clear()
 
     # -- one request ---------------------------------------------------------
     def _send(self, handler: BaseHTTPRequestHandler, status: int, payload: Any, **headers: str):
@@ -330,6 +357,9 @@ class ModelServer:
             self.bodies.append(body)
             self.arrivals.append(time.monotonic())
             self.in_flight_at_arrival.append(self.in_flight)
+            self.paths_seen.append(handler.path)
+            self.user_agents.append(handler.headers.get("User-Agent") or "")
+            self.authorizations.append(handler.headers.get("Authorization") or "")
             status = self.faults.statuses.pop(0) if self.faults.statuses else None
             others = self.in_flight - 1
         try:
