@@ -113,7 +113,8 @@ def main() -> None:
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
     )
     print(
-        f"{'round':>5} {'client':<6} {'start->configure s':>18} {'start->1st request s':>20} openai imported"
+        f"{'round':>5} {'client':<6} {'start->configure s':>18} {'start->1st request s':>20} "
+        "openai imported"
     )
     firsts: dict[str, list[float]] = {"http": [], "sdk": []}
     for round_, client, w in rows:
