@@ -3,10 +3,11 @@
 Worker side: one policy object per pytest process, shared by every episode
 thread (``--openenv-concurrency``), so everything here is thread-safe.
 
-Transport faults are retried by the SDK itself (``max_retries``: it honours
-``Retry-After`` and backs off on 429, 5xx and connection errors). What is left
-after that becomes ``PolicyUnavailable`` (the episode is an *error*) with the
-status and the server's message, scrubbed of secrets. An endpoint that cannot be
+Transport faults are retried by whatever carries the request: the SDK itself, or
+``http_client`` with the SDK's rules (``max_retries``: ``Retry-After`` honoured, backoff
+on 429, 5xx and connection errors). What is left after that becomes
+``PolicyUnavailable`` (the episode is an *error*) with the status and the server's
+message, scrubbed of secrets, in the same words on either path. An endpoint that cannot be
 reached or refuses the key (401/403) is remembered: later episodes of this
 process fail at once with the same message instead of each waiting it out.
 """
