@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_openenv.worker import warmup
+from pytest_openenv.util import warmup
 
 FREEZE_PROBE = """
 import gc

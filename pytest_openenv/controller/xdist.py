@@ -84,7 +84,7 @@ class XdistController:
     def _warm_up(self) -> None:
         """The first report from a worker: episodes are in flight, and the controller waits
         on them; what its end of session imports (report.html, the card) loads meanwhile."""
-        from ..worker import warmup
+        from ..util import warmup
 
         self._warmed_up = True
         if self.controller.settings.run.env:
