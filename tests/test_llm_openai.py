@@ -231,6 +231,28 @@ def test_reasoning_models_on_the_official_api_get_max_completion_tokens(
         assert results(pytester) or all_rows(pytester)
 
 
+def test_the_http_client_on_the_official_api_sends_what_the_sdk_would(
+    run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with serve_openai() as server:
+        # OPENAI_BASE_URL, as the SDK reads it; the key as a Bearer token
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-official-0000")
+        result = run_pytest(
+            ENV,
+            "--openenv-n=1",
+            "--openenv-policy=openai",
+            "--openenv-model=o3-mini",
+            "--openenv-llm-client=http",
+        )
+        assert result.ret in (0, 1), result.stdout.str()
+        body = server.bodies[0]
+        assert body["max_completion_tokens"] == 256 and "seed" not in body
+        assert "(http.client)" in server.user_agents[0]
+        assert server.authorizations[0] == "Bearer sk-test-official-0000"
+        assert server.paths_seen[0] == "/v1/chat/completions"
+
+
 @pytest.mark.parametrize(
     ("model", "official", "expected"),
     [
