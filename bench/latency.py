@@ -2,6 +2,7 @@
 
     python bench/latency.py [--n 200] [--delay 0.05] [--concurrency 16] [--repeat 3]
     python bench/latency.py --workers 0,2,4 [--n 1000] [--concurrency 16] [--repeat 3]
+    python bench/latency.py --table [--n 400] [--n-serial 100] [--n-xdist 2000] [--repeat 3]
 
 Starts the OpenAI-compatible test server (``tests/servers/openai_compat.py``)
 with a fixed delay per completion and runs N tic-tac-toe episodes through
@@ -20,6 +21,14 @@ no schedule can finish sooner. Each configuration runs --repeat times and
 keeps its best session time (the machine is shared: other processes only ever
 make a run slower). Targets: B reaches >= 70% of its bound (bound / time), and
 B is >= 10x faster than A.
+
+``--table`` prints the latency table: one process at C=1, 16, 64 and 128 and ``-n 2`` at
+C=32 and 64 (``--n-xdist`` episodes, a larger run: each worker starts in the bound),
+rounds interleaved, every repeat printed with its share of the latency bound, the CPU
+ms per episode of the pytest processes (controller and workers) and of the model server,
+and the connection attempts the server's listen queue dropped (each one a 1 s stall).
+Targets: one process >= 90% of the bound at C=16 and C=64, >= 75% at C=128, ``-n 2`` >= 80%;
+pytest CPU <= 3 ms per episode at C=64; drops 0.
 
 ``--workers 0,2,4`` instead runs ``-n W --openenv-concurrency=C`` for each W (W x C
 episodes in flight; ``-n 0`` is one process) and prints every repeat, not the best:
@@ -44,6 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from benchenv import PYTEST_QUIET, user_env  # noqa: E402
+from servers.fake_model import listen_drops  # noqa: E402
 from servers.openai_compat import serve_openai  # noqa: E402
 
 SESSION_TIME = re.compile(r" in ([0-9.]+)s")
@@ -62,6 +72,8 @@ class Run:
     #: CPU seconds of the pytest processes (controller and workers) and of the model server
     cpu_s: float
     server_cpu_s: float
+    #: connection attempts dropped by listen queues while it ran (None: unreadable)
+    drops: int | None = None
 
     @property
     def cpu_floor_s(self) -> float:
@@ -85,9 +97,11 @@ def run(label: str, extra: list[str], parallelism: int, n: int, delay: float) ->
             *extra,
         ]
         own, children = cpu_seconds(resource.RUSAGE_SELF), cpu_seconds(resource.RUSAGE_CHILDREN)
+        drops = listen_drops()
         started = time.perf_counter()
         proc = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True)
         wall = time.perf_counter() - started
+        drops_after = listen_drops()
         server_cpu = cpu_seconds(resource.RUSAGE_SELF) - own  # the server's threads
         pytest_cpu = cpu_seconds(resource.RUSAGE_CHILDREN) - children
         completions = server.requests
@@ -107,6 +121,7 @@ def run(label: str, extra: list[str], parallelism: int, n: int, delay: float) ->
         bound_s=completions * delay / parallelism,
         cpu_s=pytest_cpu,
         server_cpu_s=server_cpu,
+        drops=None if drops is None or drops_after is None else drops_after - drops,
     )
 
 
@@ -160,6 +175,59 @@ def workers_sweep(workers: list[int], n: int, delay: float, c: int, repeat: int)
         )
 
 
+def table(args: argparse.Namespace) -> None:
+    """The latency table, rounds interleaved, every repeat printed."""
+    configs = [
+        ("C=1", [], 1, args.n_serial),
+        ("C=16", [], 16, args.n),
+        ("C=64", [], 64, args.n),
+        ("C=128", [], 128, args.n),
+        ("-n 2, C=32", ["-n", "2"], 32, args.n_xdist),
+        ("-n 2, C=64", ["-n", "2"], 64, args.n_xdist),
+    ]
+    runs: dict[str, list[Run]] = {label: [] for label, *_ in configs}
+    for _ in range(args.repeat):
+        for label, extra, c, n in configs:
+            workers = 2 if extra else 1
+            flags = [*extra, f"--openenv-concurrency={c}", *args.extra]
+            runs[label].append(run(label, flags, workers * c, n, args.delay))
+    print(
+        f"tic-tac-toe through --openenv-llm-endpoint, {args.delay * 1000:g} ms per completion, "
+        f"{os.cpu_count()} CPUs, {args.repeat} interleaved rounds, load average "
+        f"{os.getloadavg()[0]:.1f}; extra flags: {' '.join(args.extra) or 'none'}"
+    )
+    print(
+        f"{'run':<11} {'episodes':>8} {'session s':>9} {'bound s':>7} {'share':>6} "
+        f"{'pytest CPU ms/ep':>16} {'server CPU ms/ep':>16} {'dropped SYNs':>12}"
+    )
+    for group in runs.values():
+        for r in group:
+            print(
+                f"{r.label:<11} {r.episodes:>8} {r.session_s:>9.2f} {r.bound_s:>7.2f} "
+                f"{r.efficiency:>6.0%} {1000 * r.cpu_s / r.episodes:>16.2f} "
+                f"{1000 * r.server_cpu_s / r.episodes:>16.2f} "
+                f"{'?' if r.drops is None else r.drops:>12}"
+            )
+
+    def median(values: list[float]) -> float:
+        return sorted(values)[len(values) // 2]
+
+    targets = {"C=16": 0.9, "C=64": 0.9, "C=128": 0.75, "-n 2, C=32": 0.8, "-n 2, C=64": 0.8}
+    for label, target in targets.items():
+        share = median([r.efficiency for r in runs[label]])
+        print(
+            f"{label}: median {share:.0%} of its latency bound (target >= {target:.0%}): "
+            f"{'ok' if share >= target else 'MISSED'}"
+        )
+    cpu = median([1000 * r.cpu_s / r.episodes for r in runs["C=64"]])
+    print(
+        f"C=64: median {cpu:.2f} ms of pytest CPU per episode (target <= 3): "
+        f"{'ok' if cpu <= 3 else 'MISSED'}"
+    )
+    dropped = sum(r.drops or 0 for group in runs.values() for r in group)
+    print(f"connection attempts dropped in all runs: {dropped} (target 0)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=200)
@@ -169,8 +237,17 @@ def main() -> None:
     parser.add_argument(
         "--workers", help="comma-separated xdist worker counts to compare, e.g. 0,2,4"
     )
+    parser.add_argument("--table", action="store_true", help="the latency table (see above)")
+    parser.add_argument("--n-serial", type=int, default=100, help="episodes at C=1 (--table)")
+    parser.add_argument("--n-xdist", type=int, default=2000, help="episodes with -n 2 (--table)")
+    parser.add_argument(
+        "--extra", action="append", default=[], help="a flag for every run, e.g. --extra=-p"
+    )
     args = parser.parse_args()
     n, delay, c = args.n, args.delay, args.concurrency
+    if args.table:
+        table(args)
+        return
     if args.workers:
         workers = [int(w) for w in args.workers.split(",")]
         workers_sweep(workers, n, delay, c, args.repeat)

@@ -7,7 +7,10 @@ place); ``--episode-arg`` adds a flag to B, e.g. ``--episode-arg=--openenv-progr
 to compare the status line on and off.
 
 Runs, in fresh empty folders and with identical pytest flags:
-  A. N trivial parametrized tests (pytest's own per-item cost);
+  A. N trivial parametrized tests (pytest's own per-item cost), with the plugin set of B:
+     the bundled episode run unloads syrupy and hypothesis (nothing of theirs runs there),
+     so A runs with ``-p no:syrupy -p no:hypothesispytest`` too (``--trivial-plugins=all``
+     keeps them in A, the comparison a user's suite sees);
   B. N built-in episode items (scripted policy on embedded tic-tac-toe, files written);
 and prints both wall times (best of --repeat) and the ratio B/A (target <= 1.5), and the
 median of the per-repeat ratios (each repeat runs A and B back to back, so slow drift of a
@@ -31,6 +34,8 @@ from pathlib import Path
 from benchenv import user_env
 
 FLAGS = ["-q", "-p", "no:cacheprovider", "--tb=no", "-o", "console_output_style=classic"]
+#: what the bundled episode run leaves out by itself (``plugin.py``): A leaves them out too
+BUNDLED_RUN_UNLOADS = ["-p", "no:syrupy", "-p", "no:hypothesispytest"]
 ENV = user_env()
 
 
@@ -114,12 +119,19 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--tty", action="store_true", help="run pytest on a pseudo-terminal")
     parser.add_argument("--episode-arg", action="append", default=[], help="a flag for B")
+    parser.add_argument(
+        "--trivial-plugins",
+        choices=("same", "all"),
+        default="same",
+        help="same: A unloads what B unloads (like with like); all: A keeps every plugin",
+    )
     args = parser.parse_args()
+    unloads = BUNDLED_RUN_UNLOADS if args.trivial_plugins == "same" else []
     trivial, episodes = [], []
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
             trivial_suite(Path(a), args.n)
-            trivial.append(timed(["test_trivial.py"], Path(a), args.tty))
+            trivial.append(timed([*unloads, "test_trivial.py"], Path(a), args.tty))
             run = [
                 "--openenv-env=openspiel:tic_tac_toe",
                 "--openenv-policy=scripted",
@@ -132,6 +144,7 @@ def main() -> None:
         + (" (on a pseudo-terminal)" if args.tty else "")
         + (f", episode flags: {' '.join(args.episode_arg)}" if args.episode_arg else "")
     )
+    print(f"  trivial tests plugin flags : {' '.join(unloads) or '(every plugin installed)'}")
     print(f"  trivial parametrized tests : {t:7.2f} s  ({1000 * t / args.n:.3f} ms/item)")
     print(f"  openenv episode items      : {e:7.2f} s  ({1000 * e / args.n:.3f} ms/item)")
     print(f"  ratio episodes/trivial     : {e / t:7.2f}   (target <= 1.5)")

@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from benchenv import PYTEST_QUIET, user_env  # noqa: E402
 from memory import PROBE  # noqa: E402
+from servers.fake_model import listen_drops  # noqa: E402
 from servers.openai_compat import serve_openai  # noqa: E402
 
 #: the memory probe, plus the time of each episode report (8 bytes each, in the controller)
@@ -115,9 +116,11 @@ def main() -> None:
             f"--openenv-concurrency={args.concurrency}",
         ]
         self_cpu = resource.getrusage(resource.RUSAGE_SELF)
+        drops_before = listen_drops()
         started = time.perf_counter()
         done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
         wall = time.perf_counter() - started
+        drops_after = listen_drops()
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         server_cpu = resource.getrusage(resource.RUSAGE_SELF)
         if done.returncode != 0 or not figures_path.exists():
@@ -145,6 +148,10 @@ def main() -> None:
         f"wall {wall:.1f} s; latency bound {bound:.1f} s ({completions} completions); "
         f"share of bound {bound / wall:.0%}"
     )
+    dropped = (
+        "unknown" if drops_before is None or drops_after is None else drops_after - drops_before
+    )
+    print(f"connection attempts the model server's listen queue dropped: {dropped} (target 0)")
     print(
         f"controller peak RSS {figures['peak_kb'] / 1024:.1f} MB (while episodes ran "
         f"{figures['run_rss_kb'] / 1024:.1f} MB), controller CPU "

@@ -212,6 +212,34 @@ class AnswerTooLarge(PolicyUnavailable):
     """
 
 
+class EndpointFault(OpenEnvError):
+    """A chat request over ``http.client`` failed after its retries (``policies/llm/http_client``).
+
+    Raised inside the policy only: it turns each into a ``PolicyUnavailable`` (or
+    ``ContextExhausted``) with the same words the SDK path uses.
+    """
+
+
+class EndpointTimeout(EndpointFault):
+    """No whole answer within the request's time (connect, send, headers and body)."""
+
+
+class EndpointUnreachable(EndpointFault):
+    """The connection failed or closed without an answer; ``__cause__`` says how."""
+
+
+class EndpointStatus(EndpointFault):
+    """An HTTP status the retries could not turn into a 2xx."""
+
+    def __init__(self, status_code: int, body: object, headers: dict[str, str]) -> None:
+        #: the body as JSON when it parses, else its text
+        self.status_code = status_code
+        self.body = body
+        self.headers = headers
+        self.message = f"Error code: {status_code}" + (f" - {body}" if body else "")
+        super().__init__(self.message)
+
+
 class ServerUnreachable(InfrastructureFault, ConnectionError):
     """A plain HTTP request to a server failed; the message never holds credentials."""
 

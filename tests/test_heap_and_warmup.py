@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_openenv.worker import warmup
+from pytest_openenv.util import warmup
 
 FREEZE_PROBE = """
 import gc
@@ -83,3 +83,36 @@ def test_only_a_process_that_goes_on_after_the_run_is_thawed(pytester: pytest.Py
         workerinput: dict[str, object] = {}
 
     assert heap.process_ends_with_run(WorkerConfig())  # type: ignore[arg-type]
+
+
+#: the controller's view just before the end of session: did the warm-up load the renderer?
+CONTROLLER_PROBE = """
+import sys
+import threading
+
+import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workerinput"):
+        return
+    for thread in threading.enumerate():
+        if thread.name == "openenv-warmup":
+            thread.join(timeout=60)
+    with open("controller-warm.txt", "w") as out:
+        out.write(str("pytest_openenv.report.page" in sys.modules))
+"""
+
+
+def test_an_xdist_controller_loads_the_end_of_session_imports_while_episodes_run(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    pytester.makepyfile(controller_probe=CONTROLLER_PROBE)
+    pytester.syspathinsert()
+    result = run_pytest(
+        "-p", "controller_probe", "--openenv-env=openspiel:tic_tac_toe", "--openenv-n=4", "-n", "2"
+    )
+    assert result.ret in (0, 1), result.stdout.str()
+    # report.html's renderer was loaded before the end of session needed it
+    assert (pytester.path / "controller-warm.txt").read_text() == "True"

@@ -49,8 +49,10 @@ def test_openai_endpoint_drives_episodes_like_the_scripted_policy(
     assert isinstance(first["tool_calls"][0]["function"]["arguments"], str)
     assert row["messages"][3]["role"] == "tool"
     assert row["messages"][3]["tool_call_id"] == first["tool_calls"][0]["id"]
-    # one request per turn, nothing more; token usage from the responses
+    # one request per turn, nothing more, through the standard library (the endpoint's
+    # default path); token usage from the responses
     assert openai_server.requests == turns_taken(rows)
+    assert all("(http.client)" in agent for agent in openai_server.user_agents)
     assert all(r["metrics"]["prompt_tokens"] > 0 for r in rows.values())
     completion = sum(r["metrics"]["completion_tokens"] for r in rows.values())
     assert completion == 12 * openai_server.requests  # 7 + 5 per tool call
@@ -116,24 +118,30 @@ def test_a_model_that_never_calls_a_tool_fails_with_a_reason(
     assert server.requests == 3
 
 
+@pytest.mark.parametrize("client", ["http", "sdk"])
 def test_429_bursts_are_retried_honouring_retry_after(
-    run_pytest, pytester: pytest.Pytester
+    run_pytest, pytester: pytest.Pytester, client: str
 ) -> None:
     with serve_openai(statuses=[429, 429], retry_after=1.0) as server:
-        result = run_pytest(*llm_args(server, "--openenv-min-reward=-1", n=1))
+        result = run_pytest(
+            *llm_args(server, "--openenv-min-reward=-1", f"--openenv-llm-client={client}", n=1)
+        )
     assert result.ret == 0, result.stdout.str()
     assert server.statuses_sent[:3] == [429, 429, 200]
+    assert ("(http.client)" in server.user_agents[0]) == (client == "http")
     # the SDK's own backoff would wait <= 1 s in total; Retry-After: 1 asks for 1 s each time
     gaps = [b - a for a, b in zip(server.arrivals[:2], server.arrivals[1:3], strict=True)]
     assert all(gap >= 0.95 for gap in gaps), gaps
 
 
+@pytest.mark.parametrize("client", ["http", "sdk"])
 def test_500s_past_the_retries_are_an_error_with_status_and_message(
-    run_pytest, pytester: pytest.Pytester
+    run_pytest, pytester: pytest.Pytester, client: str
 ) -> None:
     with serve_openai(statuses=[500, 500], retry_after=0.05) as server:
         result = run_pytest(
-            *llm_args(server, "--openenv-max-retries=1", "--openenv-min-reward=-1", n=2)
+            *llm_args(server, "--openenv-max-retries=1", "--openenv-min-reward=-1", n=2),
+            f"--openenv-llm-client={client}",
         )
     assert result.ret == 1
     message = errors(pytester)["ep-000000"]
@@ -225,6 +233,28 @@ def test_reasoning_models_on_the_official_api_get_max_completion_tokens(
         assert body["max_completion_tokens"] == 256
         assert "max_tokens" not in body and "temperature" not in body
         assert results(pytester) or all_rows(pytester)
+
+
+def test_the_http_client_on_the_official_api_sends_what_the_sdk_would(
+    run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with serve_openai() as server:
+        # OPENAI_BASE_URL, as the SDK reads it; the key as a Bearer token
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-official-0000")
+        result = run_pytest(
+            ENV,
+            "--openenv-n=1",
+            "--openenv-policy=openai",
+            "--openenv-model=o3-mini",
+            "--openenv-llm-client=http",
+        )
+        assert result.ret in (0, 1), result.stdout.str()
+        body = server.bodies[0]
+        assert body["max_completion_tokens"] == 256 and "seed" not in body
+        assert "(http.client)" in server.user_agents[0]
+        assert server.authorizations[0] == "Bearer sk-test-official-0000"
+        assert server.paths_seen[0] == "/v1/chat/completions"
 
 
 @pytest.mark.parametrize(

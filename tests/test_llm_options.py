@@ -15,6 +15,45 @@ from llm_helpers import (
 from servers.openai_compat import serve_openai
 
 from pytest_openenv.config.options import OPTIONS
+from pytest_openenv.config.settings import LLMSettings, Settings
+from pytest_openenv.policies.llm.common import build_llm_policy
+from pytest_openenv.policies.llm.openai_chat import OpenAIHTTPPolicy, OpenAIPolicy
+
+ENDPOINT = "http://127.0.0.1:8000/v1"
+
+
+@pytest.mark.parametrize(
+    ("client", "endpoint", "expected"),
+    [
+        # an endpoint needs only the wire format: the standard library carries it
+        ("auto", ENDPOINT, OpenAIHTTPPolicy),
+        ("auto", None, OpenAIPolicy),  # the official API keeps OpenAI's own client
+        ("sdk", ENDPOINT, OpenAIPolicy),
+        ("http", None, OpenAIHTTPPolicy),
+    ],
+)
+def test_the_llm_client_option_picks_what_carries_openai_requests(
+    monkeypatch: pytest.MonkeyPatch, client: str, endpoint: str | None, expected: type
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0000")
+    settings = Settings(llm=LLMSettings(model=MODEL, endpoint=endpoint, client=client))
+    policy = build_llm_policy("openai", settings)
+    assert type(policy) is expected
+
+
+def test_the_http_client_needs_no_sdk_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "openai" else real(name, *a)
+    )
+    settings = Settings(llm=LLMSettings(model=MODEL, endpoint=ENDPOINT))
+    assert isinstance(build_llm_policy("openai", settings), OpenAIHTTPPolicy)
+    with pytest.raises(pytest.UsageError, match="needs the openai SDK, which is not installed"):
+        build_llm_policy(
+            "openai", Settings(llm=LLMSettings(model=MODEL, endpoint=ENDPOINT, client="sdk"))
+        )
 
 
 @pytest.mark.parametrize(
@@ -50,6 +89,7 @@ def test_bad_llm_setup_is_a_usage_error(run_pytest, args: list[str], message: st
         ("max-tokens", "0", "expected a positive integer"),
         ("llm-endpoint", "localhost:8000", "expected an http(s) base URL such as"),
         ("replay", "maybe", "expected true or false"),
+        ("llm-client", "curl", "expected one of auto, http, sdk"),
     ],
 )
 def test_bad_llm_option_values_name_the_option(flag: str, value: str, message: str) -> None:

@@ -26,20 +26,32 @@ def ahead_of_pythonpath(folder: Path) -> str:
     return os.pathsep.join(path for path in (str(folder), os.environ.get("PYTHONPATH", "")) if path)
 
 
-#: a plugin of the test's own that writes, from the controller, whether the SDK was imported
+#: a plugin of the test's own that writes, per process, whether the SDK was imported
 SDK_PROBE = """
 import sys
 
 def pytest_sessionfinish(session):
-    if not hasattr(session.config, "workerinput"):
-        with open("controller-imports.txt", "w") as out:
-            out.write(str("openai" in sys.modules))
+    config = session.config
+    side = config.workerinput["workerid"] if hasattr(config, "workerinput") else "controller"
+    with open(f"imports-{side}.txt", "w") as out:
+        out.write(str("openai" in sys.modules))
 """
 
 
-@pytest.mark.parametrize(("workers", "controller_imports"), [("0", True), ("2", False)])
-def test_the_sdk_is_imported_only_where_episodes_run(
-    run_pytest, pytester: pytest.Pytester, workers: str, controller_imports: bool
+@pytest.mark.parametrize(
+    ("workers", "client", "imported"),
+    [
+        # --openenv-llm-endpoint: the standard library carries the requests, no process
+        # pays for the SDK
+        ("0", "auto", {"controller": False}),
+        ("2", "auto", {"controller": False, "gw0": False, "gw1": False}),
+        # the SDK path: only where episodes run, never in an xdist controller
+        ("0", "sdk", {"controller": True}),
+        ("2", "sdk", {"controller": False, "gw0": True, "gw1": True}),
+    ],
+)
+def test_the_sdk_is_imported_only_where_episodes_run_and_need_it(
+    run_pytest, pytester: pytest.Pytester, workers: str, client: str, imported: dict[str, bool]
 ) -> None:
     pytester.makepyfile(sdk_probe=SDK_PROBE)
     pytester.syspathinsert()
@@ -52,14 +64,19 @@ def test_the_sdk_is_imported_only_where_episodes_run(
             "--openenv-policy=openai",
             f"--openenv-model={MODEL}",
             f"--openenv-llm-endpoint={server.base_url}",
+            f"--openenv-llm-client={client}",
             "-n",
             workers,
         )
-        requests = server.requests
+        agents = set(server.user_agents)
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()
-    assert requests > 0  # the episodes did call the model, through the SDK
-    imported = (pytester.path / "controller-imports.txt").read_text()
-    assert imported == str(controller_imports)
+    # the episodes did call the model, through the client named
+    assert len(agents) == 1 and ("(http.client)" in agents.pop()) == (client == "auto")
+    seen = {
+        path.stem.removeprefix("imports-"): path.read_text() == "True"
+        for path in pytester.path.glob("imports-*.txt")
+    }
+    assert seen == imported
 
 
 def test_an_sdk_that_fails_to_import_behind_the_response_cache_is_a_usage_error(

@@ -42,6 +42,8 @@ TOOL_ARGUMENT_FORMS = ("string", "object")
 PROMPT_STYLES = ("native", "openenv")
 #: ``--openenv-train-on``: which episodes fill results.jsonl; first = default
 TRAIN_ON = ("verdict", "test")
+#: ``--openenv-llm-client``: what carries an OpenAI-compatible request (``policies/llm/``)
+LLM_CLIENTS = ("auto", "http", "sdk")
 #: ``--openenv-judge-at``: when an episode is judged (``envs/verdict.py``)
 JUDGE_AT = ("done", "turn-limit")
 #: an episode id prefix: it sits in node ids (``test[P-ep-000000]``) and dataset rows

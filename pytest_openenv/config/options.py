@@ -23,6 +23,7 @@ from .convert import (
     DEFAULT_PROGRESS_SECONDS,
     JUDGE_AT,
     KIND,
+    LLM_CLIENTS,
     MAX_CONCURRENCY,
     MAX_ITEMS,
     PROMPT_STYLES,
@@ -331,6 +332,17 @@ OPTIONS: list[Option] = [
         None,
         "URL",
         into="llm.endpoint",
+    ),
+    Option(
+        "llm-client",
+        "what sends --openenv-policy=openai requests: http (the standard library, one "
+        "keep-alive connection per episode thread: the least CPU per request), sdk (the "
+        "openai SDK: OPENAI_BASE_URL, its auth and client options) or auto (default: http "
+        "for --openenv-llm-endpoint, sdk for the official API)",
+        one_of(*LLM_CLIENTS),
+        LLM_CLIENTS[0],
+        "CLIENT",
+        into="llm.client",
     ),
     Option(
         "temperature",

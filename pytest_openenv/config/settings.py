@@ -108,6 +108,8 @@ class LLMSettings:
 
     endpoint: str | None = default_of("llm-endpoint")
     """``--openenv-llm-endpoint``: an OpenAI-compatible base URL; None: the official API."""
+    client: str = default_of("llm-client")
+    """``--openenv-llm-client``: ``auto``, ``http`` or ``sdk`` (``policies/llm/``)."""
     temperature: float = default_of("temperature")
     """``--openenv-temperature``."""
     max_tokens: int = default_of("max-tokens")

@@ -20,6 +20,7 @@ class XdistController:
 
     def __init__(self, controller: ControllerPlugin) -> None:
         self.controller = controller
+        self._warmed_up = False
         config = controller.config
         dist = config.getoption("dist", None)
         if controller.settings.run.env and dist in ("loadscope", "loadfile"):
@@ -76,4 +77,15 @@ class XdistController:
         self.controller.slimmer.before_rebuild(data)
         report = yield
         self.controller.slimmer.after_rebuild(report)
+        if not self._warmed_up:
+            self._warm_up()
         return report
+
+    def _warm_up(self) -> None:
+        """The first report from a worker: episodes are in flight, and the controller waits
+        on them; what its end of session imports (report.html, the card) loads meanwhile."""
+        from ..util import warmup
+
+        self._warmed_up = True
+        if self.controller.settings.run.env:
+            warmup.start(self.controller.config)

@@ -300,7 +300,7 @@ class Runahead:
             assert self.pool is not None
             self.pool.submit(job)
         if self._warm_up and self.jobs:
-            from . import warmup
+            from ..util import warmup
 
             self._warm_up = False
             warmup.start(self.config)  # the episodes just queued wait on the network

@@ -21,12 +21,15 @@ from pytest_openenv.policies.llm.common import LLMConfig
 
 SERVERS = {"openai": OpenAICompatServer, "anthropic": AnthropicMessagesServer}
 FAULTS = {"hang": Faults(hang=True), "trickle": Faults(trickle=0.5)}
+#: (provider, --openenv-llm-client): openai's endpoint requests go through http.client by
+#: default; the SDK path keeps its own bound (the httpx hooks of deadline.py)
+CLIENTS = [("anthropic", "auto"), ("openai", "http"), ("openai", "sdk")]
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
-@pytest.mark.parametrize("provider", sorted(SERVERS))
+@pytest.mark.parametrize(("provider", "client"), CLIENTS)
 def test_a_stalled_answer_errors_the_episode_without_openenv_timeout(
-    launcher: Launcher, provider: str, fault: str
+    launcher: Launcher, provider: str, client: str, fault: str
 ) -> None:
     server = SERVERS[provider](FAULTS[fault]).start()
     try:
@@ -38,6 +41,7 @@ def test_a_stalled_answer_errors_the_episode_without_openenv_timeout(
             "--openenv-model=fake-model",
             "--openenv-request-timeout=1",
             "--openenv-max-retries=1",
+            f"--openenv-llm-client={client}",
             # the body trickles for minutes (one byte per 0.5 s); the SDK default waits 10 min
             timeout=90,
         )
@@ -49,6 +53,8 @@ def test_a_stalled_answer_errors_the_episode_without_openenv_timeout(
     message = failure["failure"]["message"]
     assert "timed out" in message and "--openenv-request-timeout=1s" in message, message
     assert server.requests == 2  # the first request and its one retry, both bounded
+    if provider == "openai":  # the path named is the one taken
+        assert all(("(http.client)" in agent) == (client == "http") for agent in server.user_agents)
 
 
 def test_the_default_request_bound_is_stated_and_used() -> None:

@@ -31,10 +31,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 FAULT_KINDS = (
@@ -136,6 +138,42 @@ def decide(texts: list[str], turn: int, faults: Faults, model: str | None = None
     return Decision("", (play,))
 
 
+class BacklogHTTPServer(ThreadingHTTPServer):
+    """A threading server whose listen queue holds a benchmark's burst of connections.
+
+    socketserver's default backlog of 5 overflows when 64 clients connect at once: the
+    kernel drops the SYN and the client retries it 1 s later, a stall that is the
+    benchmark's, not the code's under test (``listen_drops`` counts them).
+    """
+
+    request_queue_size = 1024
+    allow_reuse_address = True
+    connections = 0
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self.connections += 1  # the one accepting thread counts
+        super().process_request(request, client_address)
+
+
+def listen_drops() -> int | None:
+    """SYNs this machine's listen queues dropped so far (``TcpExt: ListenDrops``, which
+    includes ``ListenOverflows``), from /proc/net/netstat; None where it is not readable.
+
+    Machine-wide: read it before and after a run, on a machine with no other listener
+    under load, to see what the run's server dropped.
+    """
+    try:
+        lines = Path("/proc/net/netstat").read_text(encoding="ascii").splitlines()
+    except OSError:
+        return None
+    for names, values in zip(lines[::2], lines[1::2], strict=False):
+        if names.startswith("TcpExt:"):
+            table = dict(zip(names.split()[1:], values.split()[1:], strict=False))
+            drops = table.get("ListenDrops")
+            return int(drops) if drops is not None else None
+    return None
+
+
 def call_id(prefix: str, history: Any, index: int) -> str:
     """Deterministic ids: the same conversation gets the same ids in every run."""
     digest = hashlib.sha1(json.dumps(history, sort_keys=True).encode()).hexdigest()[:12]
@@ -163,7 +201,11 @@ class ModelServer:
         #: model list requests (``GET``), and the headers each carried
         self.model_checks = 0
         self.model_check_headers: list[dict[str, str]] = []
-        self._httpd: ThreadingHTTPServer | None = None
+        #: per request: the path as sent (absolute through a proxy) and a few headers
+        self.paths_seen: list[str] = []
+        self.user_agents: list[str] = []
+        self.authorizations: list[str] = []
+        self._httpd: BacklogHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # -- wire format (subclasses) --------------------------------------------
@@ -182,15 +224,24 @@ class ModelServer:
         assert self._httpd is not None, "server not started"
         return int(self._httpd.server_address[1])
 
+    #: ``https`` once started with ``tls``
+    scheme = "http"
+
     @property
     def root_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     @property
     def base_url(self) -> str:
         return self.root_url
 
-    def start(self) -> ModelServer:
+    @property
+    def connections(self) -> int:
+        """TCP connections accepted so far (keep-alive clients reuse theirs)."""
+        return self._httpd.connections if self._httpd is not None else 0
+
+    def start(self, tls: tuple[str, str] | None = None) -> ModelServer:
+        """Listen on 127.0.0.1; ``tls``: (certificate file, key file) to speak https."""
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -208,7 +259,12 @@ class ModelServer:
             def do_POST(self) -> None:
                 server._handle(self)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = BacklogHTTPServer(("127.0.0.1", 0), Handler)
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self._httpd.socket = context.wrap_socket(self._httpd.socket, server_side=True)
+            self.scheme = "https"
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
@@ -240,6 +296,9 @@ class ModelServer:
             self.statuses_sent.clear()
             self.model_checks = 0
             self.model_check_headers.clear()
+            self.paths_seen.clear()
+            self.user_agents.clear()
+            self.authorizations.clear()
 
     # -- the model list (GET): the plugin's check before a run ----------------
     def model_entry(self, model: str) -> dict[str, Any]:
@@ -350,6 +409,9 @@ class ModelServer:
             self.bodies.append(body)
             self.arrivals.append(time.monotonic())
             self.in_flight_at_arrival.append(self.in_flight)
+            self.paths_seen.append(handler.path)
+            self.user_agents.append(handler.headers.get("User-Agent") or "")
+            self.authorizations.append(handler.headers.get("Authorization") or "")
             status = self.faults.statuses.pop(0) if self.faults.statuses else None
             others = self.in_flight - 1
         try:

@@ -3,10 +3,11 @@
 Worker side: one policy object per pytest process, shared by every episode
 thread (``--openenv-concurrency``), so everything here is thread-safe.
 
-Transport faults are retried by the SDK itself (``max_retries``: it honours
-``Retry-After`` and backs off on 429, 5xx and connection errors). What is left
-after that becomes ``PolicyUnavailable`` (the episode is an *error*) with the
-status and the server's message, scrubbed of secrets. An endpoint that cannot be
+Transport faults are retried by whatever carries the request: the SDK itself, or
+``http_client`` with the SDK's rules (``max_retries``: ``Retry-After`` honoured, backoff
+on 429, 5xx and connection errors). What is left after that becomes
+``PolicyUnavailable`` (the episode is an *error*) with the status and the server's
+message, scrubbed of secrets, in the same words on either path. An endpoint that cannot be
 reached or refuses the key (401/403) is remembered: later episodes of this
 process fail at once with the same message instead of each waiting it out.
 """
@@ -159,7 +160,7 @@ class RemoteModelPolicy(Policy):
     key_env: ClassVar[str]
     #: ``pip install 'pytest-openenv[<extra>]'``
     extra: ClassVar[str]
-    #: importable name of the SDK
+    #: importable name of the SDK; empty: the policy needs none
     sdk: ClassVar[str]
 
     def __init__(
@@ -223,8 +224,11 @@ class RemoteModelPolicy(Policy):
                     raise PolicyUnavailable(
                         f"--openenv-policy={self.provider} needs {self.key_env} in the environment"
                     )
-                self._client = self._make_client(self._module(), self._api_key)
+                self._client = self._new_client(self._api_key)
             return self._client
+
+    def _new_client(self, api_key: str) -> Any:
+        return self._make_client(self._module(), api_key)
 
     @property
     def where(self) -> str:
@@ -252,7 +256,7 @@ class RemoteModelPolicy(Policy):
             if too_large is not None:  # the SDK wrapped it as a connection error
                 raise AnswerTooLarge(self._secrets.scrub(str(too_large))) from None
             self._raise_if_context_full(exc)
-            if isinstance(exc, self._module().APITimeoutError):
+            if self._is_timeout(exc):
                 self.overload.fire()  # --openenv-concurrency auto: fewer in flight
             failure = self._classify(exc, timeout)
             if failure is None:
@@ -290,6 +294,9 @@ class RemoteModelPolicy(Policy):
     def _request_timeout(self, turn: Turn) -> float:
         return seconds_left(turn, self.config.request_timeout, self.config.timeout)
 
+    def _is_timeout(self, exc: Exception) -> bool:
+        return isinstance(exc, self._module().APITimeoutError)
+
     def _classify(self, exc: Exception, timeout: float | None) -> Failure | None:
         sdk = self._module()
         retries = (
@@ -298,50 +305,60 @@ class RemoteModelPolicy(Policy):
             else getattr(sdk, "DEFAULT_MAX_RETRIES", 2)
         )
         if isinstance(exc, sdk.APITimeoutError):
-            if timeout is not None and timeout < self.config.request_timeout:
-                budget = (
-                    f" (the episode's --openenv-timeout={self.config.timeout:g}s budget ran out)"
-                )
-            else:
-                budget = (
-                    f" (no whole answer within --openenv-request-timeout="
-                    f"{self.config.request_timeout:g}s, {retries} retries)"
-                )
-            return Failure(f"{self.provider} request to {self.where} timed out{budget}", False)
+            return self._timed_out(timeout, retries)
         if isinstance(exc, sdk.APIConnectionError):
             cause = exc.__cause__ or exc.__context__
             why = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
-            return Failure(
-                f"{self.provider} endpoint {self.where} is unreachable after {retries} "
-                f"retries ({why[:MAX_MESSAGE]})",
-                True,
-            )
+            return self._unreachable(why, retries)
         if isinstance(exc, sdk.APIStatusError):
-            status = int(exc.status_code)
-            said = _server_message(exc)[:MAX_MESSAGE]
-            spent = self._retries_spent(exc, retries) if _retried(status) else ""
-            hint = ""
-            if status in (401, 403):
-                hint = f" (check {self.key_env})" if not self.config.base_url else ""
-            return Failure(
-                f"{self.provider} API error from {self.where}: HTTP {status}{spent}: {said}{hint}",
-                status in (401, 403),
-            )
+            response = getattr(exc, "response", None)
+            headers = response.headers if response is not None else None
+            return self._status_failure(exc, headers, retries)
         if isinstance(exc, getattr(sdk, "APIError", ())):
             return Failure(f"{self.provider} API error from {self.where}: {exc}", False)
         return None
 
-    def _retries_spent(self, exc: Any, configured: int) -> str:
-        """What the SDK did before giving up: retries counted, and a wait it refused."""
+    # -- the words of each failure, whatever carried the request ---------------
+    def _timed_out(self, timeout: float | None, retries: int) -> Failure:
+        if timeout is not None and timeout < self.config.request_timeout:
+            budget = f" (the episode's --openenv-timeout={self.config.timeout:g}s budget ran out)"
+        else:
+            budget = (
+                f" (no whole answer within --openenv-request-timeout="
+                f"{self.config.request_timeout:g}s, {retries} retries)"
+            )
+        return Failure(f"{self.provider} request to {self.where} timed out{budget}", False)
+
+    def _unreachable(self, why: str, retries: int) -> Failure:
+        return Failure(
+            f"{self.provider} endpoint {self.where} is unreachable after {retries} "
+            f"retries ({why[:MAX_MESSAGE]})",
+            True,
+        )
+
+    def _status_failure(self, exc: Any, headers: Any, retries: int) -> Failure:
+        """``exc`` has ``status_code`` and the server's ``body`` or ``message``."""
+        status = int(exc.status_code)
+        said = _server_message(exc)[:MAX_MESSAGE]
+        spent = self._retries_spent(headers, retries) if _retried(status) else ""
+        hint = ""
+        if status in (401, 403):
+            hint = f" (check {self.key_env})" if not self.config.base_url else ""
+        return Failure(
+            f"{self.provider} API error from {self.where}: HTTP {status}{spent}: {said}{hint}",
+            status in (401, 403),
+        )
+
+    def _retries_spent(self, headers: Any, configured: int) -> str:
+        """What the client did before giving up: retries counted, and a wait it refused."""
         from .deadline import LONGEST_RETRY_AFTER, retry_after
 
         attempts = getattr(self._attempts, "count", 0)
         spent = max(attempts - 1, 0) if attempts else configured
         text = f" after {spent} retries" if spent else ""
-        response = getattr(exc, "response", None)
-        wait = retry_after(response.headers) if response is not None else None
+        wait = retry_after(headers) if headers is not None else None
         if wait is not None and wait > LONGEST_RETRY_AFTER:
-            asked = response.headers.get("retry-after") or f"{wait:g}"
+            asked = headers.get("retry-after") or f"{wait:g}"
             text += (
                 f" (Retry-After: {asked}: the server asked to wait {wait:g} s, longer than "
                 f"the {LONGEST_RETRY_AFTER:g} s a retry may wait; not retried)"
@@ -369,6 +386,17 @@ class RemoteModelPolicy(Policy):
 NEEDS_MODEL = "needs --openenv-model"
 
 
+def uses_http_client(settings: Settings) -> bool:
+    """Whether ``--openenv-policy=openai`` requests go through ``http_client`` (not the SDK).
+
+    ``auto``: for ``--openenv-llm-endpoint``, a self-hosted server that needs nothing of the
+    SDK but the wire format; the official API keeps the SDK (``OPENAI_BASE_URL``, its auth
+    and headers, whatever OpenAI changes next).
+    """
+    client = settings.llm.client
+    return client == "http" or (client == "auto" and bool(settings.llm.endpoint))
+
+
 def build_llm_policy(
     provider: str, settings: Settings, overload: OverloadSignal | None = None
 ) -> RemoteModelPolicy:
@@ -377,7 +405,9 @@ def build_llm_policy(
     ``overload`` hears the endpoint's pushback (429/503, timeouts).
     """
     if provider == "openai":
-        from .openai_chat import OpenAIPolicy as cls
+        from .openai_chat import OpenAIHTTPPolicy, OpenAIPolicy
+
+        cls = OpenAIHTTPPolicy if uses_http_client(settings) else OpenAIPolicy
     else:
         from .anthropic_messages import AnthropicPolicy as cls  # type: ignore[assignment]
     model, replay, endpoint = settings.llm.model, settings.llm.replay, settings.llm.endpoint
@@ -386,7 +416,7 @@ def build_llm_policy(
         raise pytest.UsageError(
             f"--openenv-policy={provider} {NEEDS_MODEL} (e.g. --openenv-model={example})"
         )
-    if not replay and importlib.util.find_spec(cls.sdk) is None:
+    if not replay and cls.sdk and importlib.util.find_spec(cls.sdk) is None:
         # presence only: importing an SDK costs up to a second of CPU (``import openai``
         # builds its pydantic models), which an xdist controller never needs
         raise pytest.UsageError(

@@ -1,18 +1,23 @@
-"""``--openenv-policy=openai``: chat completions with tools through the official ``openai`` SDK.
+"""``--openenv-policy=openai``: chat completions with tools, through the SDK or ``http.client``.
 
-Also any OpenAI-compatible server (vLLM, TGI, Ollama, llama.cpp, HF Inference)
-through ``--openenv-llm-endpoint``. Worker side; the SDK is imported on the
-first model call, never at plugin import.
+``OpenAIPolicy`` speaks through the official ``openai`` SDK (the official API, and
+any endpoint with ``--openenv-llm-client=sdk``); ``OpenAIHTTPPolicy`` through the
+standard library (``http_client.py``: any OpenAI-compatible server, vLLM, TGI,
+Ollama, llama.cpp, HF Inference, through ``--openenv-llm-endpoint``), the same body
+and the same answers read. Worker side; the SDK is imported on the first model
+call, never at plugin import, and never by ``OpenAIHTTPPolicy``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Any, ClassVar
 
+from ...errors import EndpointStatus, EndpointTimeout, EndpointUnreachable
 from ..base import Reply, ToolCall, Turn, Usage, content_text
-from .common import RemoteModelPolicy
+from .common import Failure, RemoteModelPolicy
 
 #: OpenAI reasoning models (o1, o3, o4-mini, gpt-5 ...) reject ``max_tokens`` and
 #: ``temperature`` on the official API; they take ``max_completion_tokens``.
@@ -162,3 +167,67 @@ class OpenAIPolicy(RemoteModelPolicy):
         if not is_chat_completion(response):
             raise self.unreadable(response, "a chat completion")
         return parse_response(response, turn)
+
+
+#: where ``--openenv-llm-client=http`` sends requests without ``--openenv-llm-endpoint``
+OFFICIAL_BASE_URL = "https://api.openai.com/v1"
+
+
+class OpenAIHTTPPolicy(OpenAIPolicy):
+    """The same requests and answers as ``OpenAIPolicy``, carried by ``http_client``."""
+
+    sdk: ClassVar[str] = ""
+
+    def load(self, *, strict: bool) -> None:
+        """Nothing to import: the standard library carries the requests."""
+
+    def _new_client(self, api_key: str) -> Any:
+        from .http_client import ChatEndpoint
+
+        base_url = self.config.base_url or os.environ.get("OPENAI_BASE_URL") or OFFICIAL_BASE_URL
+        return ChatEndpoint(
+            base_url,
+            api_key,
+            max_retries=self.config.max_retries,
+            on_attempt=self._count,
+            on_answer=self.overload.observe_response,
+        )
+
+    def _count(self) -> None:
+        self.count_attempt(None)
+
+    def _complete(self, client: Any, turn: Turn, timeout: float | None) -> Reply:
+        body = request_body(
+            self.config.model,
+            turn,
+            temperature=self.config.temperature,
+            max_tokens=self.config.max_tokens,
+            official=self.config.base_url is None,
+        )
+        data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        answer = client.post(data, timeout or self.config.request_timeout, turn.deadline)
+        text = answer.body.decode("utf-8", "replace")
+        # as the SDK reads it: JSON when the server says so, else the text (not a completion)
+        response: Any = json.loads(text) if answer.is_json else text
+        if not is_chat_completion(response):
+            raise self.unreadable(response, "a chat completion")
+        return parse_response(response, turn)
+
+    def _is_timeout(self, exc: Exception) -> bool:
+        return isinstance(exc, EndpointTimeout)
+
+    def _classify(self, exc: Exception, timeout: float | None) -> Failure | None:
+        from .http_client import DEFAULT_MAX_RETRIES
+
+        retries = (
+            self.config.max_retries if self.config.max_retries is not None else DEFAULT_MAX_RETRIES
+        )
+        if isinstance(exc, EndpointTimeout):
+            return self._timed_out(timeout, retries)
+        if isinstance(exc, EndpointUnreachable):
+            cause = exc.__cause__
+            why = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
+            return self._unreachable(why, retries)
+        if isinstance(exc, EndpointStatus):
+            return self._status_failure(exc, exc.headers, retries)
+        return None

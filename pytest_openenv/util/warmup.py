@@ -5,7 +5,8 @@ hypothesis' pytest plugin (hypothesis is a dependency of this one) imports the
 whole library for its terminal summary: about a tenth of a second after the
 last episode, on every run. A concurrent run mostly waits on models and servers,
 so one background import takes that off the end. Only in the process that
-prints the summary; never where episodes are CPU-bound (no pool).
+prints the summary: with ``-n 0`` once episodes are queued in the pool (never where
+they are CPU-bound, no pool); under xdist in the controller at the first worker report.
 """
 
 from __future__ import annotations
@@ -17,8 +18,14 @@ import threading
 
 import pytest
 
-#: what the end of a run imports, and the plugin whose summary needs it (None: ours)
-END_OF_RUN_IMPORTS = (("yaml", None), ("hypothesis.internal.observability", "hypothesispytest"))
+#: what the end of a run imports, and the plugin whose summary needs it (None: ours):
+#: the card's front matter (PyYAML, huggingface_hub's card data), report.html's renderer
+END_OF_RUN_IMPORTS = (
+    ("yaml", None),
+    ("huggingface_hub.repocard_data", None),
+    ("pytest_openenv.report.page", None),
+    ("hypothesis.internal.observability", "hypothesispytest"),
+)
 
 
 def start(config: pytest.Config) -> threading.Thread | None:

@@ -1,0 +1,215 @@
+"""``http_client.ChatEndpoint`` against the loopback fake model: what the SDK path did, kept.
+
+Retries and their waits, the wall-clock bound on a trickled answer, the answer size cap,
+the base URL's path, keep-alive, Basic auth from the URL, https with the system's
+certificate settings, proxies from the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from servers.fake_model import Faults
+from servers.openai_compat import OpenAICompatServer, serve_openai
+
+from pytest_openenv.errors import (
+    AnswerTooLarge,
+    EndpointStatus,
+    EndpointTimeout,
+    EndpointUnreachable,
+)
+from pytest_openenv.policies.llm.http_client import ChatEndpoint, backoff
+
+BODY = json.dumps(
+    {"model": "m", "messages": [{"role": "user", "content": "Legal actions: 3, 4"}]}
+).encode()
+
+
+def endpoint(server: OpenAICompatServer, **kwargs: object) -> tuple[ChatEndpoint, list[int]]:
+    attempts: list[int] = []
+    options = {"max_retries": 2, **kwargs}
+    chat = ChatEndpoint(
+        server.base_url, "sk-test", on_attempt=lambda: attempts.append(1), **options
+    )  # type: ignore[arg-type]
+    return chat, attempts
+
+
+def test_requests_go_to_the_base_urls_path_over_one_kept_alive_connection() -> None:
+    with serve_openai() as server:
+        chat, attempts = endpoint(server)
+        answers = [chat.post(BODY, 5.0) for _ in range(5)]
+        chat.close()
+        assert [a.status_code for a in answers] == [200] * 5
+        assert json.loads(answers[0].body)["choices"][0]["message"]["tool_calls"]
+        assert server.paths_seen == ["/v1/chat/completions"] * 5
+        assert server.connections == 1
+        assert len(attempts) == 5
+        assert server.authorizations[0] == "Bearer sk-test"
+        assert "(http.client)" in server.user_agents[0]
+
+
+def test_429s_are_retried_after_the_servers_retry_after() -> None:
+    with serve_openai(statuses=[429, 429], retry_after=1.0) as server:
+        chat, attempts = endpoint(server)
+        assert chat.post(BODY, 5.0).status_code == 200
+        assert server.statuses_sent[:3] == [429, 429, 200]
+        gaps = [b - a for a, b in zip(server.arrivals, server.arrivals[1:], strict=False)]
+        assert len(gaps) == 2 and all(gap >= 0.95 for gap in gaps), gaps
+        assert len(attempts) == 3
+
+
+def test_a_status_past_the_retries_is_raised_with_the_servers_body() -> None:
+    with serve_openai(always_status=503, retry_after=0.01) as server:
+        chat, attempts = endpoint(server, max_retries=1)
+        with pytest.raises(EndpointStatus) as raised:
+            chat.post(BODY, 5.0)
+        assert raised.value.status_code == 503
+        assert raised.value.body["error"]["message"] == "injected HTTP 503"  # type: ignore[index]
+        assert server.requests == 2 and len(attempts) == 2
+
+
+def test_statuses_that_are_no_transport_fault_are_not_retried() -> None:
+    with serve_openai(always_status=400) as server:
+        chat, _ = endpoint(server)
+        with pytest.raises(EndpointStatus):
+            chat.post(BODY, 5.0)
+        assert server.requests == 1
+
+
+def test_a_retry_after_longer_than_two_minutes_is_not_waited_for() -> None:
+    with serve_openai(always_status=429, retry_after=600) as server:
+        chat, _ = endpoint(server)
+        started = time.monotonic()
+        with pytest.raises(EndpointStatus):
+            chat.post(BODY, 5.0)
+        assert server.requests == 1 and time.monotonic() - started < 2
+
+
+def test_backoff_follows_the_sdks_rules() -> None:
+    assert backoff(0, {"retry-after": "3"}) == 3.0
+    assert backoff(0, {"retry-after-ms": "250"}) == 0.25
+    assert backoff(0, {"retry-after": "600"}) is None
+    # no usable Retry-After: 0.5 s doubling to 8 s, less up to 25% jitter
+    for retry, top in [(0, 0.5), (1, 1.0), (2, 2.0), (6, 8.0)]:
+        assert 0.75 * top <= (backoff(retry, {}) or 0) <= top
+    assert 0.75 * 0.5 <= (backoff(0, {"retry-after": "90"}) or 0) <= 0.5
+
+
+def test_no_retry_waits_past_the_episodes_deadline() -> None:
+    with serve_openai(always_status=429, retry_after=3) as server:
+        chat, _ = endpoint(server)
+        started = time.monotonic()
+        with pytest.raises(EndpointStatus):
+            chat.post(BODY, 5.0, deadline=started + 1.0)
+        assert server.requests == 1 and time.monotonic() - started < 1.0
+
+
+def test_a_trickled_answer_is_bounded_by_the_request_timeout_and_retried() -> None:
+    server = OpenAICompatServer(Faults(trickle=0.2)).start()
+    try:
+        chat, attempts = endpoint(server, max_retries=1)
+        started = time.monotonic()
+        with pytest.raises(EndpointTimeout):
+            chat.post(BODY, 1.0)
+        took = time.monotonic() - started
+    finally:
+        server.stop()
+    # two attempts of 1 s (each read ends within a 0.2 s byte of the bound) and one backoff
+    assert 2.0 <= took < 4.0, took
+    assert server.requests == 2 and len(attempts) == 2
+
+
+@pytest.mark.parametrize("length", [True, False], ids=["content-length", "no-length"])
+def test_an_answer_past_the_cap_stops_the_reading(length: bool) -> None:
+    server = OpenAICompatServer(Faults(huge_answer=(64 * 2**20, length))).start()
+    try:
+        chat, _ = endpoint(server, max_bytes=2**20)
+        with pytest.raises(AnswerTooLarge, match=r"over 1048576 bytes") as raised:
+            chat.post(BODY, 30.0)
+    finally:
+        server.stop()
+    assert ("Content-Length: " in str(raised.value)) == length
+    assert server.requests == 1  # not retried: the next answer would be as large
+
+
+def test_a_dropped_connection_is_unreachable_after_the_retries() -> None:
+    with serve_openai(drop=True) as server:
+        chat, attempts = endpoint(server, max_retries=1)
+        with pytest.raises(EndpointUnreachable) as raised:
+            chat.post(BODY, 5.0)
+        assert raised.value.__cause__ is not None  # what the socket said, for the message
+        assert server.requests == 2 and len(attempts) == 2
+
+
+def test_a_pooled_connection_the_server_closed_is_replaced_without_a_retry() -> None:
+    with serve_openai() as server:
+        chat, attempts = endpoint(server, max_retries=0)
+        chat.post(BODY, 5.0)
+        for conn in chat._idle:  # as a server's keep-alive timeout does
+            assert conn.sock is not None
+            conn.sock.shutdown(2)
+        assert chat.post(BODY, 5.0).status_code == 200
+        assert len(attempts) == 2 and server.requests == 2
+
+
+def test_credentials_in_the_base_url_go_as_basic_auth() -> None:
+    with serve_openai() as server:
+        url = server.base_url.replace("http://", "http://user:p%40ss@")
+        ChatEndpoint(url, "EMPTY", max_retries=0).post(BODY, 5.0)
+        assert server.authorizations == ["Basic dXNlcjpwQHNz"]  # user:p@ss
+
+
+def test_a_proxy_from_the_environment_carries_a_remote_endpoint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with serve_openai() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.root_url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        chat = ChatEndpoint("http://model.example:8000/v1", "EMPTY", max_retries=0)
+        assert chat.post(BODY, 5.0).status_code == 200
+        assert proxy.paths_seen == ["http://model.example:8000/v1/chat/completions"]
+        monkeypatch.setenv("NO_PROXY", "model.example")
+        with pytest.raises(EndpointUnreachable):  # no proxy: the name does not resolve
+            ChatEndpoint("http://model.example:8000/v1", "EMPTY", max_retries=0).post(BODY, 5.0)
+
+
+def test_a_loopback_endpoint_never_goes_through_a_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    with serve_openai() as server:
+        monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # the discard port: nothing
+        assert ChatEndpoint(server.base_url, "k", max_retries=0).post(BODY, 5.0).status_code == 200
+
+
+@pytest.fixture
+def certificate(tmp_path: Path) -> tuple[str, str]:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1"),
+            *("-addext", "subjectAltName=IP:127.0.0.1"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return str(cert), str(key)
+
+
+def test_https_verifies_the_certificate_with_the_systems_settings(
+    certificate: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = OpenAICompatServer(Faults()).start(tls=certificate)
+    try:
+        assert server.base_url.startswith("https://127.0.0.1:")
+        monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+        with pytest.raises(EndpointUnreachable, match="CERTIFICATE_VERIFY_FAILED"):
+            ChatEndpoint(server.base_url, "k", max_retries=0).post(BODY, 5.0)
+        monkeypatch.setenv("SSL_CERT_FILE", certificate[0])  # as OpenSSL reads it
+        answer = ChatEndpoint(server.base_url, "k", max_retries=0).post(BODY, 5.0)
+        assert answer.status_code == 200 and server.paths_seen == ["/v1/chat/completions"]
+    finally:
+        server.stop()
