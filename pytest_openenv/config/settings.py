@@ -17,7 +17,12 @@ from typing import Any
 
 import pytest
 
-from .convert import TOOL_ARGUMENT_FORMS, check_item_count, check_seed_range
+from .convert import (
+    INSPECT_LOGS_DEFAULT,
+    TOOL_ARGUMENT_FORMS,
+    check_item_count,
+    check_seed_range,
+)
 from .options import OPTIONS, default_of, read_values
 
 
@@ -200,6 +205,8 @@ class OutputSettings:
     """``--openenv-progress``: seconds between plain status lines off a terminal; None: off."""
     failure_reports: int | None = default_of("failure-reports")
     """``--openenv-failure-reports``: episode failures shown in full at the end; None: all."""
+    inspect_log: Path | None = default_of("inspect-log")
+    """``--openenv-inspect-log``: the folder of the inspect eval logs, absolute; None: none."""
 
 
 @dataclass(frozen=True)
@@ -244,6 +251,12 @@ class Settings:
         elif not folder.is_absolute():
             folder = Path(config.invocation_params.dir) / folder
         values["output"] = folder
+        logs = values["inspect-log"]
+        if logs is not None:
+            logs = Path(logs) if logs else folder / INSPECT_LOGS_DEFAULT
+            values["inspect-log"] = (
+                logs if logs.is_absolute() else Path(config.invocation_params.dir) / logs
+            )
         if values["policy"] is None and values["llm-endpoint"]:
             values["policy"] = ("openai",)  # an endpoint without a policy means its client
         return cls.from_values(values)
@@ -287,6 +300,7 @@ class Settings:
             "judge_at": run.judge_at,
             "tool_arguments": self.output.tool_arguments,
             "chat_template": self.output.chat_template,
+            "inspect_log": str(self.output.inspect_log) if self.output.inspect_log else None,
             "prompt_style": run.prompt_style,
             "servers": self.servers.public(),
             "llm": self.llm.public(run),

@@ -54,9 +54,10 @@ def group_of(row: dict[str, Any]) -> Group:
 def is_error(row: dict[str, Any]) -> bool:
     """An episode that errored (infrastructure, not the agent): no verdict to learn from."""
     failure = row.get("failure") or {}
-    return failure.get("outcome") == "error" or (row.get("verify_metrics") or {}).get(
-        "outcome"
-    ) == "error"
+    return (
+        failure.get("outcome") == "error"
+        or (row.get("verify_metrics") or {}).get("outcome") == "error"
+    )
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,8 @@ from typing import Any
 from ..util.atomic import replacing
 from ..util.secrets import KnownSecrets
 from .played import PlayedEpisodes, is_error, test_function
+from .writer import PREFERENCES
 
-PREFERENCES = "preferences.jsonl"
 PREFERENCE_SCHEMA_VERSION = 1
 
 
@@ -61,7 +61,7 @@ def split_point(chosen: list[dict[str, Any]], rejected: list[dict[str, Any]]) ->
     conversation has nothing past the shared part.
     """
     shared = 0
-    for a, b in zip(chosen, rejected):
+    for a, b in zip(chosen, rejected, strict=False):
         if a != b:
             break
         shared += 1

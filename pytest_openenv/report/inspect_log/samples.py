@@ -83,9 +83,7 @@ def chat_messages(row: dict[str, Any], model: str | None) -> list[Any]:
     )
     from inspect_ai.tool import ToolCallError
 
-    errors = [
-        ((entry.get("result") or {}).get("error")) for entry in row.get("tool_trace") or []
-    ]
+    errors = [((entry.get("result") or {}).get("error")) for entry in row.get("tool_trace") or []]
     converted: list[Any] = []
     calls = tools = 0
     for message in row.get("messages") or []:
@@ -141,8 +139,9 @@ def usage(row: dict[str, Any], model: str) -> dict[str, Any]:
     from inspect_ai.model import ModelUsage
 
     metrics = row.get("metrics") or {}
-    prompt, completion = int(metrics.get("prompt_tokens") or 0), int(
-        metrics.get("completion_tokens") or 0
+    prompt, completion = (
+        int(metrics.get("prompt_tokens") or 0),
+        int(metrics.get("completion_tokens") or 0),
     )
     if not (prompt or completion or row.get("model")):
         return {}

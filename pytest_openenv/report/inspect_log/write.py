@@ -31,12 +31,11 @@ from typing import Any
 from ... import __version__
 from ...dataset.folder import read_metadata
 from ...dataset.played import Group, PlayedEpisodes, group_of
+from ...dataset.writer import INSPECT_LOGS
 from ...util.secrets import KnownSecrets
 from .figures import CONFIDENCE, GroupFigures, group_figures, repeats_of
 from .samples import eval_sample
 
-#: the default folder of the logs, inside the output folder
-LOGS = "inspect-logs"
 SCORER = "pytest-openenv"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -191,7 +190,7 @@ def write_inspect_logs(
     from inspect_ai.log import EvalLog, write_eval_log
 
     secrets = secrets or KnownSecrets.collect()
-    log_dir = log_dir if log_dir is not None else folder / LOGS
+    log_dir = log_dir if log_dir is not None else folder / INSPECT_LOGS
     metadata = read_metadata(folder) or {}
     played = PlayedEpisodes(folder, key=group_of)
     written: list[WrittenLog] = []
