@@ -21,11 +21,8 @@ from typing import Any
 
 import pytest
 from helpers import read_jsonl
-
-pytest.importorskip("inspect_ai")
-
-from inspect_ai.analysis import samples_df  # noqa: E402
-from inspect_ai.log import read_eval_log  # noqa: E402
+from inspect_ai.analysis import samples_df
+from inspect_ai.log import read_eval_log
 
 #: two groups: the random player (passes and losses on the same seeds, with repeats), and
 #: a model-named policy that sends broken JSON once, then the scripted move, and whose
