@@ -58,8 +58,10 @@ def split_point(chosen: list[dict[str, Any]], rejected: list[dict[str, Any]]) ->
     The messages before it are the prompt. The first differing message may be a tool
     result (an env that answered the same move differently): the prompt then ends before
     the assistant turn that made that move. None: no assistant turn to split at, or one
-    conversation has nothing past the shared part.
+    conversation has nothing past the shared part, or both are the same.
     """
+    if chosen == rejected:
+        return None  # the same conversation judged two ways: no choice in it to learn
     shared = 0
     for a, b in zip(chosen, rejected, strict=False):
         if a != b:
