@@ -167,11 +167,17 @@ class PytestOpenEnvHarness(EvalHarness):
         output = self.output or Path(tempfile.mkdtemp(prefix="openenv-harness-"))
         output = output.resolve()
         command = self.command(dataset, eval_parameters or {}, output)
+        # a harness called from an xdist worker must not make its run believe it is one
+        environ = {
+            key: value
+            for key, value in (self.env if self.env is not None else os.environ).items()
+            if not key.startswith("PYTEST_XDIST_")
+        }
         try:
             done = subprocess.run(
                 command,
                 cwd=self.cwd,
-                env=self.env,
+                env=environ,
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 text=True,
