@@ -3,19 +3,14 @@ what we write, as it reads its own logs (``read_eval_log``, ``samples_df``, ``in
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import time
 import urllib.parse
 import urllib.request
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +18,7 @@ import pytest
 from helpers import read_jsonl
 from inspect_ai.analysis import samples_df
 from inspect_ai.log import read_eval_log
+from inspect_viewer import inspect_view
 
 #: two groups: the random player (passes and losses on the same seeds, with repeats), and
 #: a model-named policy that sends broken JSON once, then the scripted move, and whose
@@ -242,50 +238,6 @@ def test_a_folder_given_to_the_option_holds_the_logs_and_a_new_run_keeps_the_old
 
 
 # -- inspect view ---------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextlib.contextmanager
-def inspect_view(log_dir: Path, seconds: float = 60) -> Iterator[str]:
-    """``inspect view`` on loopback, stopped at the end (and within ``seconds`` at most)."""
-    inspect = shutil.which("inspect", path=os.path.dirname(sys.executable)) or "inspect"
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            "timeout",
-            str(int(seconds)),
-            inspect,
-            "view",
-            "--log-dir",
-            str(log_dir),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(base + "/api/log-files", timeout=2).read()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(process.stderr.read() if process.stderr else "") from None
-                time.sleep(0.2)
-        yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-
-
 def get(url: str) -> bytes:
     with urllib.request.urlopen(url, timeout=10) as response:
         return response.read()
