@@ -269,3 +269,16 @@ def test_inspect_view_serves_a_written_log_and_its_samples_on_loopback(
     assert sample["scores"]["verdict"]["value"] == ("C" if row["passed"] else "I")
     calls = [c for m in sample["messages"] if m["role"] == "assistant" for c in m["tool_calls"]]
     assert [c["arguments"] for c in calls] == [t["arguments"] for t in row["tool_trace"]]
+
+
+def test_a_test_path_after_the_bare_option_is_a_usage_error_not_its_folder(
+    pytester: pytest.Pytester, run_pytest: Any
+) -> None:
+    pytester.makepyfile(test_random=RANDOM_TEST.replace("n=4", "n=1"))
+    result = run_pytest("--openenv-inspect-log", "test_random.py", "-n", "0")
+    assert result.ret == 4
+    assert "--openenv-inspect-log=DIR" in result.stderr.str()
+    # written with "=", an empty value is the default folder and the path is collected
+    result = run_pytest("--openenv-inspect-log=", "test_random.py", "-n", "0")
+    assert result.ret in (0, 1)
+    assert list((pytester.path / "openenv-results" / "inspect-logs").glob("*.eval"))

@@ -172,3 +172,27 @@ def test_episodes_with_different_prompts_or_nothing_past_the_shared_part_make_no
     other = [SYSTEM, {"role": "user", "content": "another board"}, move(1)]
     assert split_point([SYSTEM, USER, move(1)], other) is None
     assert split_point([SYSTEM, USER, move(1)], [SYSTEM, USER, move(1)]) is None
+
+
+def test_several_policies_on_the_same_seeds_pair_across_players(
+    pytester: pytest.Pytester, run_pytest: Any
+) -> None:
+    result = run_pytest(
+        "--openenv-env=openspiel:tic_tac_toe",
+        "--openenv-policy=random",
+        "--openenv-policy=scripted",
+        "--openenv-n=8",
+        "-n",
+        "0",
+    )
+    assert result.ret == 1
+    folder = pytester.path / "openenv-results"
+    rows = {r["episode_id"]: r for r in read_jsonl(folder / "results.jsonl")}
+    rows.update({r["episode_id"]: r for r in read_jsonl(folder / "failures.jsonl")})
+    pairs = read_jsonl(folder / "preferences.jsonl")
+    assert pairs
+    for pair in pairs:
+        good, bad = rows[pair["chosen_episode_id"]], rows[pair["rejected_episode_id"]]
+        assert {good["policy"], bad["policy"]} == {"random", "scripted"}
+        assert (pair["chosen_player"], pair["rejected_player"]) == (good["policy"], bad["policy"])
+        assert good["seed"] == bad["seed"] and good["passed"] and not bad["passed"]

@@ -252,6 +252,9 @@ class Settings:
             folder = Path(config.invocation_params.dir) / folder
         values["output"] = folder
         logs = values["inspect-log"]
+        swallowed = swallowed_test_path(list(config.invocation_params.args), logs, config)
+        if swallowed:
+            raise pytest.UsageError(swallowed)
         if logs is not None:
             logs = Path(logs) if logs else folder / INSPECT_LOGS_DEFAULT
             values["inspect-log"] = (
@@ -318,6 +321,28 @@ GROUPS: dict[str, type] = {
     "publish": PublishSettings,
     "budget": BudgetSettings,
 }
+
+
+def swallowed_test_path(args: list[str], logs: str | None, config: pytest.Config) -> str | None:
+    """``--openenv-inspect-log tests/``: argparse gave the test path to the option as its
+    folder (the value may follow the flag), and the run would collect nothing of it."""
+    if not logs or "--openenv-inspect-log" not in args:
+        return None
+    after = args.index("--openenv-inspect-log") + 1
+    if after >= len(args) or args[after] != logs:
+        return None
+    path = Path(config.invocation_params.dir) / logs.partition("::")[0]
+    tests = path.is_dir() and any(
+        next(path.rglob(pattern), None) is not None for pattern in ("test_*.py", "*_test.py")
+    )
+    if not ("::" in logs or logs.endswith(".py") or tests):
+        return None
+    return (
+        f"--openenv-inspect-log took {logs!r} as the folder of its logs, and it is a test "
+        "path: write --openenv-inspect-log=DIR for a folder of your choice, or "
+        f"--openenv-inspect-log= {logs} (or the option after the paths) for the default "
+        "folder inside the output folder"
+    )
 
 
 def check_output_writable(folder: Path) -> None:
