@@ -1,8 +1,9 @@
 """The dataset card (README.md) written next to the JSONL files (controller side).
 
 The card is what the Hub shows: YAML front-matter that points the viewer at
-``results.jsonl`` (config ``default``, split ``train``) and ``failures.jsonl``
-(config ``failures``), then the run's figures, the row schema and loading
+``results.jsonl`` (config ``default``, split ``train``), ``failures.jsonl``
+(config ``failures``) and ``preferences.jsonl`` (config ``preferences``, DPO pairs, when
+the run made any), then the run's figures, the row schema and loading
 snippets. Split ``train`` of the default config is only ever passing episodes:
 with none, the default config holds the failures as split ``failures``, so
 ``load_dataset(repo, split="train")`` fails loudly instead of training on them
