@@ -20,6 +20,8 @@ from inspect_ai.analysis import samples_df
 from inspect_ai.log import read_eval_log
 from inspect_viewer import inspect_view
 
+from pytest_openenv.report.stats import wilson_interval
+
 #: two groups: the random player (passes and losses on the same seeds, with repeats), and
 #: a model-named policy that sends broken JSON once, then the scripted move, and whose
 #: seed 1 meets an outage (an errored episode)
@@ -116,7 +118,8 @@ def test_every_group_gets_a_log_inspect_reads_with_one_sample_per_episode(
     passed = sum(r["passed"] for r in random_rows.values())
     metrics = random_log.results.scores[0].metrics
     assert metrics["accuracy"].value == pytest.approx(passed / 8)
-    assert metrics["accuracy_ci_low"].value < passed / 8 < metrics["accuracy_ci_high"].value
+    low, high = wilson_interval(passed, 8, 0.95)
+    assert (metrics["accuracy_ci_low"].value, metrics["accuracy_ci_high"].value) == (low, high)
     rewards = [r["reward"] for r in random_rows.values()]
     assert metrics["mean_reward"].value == pytest.approx(sum(rewards) / 8)
     assert {"pass@1", "pass@2", "pass^2"} <= set(metrics)
