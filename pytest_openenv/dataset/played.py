@@ -38,7 +38,7 @@ class Group:
         return f"{self.test} · {self.env} · {self.player}"
 
 
-def test_function(nodeid: str) -> str:
+def function_of(nodeid: str) -> str:
     """``tests/t.py::test_x[ep-000001]`` -> ``tests/t.py::test_x``."""
     return nodeid.rpartition("[")[0] if nodeid.endswith("]") else nodeid
 
@@ -46,9 +46,9 @@ def test_function(nodeid: str) -> str:
 def group_of(row: dict[str, Any]) -> Group:
     model = row.get("model")
     if model:
-        return Group(test_function(str(row.get("test", ""))), str(row.get("env", "")), model)
+        return Group(function_of(str(row.get("test", ""))), str(row.get("env", "")), model)
     policy = str(row.get("policy") or "")
-    return Group(test_function(str(row.get("test", ""))), str(row.get("env", "")), policy, "policy")
+    return Group(function_of(str(row.get("test", ""))), str(row.get("env", "")), policy, "policy")
 
 
 def is_error(row: dict[str, Any]) -> bool:
@@ -71,7 +71,7 @@ class _Line:
 class PlayedEpisodes(Generic[K]):
     """The rows of an output folder, indexed by ``key`` (offsets only, until read).
 
-    ``key``: a row's group (``group_of`` by default); rows it gives None are left out.
+    ``key``: where a row belongs (``group_of``: its group); rows it gives None are left out.
     """
 
     def __init__(self, folder: Path, key: Callable[[dict[str, Any]], K | None]) -> None:

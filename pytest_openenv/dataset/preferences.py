@@ -30,7 +30,7 @@ from typing import Any
 
 from ..util.atomic import replacing
 from ..util.secrets import KnownSecrets
-from .played import PlayedEpisodes, is_error, test_function
+from .played import PlayedEpisodes, function_of, is_error
 from .writer import PREFERENCES
 
 PREFERENCE_SCHEMA_VERSION = 1
@@ -40,7 +40,7 @@ def _seed_key(row: dict[str, Any]) -> tuple[str, str, int] | None:
     """Where a row pairs: (test function, env, seed); None for rows that never pair."""
     if is_error(row) or not isinstance(row.get("seed"), int):
         return None
-    return (test_function(str(row.get("test", ""))), str(row.get("env", "")), row["seed"])
+    return (function_of(str(row.get("test", ""))), str(row.get("env", "")), row["seed"])
 
 
 def is_chosen(row: dict[str, Any]) -> bool:
@@ -93,7 +93,7 @@ def pair_row(chosen: dict[str, Any], rejected: dict[str, Any]) -> dict[str, Any]
         "chosen": good[split:],
         "rejected": bad[split:],
         "tools": chosen.get("tools") or [],
-        "test": test_function(str(chosen.get("test", ""))),
+        "test": function_of(str(chosen.get("test", ""))),
         "env": chosen.get("env"),
         "seed": chosen.get("seed"),
         "chosen_episode_id": chosen["episode_id"],
