@@ -8,7 +8,15 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+# torch, transformers, datasets and TRL load once per process, before any pytester run of
+# this module: one first imported inside an in-process pytester run is dropped from
+# sys.modules at its teardown, and importing torch a second time crashes the process
+import datasets
 import pytest
+import tokenizers  # noqa: F401
+import torch
+import transformers
+import trl
 from helpers import read_jsonl
 from tiny_models import random_checkpoint
 
@@ -71,11 +79,6 @@ def test_pairs_split_a_passing_and_a_failing_episode_of_one_seed_at_their_first_
 def test_the_pairs_load_as_the_preferences_config_and_train_two_dpo_steps(
     pytester: pytest.Pytester, run_pytest: Any, tmp_path: Path
 ) -> None:
-    import datasets
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import DPOConfig, DPOTrainer
-
     folder = repeated_run(pytester, run_pytest)
     card = (folder / "README.md").read_text()
     assert "config_name: preferences" in card
@@ -88,9 +91,9 @@ def test_the_pairs_load_as_the_preferences_config_and_train_two_dpo_steps(
     )
 
     checkpoint = random_checkpoint(tmp_path / "tiny")
-    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-    model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
-    config = DPOConfig(
+    tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
+    model = transformers.AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
+    config = trl.DPOConfig(
         output_dir=str(tmp_path / "dpo"),
         max_steps=2,
         per_device_train_batch_size=2,
@@ -103,7 +106,9 @@ def test_the_pairs_load_as_the_preferences_config_and_train_two_dpo_steps(
         disable_tqdm=True,
         max_length=1024,
     )
-    trainer = DPOTrainer(model=model, args=config, train_dataset=pairs, processing_class=tokenizer)
+    trainer = trl.DPOTrainer(
+        model=model, args=config, train_dataset=pairs, processing_class=tokenizer
+    )
     before = [p.detach().clone() for p in model.parameters()]
     result = trainer.train()
     assert result.global_step == 2
