@@ -14,6 +14,10 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+# pandas and pyarrow (what samples_df builds on) load once per process, before any pytester
+# run: a first import inside an in-process pytester run is dropped at its teardown
+import pandas  # noqa: F401
+import pyarrow  # noqa: F401
 import pytest
 from helpers import read_jsonl
 from inspect_ai.analysis import samples_df
