@@ -1,5 +1,6 @@
 """``python -m pytest_openenv push DIR REPO``: upload an output folder to the Hub;
-``python -m pytest_openenv view DIR``: serve its run report on 127.0.0.1.
+``python -m pytest_openenv view DIR``: serve its run report on 127.0.0.1;
+``python -m pytest_openenv inspect-log DIR [--out OUTDIR]``: write its inspect eval logs.
 
 ``push`` is the retry for a run whose upload failed, and the way to publish earlier runs.
 Exit codes: 0 pushed, 1 the upload failed (local files untouched), 2 bad
@@ -8,6 +9,8 @@ no token, 130 Ctrl-C. An unfinished folder (its run was killed) is pushed with a
 that says how to finish it.
 ``view`` exits 0 when stopped with Ctrl-C, 2 for a folder that is not an output folder,
 a host that is not loopback (without ``--allow-remote``) or a port in use.
+``inspect-log`` exits 0 with the logs written, 2 for a folder that is not an output
+folder or without inspect-ai installed.
 Every Hub request gives up after ``PYTEST_OPENENV_HUB_TIMEOUT`` seconds without
 progress (default 60); a failed or interrupted push prints the command to retry.
 """
@@ -76,7 +79,56 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="allow a --host that is not loopback (serves the transcripts to your network)",
     )
+    inspect_log = commands.add_parser(
+        "inspect-log",
+        help="write an output folder's episodes as inspect-ai eval logs, one per group",
+        description=(
+            "Write one inspect-ai eval log per group (test function, env, model or policy) "
+            "of the episodes in DIR's results.jsonl and failures.jsonl (a resumed run's "
+            "included), as --openenv-inspect-log does at the end of a run. Open them with "
+            "`inspect view --log-dir OUTDIR`. Needs the inspect extra."
+        ),
+    )
+    inspect_log.add_argument("folder", metavar="DIR", type=Path, help="output folder of a run")
+    inspect_log.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="OUTDIR",
+        help="folder of the logs (default: DIR/inspect-logs)",
+    )
     return parser
+
+
+def write_inspect_log(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    from .dataset.hub import upload_files
+    from .errors import NotAnOutputFolder
+    from .util.secrets import KnownSecrets
+
+    folder = args.folder.resolve()
+    try:
+        upload_files(folder)  # the files an output folder must have
+    except NotAnOutputFolder as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if importlib.util.find_spec("inspect_ai") is None:
+        print(
+            "error: writing inspect eval logs needs inspect-ai: "
+            "pip install 'pytest-openenv[inspect]'",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    from .report.inspect_log.write import write_inspect_logs
+
+    out = args.out.resolve() if args.out is not None else None
+    written = write_inspect_logs(folder, out, KnownSecrets.collect())
+    for log in written:
+        print(f"{log.path}  ({log.samples} episodes: {log.group.label})")
+    if not written:
+        print(f"no episodes in {folder}: no log written")
+    return EXIT_OK
 
 
 def view(args: argparse.Namespace) -> int:
@@ -210,6 +262,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return push(args)
     if args.command == "view":
         return view(args)
+    if args.command == "inspect-log":
+        return write_inspect_log(args)
     return EXIT_USAGE  # pragma: no cover - argparse rejects unknown commands
 
 

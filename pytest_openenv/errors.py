@@ -42,7 +42,8 @@ Hierarchy::
      │    ├── TemplateFailure         the chat template does not compile or cannot render
      │    │    └── RenderTimeout      it renders past its bound (a loop without end)
      │    ├── CheckpointProblem       ``--openenv-model`` names no checkpoint transformers can load
-     │    └── ViewError               ``python -m pytest_openenv view``: bad folder, host, port
+     │    ├── ViewError               ``python -m pytest_openenv view``: bad folder, host, port
+     │    └── HarnessParameterError   (ValueError) an OpenEnv ``eval_parameters`` key we lack
      ├── InfrastructureFault          -> the item ERRORS (setup), row in failures.jsonl
      │    ├── EpisodeError            what run_episode raises for any fault below
      │    │    └── EpisodeTimeout     over --openenv-timeout
@@ -59,8 +60,9 @@ Hierarchy::
      ├── AgentFault                   -> scored by the env's verdict: a FAILURE, never an error
      │    ├── ActionRejected          the env refused an action: a tool error, play goes on
      │    └── ContextExhausted        the model's context is full: the episode ends unfinished
-     └── PushError                    the upload did not happen; local files intact
-          └── NotAnOutputFolder       the folder lacks the files the plugin writes
+     ├── PushError                    the upload did not happen; local files intact
+     │    └── NotAnOutputFolder       the folder lacks the files the plugin writes
+     └── HarnessRunFailed             (RuntimeError) ``openenv_harness``: a run gave no figures
 
 A fault that reaches the episode loop becomes ``EpisodeError`` there (with the
 episode id in its message), so the fixture has one exception to turn into the
@@ -276,3 +278,14 @@ class PushError(OpenEnvError):
 
 class NotAnOutputFolder(PushError):
     """The folder lacks the files the plugin writes."""
+
+
+# -- running from OpenEnv's eval API ------------------------------------------------------
+class HarnessParameterError(BadInput, ValueError):
+    """An ``eval_parameters`` key or value that maps onto no option of the plugin."""
+
+
+class HarnessRunFailed(OpenEnvError, RuntimeError):
+    """The pytest run behind an ``EvalHarness.run`` ended without figures (a usage error,
+    an internal error, nothing collected, a time limit): the message says which, with the
+    end of its output."""

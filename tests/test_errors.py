@@ -35,6 +35,7 @@ OUTCOME = {
         "RenderTimeout",
         "CheckpointProblem",
         "ViewError",
+        "HarnessParameterError",
     ],
     errors.InfrastructureFault: [
         "EpisodeError",
@@ -52,6 +53,8 @@ OUTCOME = {
     ],
     errors.AgentFault: ["ActionRejected", "ContextExhausted"],
     errors.PushError: ["NotAnOutputFolder"],
+    # a run started through OpenEnv's eval API that gave no figures (openenv_harness)
+    errors.HarnessRunFailed: [],
 }
 
 #: where each name was defined before errors.py, and is still importable from
@@ -111,7 +114,13 @@ def test_every_exception_has_the_common_base_and_its_outcome() -> None:
         for name in names:
             assert issubclass(getattr(errors, name), base), name
     # one outcome each: an exception is bad input, an error or the agent's doing, never two
-    outcomes = [errors.BadInput, errors.InfrastructureFault, errors.AgentFault, errors.PushError]
+    outcomes = [
+        errors.BadInput,
+        errors.InfrastructureFault,
+        errors.AgentFault,
+        errors.PushError,
+        errors.HarnessRunFailed,
+    ]
     for name in listed:
         assert sum(issubclass(getattr(errors, name), o) for o in outcomes) == 1, name
 

@@ -171,6 +171,26 @@ def path_text(flag: str, raw: Any) -> str:
     return expanded
 
 
+#: --openenv-inspect-log given alone: this folder inside the output folder
+INSPECT_LOGS_DEFAULT = "inspect-logs"
+#: what an ini file may say for the same (a folder path otherwise)
+_ALONE_WORDS = ("true", "yes", "on", "1")
+
+
+def inspect_log_dir(flag: str, raw: Any) -> str:
+    """``""``: the default folder inside the output folder; else the folder given."""
+    value = str(raw).strip()
+    if value == INSPECT_LOGS_DEFAULT_FLAG or value.lower() in _ALONE_WORDS:
+        return ""
+    if value.lower() in ("false", "no", "off", "0"):
+        raise bad_value(flag, raw, "a folder for the logs (leave the option out to write none)")
+    return path_text(flag, value)
+
+
+#: the value argparse gives --openenv-inspect-log written alone (no folder)
+INSPECT_LOGS_DEFAULT_FLAG = ""
+
+
 def number(flag: str, raw: Any) -> float:
     try:
         value = float(str(raw).strip())

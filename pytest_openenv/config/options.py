@@ -21,6 +21,8 @@ from .convert import (
     AUTO_START,
     DEFAULT_FAILURE_REPORTS,
     DEFAULT_PROGRESS_SECONDS,
+    INSPECT_LOGS_DEFAULT,
+    INSPECT_LOGS_DEFAULT_FLAG,
     JUDGE_AT,
     KIND,
     LLM_CLIENTS,
@@ -39,6 +41,7 @@ from .convert import (
     hub_license,
     hub_repo,
     id_prefix,
+    inspect_log_dir,
     item_count,
     json_object,
     model_or_path,
@@ -75,6 +78,8 @@ class Option:
     repeat: bool = False
     #: the settings field this option fills, ``group.field`` (``settings.Settings``)
     into: str = ""
+    #: the value of the flag given alone (``--openenv-x`` for ``--openenv-x=VALUE``)
+    alone: str | None = None
 
     @property
     def dest(self) -> str:
@@ -558,6 +563,18 @@ OPTIONS: list[Option] = [
         into="run.prompt_style",
     ),
     Option(
+        "inspect-log",
+        "at the end of the run, write one inspect-ai eval log per group (test, env, model "
+        "or policy) into DIR, for `inspect view` and inspect_ai.analysis; given alone, "
+        f"into {INSPECT_LOGS_DEFAULT}/ inside the output folder (write a folder as "
+        "--openenv-inspect-log=DIR); needs the inspect extra",
+        inspect_log_dir,
+        None,
+        "DIR",
+        into="output.inspect_log",
+        alone=INSPECT_LOGS_DEFAULT_FLAG,
+    ),
+    Option(
         "license",
         "license id for the dataset card, e.g. mit or cc-by-4.0 (default: none stated)",
         hub_license,
@@ -582,6 +599,17 @@ def register(parser: pytest.Parser) -> None:
         flag = f"--openenv-{opt.flag}"
         if opt.is_flag:
             group.addoption(flag, action="store_true", default=None, dest=opt.dest, help=opt.help)
+        elif opt.alone is not None:
+            group.addoption(
+                flag,
+                action="store",
+                nargs="?",
+                const=opt.alone,
+                default=None,
+                dest=opt.dest,
+                metavar=opt.metavar,
+                help=opt.help,
+            )
         else:
             group.addoption(
                 flag,

@@ -17,7 +17,12 @@ from typing import Any
 
 import pytest
 
-from .convert import TOOL_ARGUMENT_FORMS, check_item_count, check_seed_range
+from .convert import (
+    INSPECT_LOGS_DEFAULT,
+    TOOL_ARGUMENT_FORMS,
+    check_item_count,
+    check_seed_range,
+)
 from .options import OPTIONS, default_of, given_as, read_values
 
 #: the options only a sampling policy (openai, anthropic, transformers) reads
@@ -225,6 +230,8 @@ class OutputSettings:
     """``--openenv-progress``: seconds between plain status lines off a terminal; None: off."""
     failure_reports: int | None = default_of("failure-reports")
     """``--openenv-failure-reports``: episode failures shown in full at the end; None: all."""
+    inspect_log: Path | None = default_of("inspect-log")
+    """``--openenv-inspect-log``: the folder of the inspect eval logs, absolute; None: none."""
 
 
 @dataclass(frozen=True)
@@ -269,6 +276,15 @@ class Settings:
         elif not folder.is_absolute():
             folder = Path(config.invocation_params.dir) / folder
         values["output"] = folder
+        logs = values["inspect-log"]
+        swallowed = swallowed_test_path(list(config.invocation_params.args), logs, config)
+        if swallowed:
+            raise pytest.UsageError(swallowed)
+        if logs is not None:
+            logs = Path(logs) if logs else folder / INSPECT_LOGS_DEFAULT
+            values["inspect-log"] = (
+                logs if logs.is_absolute() else Path(config.invocation_params.dir) / logs
+            )
         if values["policy"] is None and values["llm-endpoint"]:
             values["policy"] = ("openai",)  # an endpoint without a policy means its client
         settings = cls.from_values(values)
@@ -321,6 +337,7 @@ class Settings:
             "judge_at": run.judge_at,
             "tool_arguments": self.output.tool_arguments,
             "chat_template": self.output.chat_template,
+            "inspect_log": str(self.output.inspect_log) if self.output.inspect_log else None,
             "prompt_style": run.prompt_style,
             "servers": self.servers.public(),
             "llm": self.llm.public(run),
@@ -338,6 +355,28 @@ GROUPS: dict[str, type] = {
     "publish": PublishSettings,
     "budget": BudgetSettings,
 }
+
+
+def swallowed_test_path(args: list[str], logs: str | None, config: pytest.Config) -> str | None:
+    """``--openenv-inspect-log tests/``: argparse gave the test path to the option as its
+    folder (the value may follow the flag), and the run would collect nothing of it."""
+    if not logs or "--openenv-inspect-log" not in args:
+        return None
+    after = args.index("--openenv-inspect-log") + 1
+    if after >= len(args) or args[after] != logs:
+        return None
+    path = Path(config.invocation_params.dir) / logs.partition("::")[0]
+    tests = path.is_dir() and any(
+        next(path.rglob(pattern), None) is not None for pattern in ("test_*.py", "*_test.py")
+    )
+    if not ("::" in logs or logs.endswith(".py") or tests):
+        return None
+    return (
+        f"--openenv-inspect-log took {logs!r} as the folder of its logs, and it is a test "
+        "path: write --openenv-inspect-log=DIR for a folder of your choice, or "
+        f"--openenv-inspect-log= {logs} (or the option after the paths) for the default "
+        "folder inside the output folder"
+    )
 
 
 def check_output_writable(folder: Path) -> None:

@@ -28,6 +28,7 @@ from ..util.format import percent
 from ..util.secrets import KnownSecrets
 from .accounts import Accounts
 from .budget import RunBudget
+from .exports import FolderExports
 from .metadata import RunMetadata
 from .output import OutputFolder
 from .subset import subset_text
@@ -84,6 +85,8 @@ class SessionEnd:
         self.report_written = False
         #: ``--lf`` without ``--openenv-resume``: the episodes it re-runs (``subset.py``)
         self.last_failed: int | None = None
+        #: preferences.jsonl and --openenv-inspect-log (checked here: before any episode)
+        self.exports = FolderExports(self.settings, secrets, notes)
 
     def figures(self) -> dict[str, Any]:
         """The run's figures; episodes a run budget kept from starting count as skipped."""
@@ -299,6 +302,8 @@ class SessionEnd:
             template = self.run.template
             if template is not None:
                 template.check_rows(writer.folder / RESULTS)
+            self.exports.write_preferences(writer.folder, template)
+            if template is not None:
                 self.notes.extend(template.terminal_lines())
             summary = self.summary(exitstatus)
             metadata = self.run.to_json(played=self.accounts.tally.policies)
@@ -315,6 +320,8 @@ class SessionEnd:
                     f"{writer.folder / CARD} has no generated-card marker (edited by "
                     "hand): kept as it is"
                 )
+            self.exports.write_inspect_logs(writer.folder)
+            self.notes.extend(self.exports.terminal_lines())
         except OSError as exc:
             problem = f"cannot write to {writer.folder}: {exc}"
             if output.write_error:  # the first error is the one the summary leads with

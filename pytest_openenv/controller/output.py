@@ -204,7 +204,11 @@ class OutputFolder:
         invoked = Path(self.config.invocation_params.dir)
         own_paths = [
             invoked / path
-            for path in (self.settings.llm.cache, self.config.getoption("xmlpath", None))
+            for path in (
+                self.settings.llm.cache,
+                self.config.getoption("xmlpath", None),
+                self.settings.output.inspect_log,
+            )
             if path
         ]
         problem = ownership_problem(folder, own_paths)

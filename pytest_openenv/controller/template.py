@@ -47,6 +47,9 @@ class TemplateCheck:
     sample: dict[str, list[str]] = field(default_factory=dict)
     rows_checked: int = 0
     row_problems: list[str] = field(default_factory=list)
+    #: preferences.jsonl: pairs rendered (both conversations of each), and what broke
+    pairs_checked: int = 0
+    pair_problems: list[str] = field(default_factory=list)
     renderer: Any = field(default=None, repr=False, compare=False)
 
     def check_rows(self, results: Path) -> None:
@@ -64,6 +67,16 @@ class TemplateCheck:
         except RenderTimeout as exc:
             self.rows_checked, self.row_problems = len(rows), [str(exc)]
 
+    def check_pairs(self, preferences: Path) -> None:
+        """Render the first ``ROWS_CHECKED`` pairs: prompt + chosen, prompt + rejected."""
+        from ..dataset.chat_template.survival import rows_problems
+        from ..dataset.preferences import first_pairs, pair_conversations
+
+        pairs = first_pairs(preferences, ROWS_CHECKED)
+        conversations = [row for pair in pairs for row in pair_conversations(pair)]
+        _, self.pair_problems = rows_problems(self.renderer, conversations)
+        self.pairs_checked = len(pairs)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model,
@@ -73,9 +86,25 @@ class TemplateCheck:
             "sample": self.sample,
             "rows_checked": self.rows_checked,
             "row_problems": self.row_problems,
+            **(
+                {"pairs_checked": self.pairs_checked, "pair_problems": self.pair_problems}
+                if self.pairs_checked
+                else {}
+            ),
         }
 
     def terminal_lines(self) -> list[str]:
+        return self.row_lines() + self.pair_lines()
+
+    def pair_lines(self) -> list[str]:
+        if not self.pairs_checked:
+            return []
+        head = f"chat template {self.model}: the first {self.pairs_checked} preference pair(s)"
+        if not self.pair_problems:
+            return [f"{head} render with every tool call and result intact"]
+        return [f"WARNING: {head}: " + "; ".join(self.pair_problems[:3])]
+
+    def row_lines(self) -> list[str]:
         head = f"chat template {self.model}: tool-call arguments as {self.form}s"
         head += f" ({self.chosen_by})"
         if not self.rows_checked:

@@ -1,8 +1,9 @@
 """The dataset card (README.md) written next to the JSONL files (controller side).
 
 The card is what the Hub shows: YAML front-matter that points the viewer at
-``results.jsonl`` (config ``default``, split ``train``) and ``failures.jsonl``
-(config ``failures``), then the run's figures, the row schema and loading
+``results.jsonl`` (config ``default``, split ``train``), ``failures.jsonl``
+(config ``failures``) and ``preferences.jsonl`` (config ``preferences``, DPO pairs, when
+the run made any), then the run's figures, the row schema and loading
 snippets. Split ``train`` of the default config is only ever passing episodes:
 with none, the default config holds the failures as split ``failures``, so
 ``load_dataset(repo, split="train")`` fails loudly instead of training on them
@@ -38,7 +39,7 @@ from ..util.format import (
     table,
     usd,
 )
-from .writer import CHART, FAILURES, REPORT, RESULTS
+from .writer import CHART, FAILURES, PREFERENCES, REPORT, RESULTS
 
 if TYPE_CHECKING:
     from huggingface_hub import DatasetCardData
@@ -134,13 +135,23 @@ def front_matter(
         configs.append(
             {"config_name": "failures", "data_files": [{"split": "train", "path": FAILURES}]}
         )
+    if rows.get(PREFERENCES, 0):
+        # DPO pairs (dataset/preferences.py); an empty file is not listed, as above
+        configs.append(
+            {
+                "config_name": "preferences",
+                "data_files": [{"split": "train", "path": PREFERENCES}],
+            }
+        )
     return DatasetCardData(
         license=license or None,
         pretty_name=(
             f"{', '.join(envs)} agent episodes" if envs else "pytest-openenv agent episodes"
         ),
         task_categories=["text-generation"],
-        size_categories=[size_category(sum(rows.values()))],
+        size_categories=[
+            size_category(sum(count for name, count in rows.items() if name != PREFERENCES))
+        ],
         tags=[
             "openenv",
             "pytest-openenv",
@@ -626,6 +637,6 @@ def render_card(
     license: str | None = None,
 ) -> str:
     """The card for an output folder, with row counts read from its JSONL files."""
-    rows = {name: count_rows(folder / name) for name in (RESULTS, FAILURES)}
+    rows = {name: count_rows(folder / name) for name in (RESULTS, FAILURES, PREFERENCES)}
     chart = CHART if (folder / CHART).is_file() else None
     return build_card(summary, metadata, rows=rows, repo_id=repo_id, license=license, chart=chart)

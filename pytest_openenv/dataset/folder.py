@@ -3,11 +3,13 @@
 The plugin writes only these names (DESIGN §4) and nothing else:
 
 - ``results.jsonl``, ``failures.jsonl``, ``metadata.json``, ``summary.json``,
-  ``README.md`` (the dataset card), ``report.html`` (the run report) and
-  ``pass-rate.svg`` (the card's chart);
+  ``README.md`` (the dataset card), ``report.html`` (the run report),
+  ``pass-rate.svg`` (the card's chart), ``preferences.jsonl`` (preference pairs) and
+  the folder ``inspect-logs/`` (``--openenv-inspect-log``'s default);
 - an earlier run's files moved aside: ``results.20250101T120000.jsonl``
   (``-1``, ``-2`` ... on a clash), likewise ``failures``, ``metadata``, ``summary``, the
-  generated card ``README``, ``report`` and ``pass-rate`` (an earlier run's card and report
+  generated card ``README``, ``report``, ``pass-rate``, ``preferences`` and
+  ``inspect-logs`` (an earlier run's card and report
   describe its data, so they go aside with it);
 - ``.openenv.lock`` while a run holds the folder, and ``.<name>.tmp-<pid>-<random>`` while
   one of those files is being replaced.
@@ -29,7 +31,18 @@ from pathlib import Path
 from typing import Any
 
 from .card import GENERATED_MARKER
-from .writer import CARD, CHART, FAILURES, METADATA, REPORT, RESULTS, SUMMARY, is_temp_name
+from .writer import (
+    CARD,
+    CHART,
+    FAILURES,
+    INSPECT_LOGS,
+    METADATA,
+    PREFERENCES,
+    REPORT,
+    RESULTS,
+    SUMMARY,
+    is_temp_name,
+)
 
 WRITTEN_BY = "pytest-openenv"
 #: bump when the folder layout changes in a way an older reader must refuse
@@ -37,13 +50,17 @@ FOLDER_FORMAT = 1
 LOCK = ".openenv.lock"
 MARKER = {"written_by": WRITTEN_BY, "folder_format": FOLDER_FORMAT}
 
-OWNED_NAMES = frozenset((RESULTS, FAILURES, METADATA, SUMMARY, CARD, REPORT, CHART, LOCK))
+OWNED_NAMES = frozenset(
+    (RESULTS, FAILURES, METADATA, SUMMARY, CARD, REPORT, CHART, PREFERENCES, LOCK)
+)
 _BACKUP = re.compile(
-    r"(?:(?:results|failures)\.\d{8}T\d{6}(?:-\d+)?\.jsonl"
+    r"(?:(?:results|failures|preferences)\.\d{8}T\d{6}(?:-\d+)?\.jsonl"
     r"|(?:metadata|summary)\.\d{8}T\d{6}(?:-\d+)?\.json"
     r"|README\.\d{8}T\d{6}(?:-\d+)?\.md|report\.\d{8}T\d{6}(?:-\d+)?\.html"
     r"|pass-rate\.\d{8}T\d{6}(?:-\d+)?\.svg)"
 )
+#: the one folder of ours: --openenv-inspect-log's logs, and an earlier run's moved aside
+_OWNED_FOLDER = re.compile(re.escape(INSPECT_LOGS) + r"(?:\.\d{8}T\d{6}(?:-\d+)?)?")
 #: at most this many foreign names in a message
 SHOWN = 8
 
@@ -121,6 +138,8 @@ def foreign_entries(folder: Path, also_ours: Iterable[Path | str | None] = ()) -
     for name in names:
         path = folder / name
         if name in allowed:
+            continue
+        if _OWNED_FOLDER.fullmatch(name) and path.is_dir() and not path.is_symlink():
             continue
         if not is_our_name(name) or (path.is_dir() and not path.is_symlink()):
             foreign.append(f"{name}/" if path.is_dir() else name)

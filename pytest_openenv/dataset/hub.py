@@ -37,11 +37,11 @@ from ..util.envseconds import seconds_from_env
 from ..util.format import percent
 from ..util.secrets import KnownSecrets
 from .card import GENERATED_MARKER, render_card
-from .writer import CARD, CHART, FAILURES, METADATA, REPORT, RESULTS, SUMMARY
+from .writer import CARD, CHART, FAILURES, METADATA, PREFERENCES, REPORT, RESULTS, SUMMARY
 
 #: What a push uploads, in this order; all but failures.jsonl, the chart the card shows and
 #: the run report must exist.
-FILES = (RESULTS, FAILURES, METADATA, SUMMARY, CARD, CHART, REPORT)
+FILES = (RESULTS, FAILURES, PREFERENCES, METADATA, SUMMARY, CARD, CHART, REPORT)
 REQUIRED = (RESULTS, METADATA, SUMMARY, CARD)
 
 NO_TOKEN = (

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..config.convert import INSPECT_LOGS_DEFAULT
 from ..util.atomic import discard, replacing, temp_target, write_atomically
 from ..util.secrets import KnownSecrets
 from .jsonl import Row, scan
@@ -31,13 +32,17 @@ CARD = "README.md"
 #: the run report (report/page/) and the card's chart, rewritten at every session end
 REPORT = "report.html"
 CHART = "pass-rate.svg"
+#: preference pairs for DPO (dataset/preferences.py), with repeats or several models
+PREFERENCES = "preferences.jsonl"
+#: --openenv-inspect-log's default folder: one inspect eval log per group
+INSPECT_LOGS = INSPECT_LOGS_DEFAULT
 #: what an earlier run leaves that a new run (without --openenv-resume) moves aside: its
 #: data, and the card and report that describe it (left in place, a run killed before its
 #: end would show the old card beside the new metadata)
-EARLIER_RUN = (RESULTS, FAILURES, METADATA, SUMMARY, REPORT, CHART)
+EARLIER_RUN = (RESULTS, FAILURES, METADATA, SUMMARY, REPORT, CHART, PREFERENCES, INSPECT_LOGS)
 
 #: the files a run replaces whole (``util/atomic.py``), so whose temp files are ours
-REPLACED = frozenset((RESULTS, FAILURES, METADATA, SUMMARY, CARD, REPORT, CHART))
+REPLACED = frozenset((RESULTS, FAILURES, METADATA, SUMMARY, CARD, REPORT, CHART, PREFERENCES))
 
 
 def is_temp_name(name: str) -> bool:
@@ -96,15 +101,16 @@ def sibling_folder(folder: Path, label: str) -> Path:
 
 
 def move_aside(path: Path) -> Path | None:
-    """Rename an earlier run's file out of the way; never delete it."""
+    """Rename an earlier run's file (or folder of inspect logs) out of the way; never delete it."""
     if not path.exists():
         return None
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(path.stat().st_mtime))
     stem, _, suffix = path.name.partition(".")
-    target = path.with_name(f"{stem}.{stamp}.{suffix}")
+    suffix = f".{suffix}" if suffix else ""
+    target = path.with_name(f"{stem}.{stamp}{suffix}")
     counter = 1
     while target.exists():
-        target = path.with_name(f"{stem}.{stamp}-{counter}.{suffix}")
+        target = path.with_name(f"{stem}.{stamp}-{counter}{suffix}")
         counter += 1
     os.replace(path, target)
     return target
