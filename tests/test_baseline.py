@@ -172,7 +172,7 @@ def write_baseline(pytester, **figures) -> None:
 
 
 def test_a_baseline_of_another_env_is_refused_unless_asked(pytester, run_pytest):
-    """Issue 21 #11: another env's pass rate was compared without a word."""
+    """Another env's pass rate was compared without a word."""
     write_baseline(pytester)
     # the command line names the env: refused before any episode
     refused = run_with(

@@ -1,4 +1,4 @@
-"""Issue 2 end to end: episodes as items, one writer, xdist, resume, bad input."""
+"""End to end: episodes as items, one writer, xdist, resume, bad input."""
 
 from __future__ import annotations
 
@@ -215,7 +215,7 @@ def test_loadscope_warns(run_pytest) -> None:
 
 
 def test_dist_each_is_refused_pointing_at_repeats(run_pytest, pytester: pytest.Pytester) -> None:
-    """issue 21 #12: ``--dist each`` counted every episode once per worker (n=12 for 6)."""
+    """``--dist each`` counted every episode once per worker (n=12 for 6)."""
     result = run_pytest(TTT, "--openenv-n=3", "-n", "2", "--dist", "each")
     assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()[-3000:]
     text = result.stdout.str() + result.stderr.str()
@@ -228,7 +228,7 @@ def test_dist_each_is_refused_pointing_at_repeats(run_pytest, pytester: pytest.P
 def test_one_episode_in_two_items_is_refused_pointing_at_repeats(
     run_pytest, pytester: pytest.Pytester, workers: str
 ) -> None:
-    """issue 21 #12: pytest-repeat's ``--count 2`` (a parametrization on top of the
+    """Pytest-repeat's ``--count 2`` (a parametrization on top of the
     episode's, as here) wrote two rows with one ``episode_id``."""
     pytester.makepyfile(
         test_twice="""
@@ -338,7 +338,7 @@ def test_import_does_not_load_heavy_modules() -> None:
         ('policy="nope"', "openenv marker policy='nope' cannot be used: *is unknown*"),
         ("n=-3", "openenv marker n=-3 is invalid: expected a positive integer"),
         ('seed="x"', "openenv marker seed='x' is invalid: expected an integer"),
-        # issue 21 #23: a policy that is not a string was a raw TypeError at collection
+        # A policy that is not a string was a raw TypeError at collection
         ("policy=5", "openenv marker policy=5 is invalid: expected a policy name*"),
     ],
 )

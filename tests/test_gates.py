@@ -256,7 +256,7 @@ def test_a_session_stopped_by_maxfail_is_not_passed_by_the_gate(pytester, run_py
     result = run_pytest(*COMMON, "-x", "--openenv-min-pass-rate=0.5")
     assert result.ret == 1
     gate = summary(pytester)["gate"]
-    # one verdict (issue 21 #28): the checks pass on the episodes that ran, the gate does not
+    # one verdict: the checks pass on the episodes that ran, the gate does not
     assert gate["verdict"] == "fail" and gate["checks_passed"] and gate["stopped_early"]
     out = result.stdout.str()
     assert "the session stopped early (stopping after 1 failures)" in out
@@ -264,7 +264,7 @@ def test_a_session_stopped_by_maxfail_is_not_passed_by_the_gate(pytester, run_py
 
 
 def test_a_session_stopped_by_x_under_xdist_has_one_verdict(pytester, run_pytest):
-    """issue 21 #28: ``-x -n 2`` printed ``gate: PASSED`` and then that the run fails."""
+    """``-x -n 2`` printed ``gate: PASSED`` and then that the run fails."""
     write_suite(pytester, passing=3, period=4, n=12)
     result = run_pytest(*COMMON, "-x", "-n", "2", "--openenv-min-pass-rate=0.5")
     # xdist ends a -x run as interrupted (exit 2): pytest's code, kept
@@ -277,7 +277,7 @@ def test_a_session_stopped_by_x_under_xdist_has_one_verdict(pytester, run_pytest
 
 @pytest.mark.parametrize("threshold", ["0", "0.5"])
 def test_a_run_with_no_episode_judged_is_never_a_pass(pytester, run_pytest, threshold):
-    """issue 21 #18: every episode errored (endpoint down): a threshold of 0 passed it."""
+    """Every episode errored (endpoint down): a threshold of 0 passed it."""
     write_suite(pytester, passing=0, errors=10)
     result = run_pytest(*COMMON, f"--openenv-min-pass-rate={threshold}")
     assert result.ret == 1, result.stdout.str()[-3000:]

@@ -108,7 +108,7 @@ def test_a_replay_miss_is_an_episode_error_and_sends_nothing(
 def test_a_replay_miss_says_what_differs_from_the_stored_entries(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
-    """issue 21 #26: a miss did not say whether the system prompt, the temperature or the
+    """A miss did not say whether the system prompt, the temperature or the
     messages differ from the entries stored for that episode and turn."""
     cache = pytester.path / "llm-cache"
     replay = (f"--openenv-cache={cache}", "--openenv-replay")

@@ -1,4 +1,4 @@
-"""Several models in one run (issue 24), against the loopback OpenAI-compatible server.
+"""Several models in one run, against the loopback OpenAI-compatible server.
 
 The fake model plays differently per model name (``Faults.by_model``): ``first/model`` the
 first legal move, ``last-model`` the last one, ``idle-model`` never calls a tool. Every

@@ -1,4 +1,4 @@
-"""OpenEnv's own env servers: every record says only what the server really did (issue 20).
+"""OpenEnv's own env servers: every record says only what the server really did.
 
 The servers are built with the ``openenv`` package and behave as OpenEnv's own
 (``envs/<name>_env/server`` in its repository) on the points at stake: the openspiel
@@ -413,7 +413,7 @@ def test_a_reward_just_under_the_threshold_is_shown_in_full(
 def test_rewards_that_sum_past_float_max_are_an_episode_error(
     run_pytest, pytester: pytest.Pytester, policies: None, workers: str
 ) -> None:
-    """issue 21 #8: 1e308 twice is inf: it was INTERNALERROR (not JSON compliant), exit 3."""
+    """1e308 twice is inf: it was INTERNALERROR (not JSON compliant), exit 3."""
     with serve_in_thread("endless", step_reward=1e308) as server:
         result = run_pytest(
             "--openenv-env=openenv:coding_env",
@@ -606,7 +606,7 @@ def test_the_prompt_names_an_expert_opponent_in_good_english() -> None:
     )
 
 
-# -- issue 21 #30: one schema per run ----------------------------------------------------------
+# -- One schema per run ----------------------------------------------------------
 def test_workers_use_the_schema_the_controller_read(
     run_pytest, pytester: pytest.Pytester, policies: None
 ) -> None:
@@ -631,7 +631,7 @@ def test_workers_use_the_schema_the_controller_read(
     assert reads == 1
 
 
-# -- issue 21 #25: the before-the-run session keeps to --openenv-timeout -----------------------
+# -- The before-the-run session keeps to --openenv-timeout -----------------------
 def test_the_preflight_session_keeps_to_the_episode_timeout(
     run_pytest, pytester: pytest.Pytester
 ) -> None:

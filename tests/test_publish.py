@@ -284,7 +284,7 @@ def test_interrupted_run_is_not_pushed_and_says_how_to_push(
 def test_cli_push_refuses_a_folder_a_live_run_holds_and_never_touches_its_card(
     run_pytest, pytester: pytest.Pytester, hub: HubStandIn
 ) -> None:
-    """Issue 21 #6: push uploaded a folder a live run was writing and rewrote its card."""
+    """Push uploaded a folder a live run was writing and rewrote its card."""
     import json
     import os
 

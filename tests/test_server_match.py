@@ -1,4 +1,4 @@
-"""A run refuses a server that hosts another env than the one it names (issue 12).
+"""A run refuses a server that hosts another env than the one it names.
 
 Real OpenEnv servers (``openenv`` package, uvicorn on 127.0.0.1) hosting another
 game, other game params, another env kind, or not saying what they host. The

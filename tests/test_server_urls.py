@@ -69,7 +69,7 @@ def test_hf_token_goes_only_to_hf_spaces_over_tls(hub_of_me: HubStandIn) -> None
 
 
 def test_hf_token_goes_only_to_spaces_of_its_own_account(hub_of_me: HubStandIn) -> None:
-    """issue 21 #13: HF_TOKEN went to any ``https://*.hf.space``: any Space's owner got it."""
+    """HF_TOKEN went to any ``https://*.hf.space``: any Space's owner got it."""
     bearer = {"Authorization": "Bearer hf_dummy_token"}
     assert ServerURL.parse("https://me-tictactoe.hf.space").headers() == bearer
     assert ServerURL.parse("wss://ME-env.hf.space/ws").headers() == bearer

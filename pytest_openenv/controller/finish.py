@@ -74,7 +74,7 @@ class SessionEnd:
         self.publisher = publisher
         self.secrets = secrets
         self.notes = notes
-        #: --openenv-max-cost / --openenv-max-total-tokens (issue 24)
+        #: --openenv-max-cost / --openenv-max-total-tokens
         self.budget = budget
         self.verdict: Verdict | None = None
         self.step_summary_error: str | None = None

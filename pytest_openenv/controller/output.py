@@ -1,6 +1,6 @@
 """The output folder of a run: checked at start, claimed before the first episode, released.
 
-One run per folder, and only a folder that is ours (issue 14): claiming refuses a
+One run per folder, and only a folder that is ours: claiming refuses a
 foreign or busy folder and a resume that does not match, then holds the folder's
 lock, moves an earlier run's files aside (without ``--openenv-resume``) and records
 the run in ``metadata.json``. Rows are appended as reports arrive; the first write
@@ -114,7 +114,7 @@ def earlier_passes(settings: Settings) -> dict[str, dict[str, Any]]:
             "env": row.get("env"),
             "policy": row.get("policy"),
             "model": row.get("model"),
-            # the paired tests of several models pair earlier episodes too (issue 24)
+            # the paired tests of several models pair earlier episodes too
             "seed": row.get("seed"),
             "attempt": attempt_of(row),
             "repeat": (row.get("extra") or {}).get("repeat", 0),

@@ -10,8 +10,8 @@ one job, and its hooks hand each event to them:
 * ``ReportSlimmer`` (``report/slim.py``): the controller's memory flat over long runs;
 * ``SessionEnd`` (``finish.py``): gate, JUnit, final files, report, card, Hub, summaries;
 * ``RunStop`` (``stopping.py``): a write error ends the run after the items in flight;
-* ``RunBudget`` (``budget.py``): a run budget reached ends it the same way (issue 24);
-* what a person sees (issue 22): ``LiveStatus`` (``progress.py``), the live line, and
+* ``RunBudget`` (``budget.py``): a run budget reached ends it the same way;
+* what a person sees: ``LiveStatus`` (``progress.py``), the live line, and
   ``EndOfRun`` (``terminal_end.py``), a short end of run, a plugin of its own.
 
 A run that collects no episode test writes nothing and prints nothing: the folder is
@@ -75,9 +75,9 @@ class ControllerPlugin:
         #: what the summary adds at its end (a lock taken over, a card kept, JUnit left)
         notes: list[str] = []
         self.output = OutputFolder(config, settings, self.secrets, notes)
-        # publishing (issue 6): a missing Hub token is a usage error before any episode
+        # publishing: a missing Hub token is a usage error before any episode
         publisher = HubPublisher.from_settings(settings)
-        # evaluation (issue 5): gate config is read here so a bad baseline is a usage error
+        # evaluation: gate config is read here so a bad baseline is a usage error
         gate = GateConfig.from_settings(settings, invocation_dir=Path(config.invocation_params.dir))
         self.run = RunMetadata(settings, service, gate, template)
         earlier = earlier_passes(settings) if settings.output.resume else {}
@@ -90,7 +90,7 @@ class ControllerPlugin:
             self.accounts.keep_earlier_failures(
                 self.earlier_failures, replay=settings.output.resume_failed
             )
-        # issue 24: what the run may spend; a cost budget without prices is a usage error
+        # what the run may spend; a cost budget without prices is a usage error
         self.budget = RunBudget(settings)
         self.slimmer = ReportSlimmer(config)
         self.end = SessionEnd(

@@ -77,7 +77,7 @@ def run_identity(settings: Settings, policy: str | None) -> dict[str, Any]:
             "seed": settings.run.seed,
             "id_prefix": settings.run.id_prefix or "",
             "repeats": settings.run.repeats,
-            # several (issue 24): the list, so a resume with other models is refused
+            # several: the list, so a resume with other models is refused
             "policy": list(settings.run.policies) if len(settings.run.policies) > 1 else policy,
             "model": list(settings.llm.models)
             if len(settings.llm.models) > 1
@@ -154,7 +154,7 @@ def resume_problem(
     )
 
 
-# -- per row: what each episode test's marker resolves to (issue 21 #1, #2) ----------------
+# -- per row: what each episode test's marker resolves to ----------------
 #
 # The run identity above is the command line's. Each episode test's marker may name its own
 # env, config, seed and policy, and ``metadata.json`` may be missing or say nothing useful,

@@ -1,6 +1,6 @@
 """Paths and seeds are checked where they are read: a usage error, never a crash mid-run.
 
-Issue 21: a path component over 255 bytes in --openenv-output/-cache/-baseline was an
+A path component over 255 bytes in --openenv-output/-cache/-baseline was an
 INTERNALERROR (exit 3); ``~`` in an ini key made a folder literally named ``~`` for
 one of them; a seed past int64 was accepted and then read back by ``datasets`` as a
 float64, so neighbouring episodes showed one seed.

@@ -69,7 +69,7 @@ def test_a_setup_error_is_an_errored_episode_written_as_a_failure() -> None:
 
 
 def test_an_episode_counts_by_its_first_attempt_under_reruns() -> None:
-    """issue 21 #7: pytest-rerunfailures' first attempt decides pass@1; later ones count
+    """pytest-rerunfailures' first attempt decides pass@1; later ones count
     nothing and write nothing (the one that finally passed made pass@1 best-of-N)."""
     books = accounts()
     first = report(2, "call", "rerun", line=record(2, seed=2), rerun=0)

@@ -95,7 +95,7 @@ def test_the_resume_set_is_read_and_a_torn_line_repaired_at_the_claim(
 
     output.config.pluginmanager.register(Recorder())  # config-time warnings are replayed
     assert set(output.resumed) == {"t.py::test[ep-000000]"}
-    # reading the resume set changes nothing (issue 21 #20: --collect-only reads it too)
+    # reading the resume set changes nothing (--collect-only reads it too)
     assert (target / "results.jsonl").read_text() == torn
     output.claim(run)
     assert any("ended in a torn line" in message for message in warned), warned

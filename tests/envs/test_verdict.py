@@ -1,5 +1,4 @@
-"""One decision per episode, and every text about its outcome made from it (issue 20 #5, #6;
-issue 21 #17)."""
+"""One decision per episode, and every text about its outcome made from it."""
 
 from __future__ import annotations
 

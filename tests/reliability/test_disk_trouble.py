@@ -144,7 +144,7 @@ def test_output_that_is_a_file_is_a_usage_error_before_any_episode(launcher: Lau
 def test_a_full_disk_at_the_final_sort_keeps_every_row_and_still_writes_summary_and_card(
     launcher: Launcher,
 ) -> None:
-    """Issue 21 #29: the sorted rewrite failing did not say the rows were intact and left
+    """The sorted rewrite failing did not say the rows were intact and left
     no summary or card. The disk fills as in test_disk_full_xdist: a file-size limit on the
     controller (no file may grow past it), set during a pause at the session end."""
     import time

@@ -65,7 +65,7 @@ TYPED = [
     "pass@k",
     "pass^k",
     "mit",
-    # hostile (issue 14): unparseable URLs, JSON nested past any stack, counts too big to
+    # hostile: unparseable URLs, JSON nested past any stack, counts too big to
     # collect, bytes that are not UTF-8 (argv hands them to Python as lone surrogates)
     "http://[::1",
     "https://u:pw@[::1",

@@ -100,7 +100,7 @@ def test_rerun_moves_every_earlier_file_aside(launcher: Launcher, workers: str) 
 
 
 def test_a_killed_rerun_never_shows_the_earlier_card(launcher: Launcher) -> None:
-    """Issue 21 #27: the card and report describe the earlier run's data, so they go aside
+    """The card and report describe the earlier run's data, so they go aside
     with it; a rerun killed before its end left the old card beside the new metadata."""
     import signal
     import time
@@ -176,7 +176,7 @@ def test_files_this_run_is_told_to_write_may_sit_inside(launcher: Launcher) -> N
 def test_a_symlinked_results_file_is_written_through_and_stays_a_link(
     launcher: Launcher, workers: str
 ) -> None:
-    """Issue 21 #24: rows were appended through the link, then the link was replaced by a
+    """Rows were appended through the link, then the link was replaced by a
     regular file at the final rewrite (the target kept the rows unsorted, the link lost)."""
     launcher.write_episode_test()
     keep_all = "--openenv-min-reward=-1"

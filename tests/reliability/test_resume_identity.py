@@ -111,7 +111,7 @@ def tear_last_line(results: Path) -> bytes:
 
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_collect_only_and_a_refused_resume_change_no_byte(launcher: Launcher, workers: str) -> None:
-    """Issue 21 #20: both cut the torn line off results.jsonl; neither may write at all."""
+    """Both cut the torn line off results.jsonl; neither may write at all."""
     launcher.write_episode_test()
     assert launcher.run(*FIRST, KEEP_ALL).returncode == 0
     tear_last_line(launcher.output / "results.jsonl")

@@ -1,4 +1,4 @@
-"""Resume checks each test's rows against what its marker resolves to now (issue 21 #1, #2).
+"""Resume checks each test's rows against what its marker resolves to now.
 
 A marker edited from tic-tac-toe/expert/seed 7 to connect-four/random/seed 1000 and run
 with ``--openenv-resume`` skipped all five items and passed the gate on tic-tac-toe

@@ -1,4 +1,4 @@
-"""A resume that plays a subset describes the whole dataset in the folder (issue 21 #3).
+"""A resume that plays a subset describes the whole dataset in the folder.
 
 40 episodes, 34 passed (85%); then ``--lf --openenv-resume --openenv-min-pass-rate 0.7``
 printed ``pass rate 0.0% (n=6)``, failed the gate, and the card said 6 episodes while

@@ -158,7 +158,7 @@ def test_echoed_credentials_are_scrubbed_everywhere(
 def test_the_response_cache_holds_no_echoed_url_credentials_and_replay_writes_none(
     launcher: Launcher, user: str, password: str
 ) -> None:
-    """issue 21 #5: an endpoint echoing the Basic credential of its URL (``u:pass1``: too
+    """An endpoint echoing the Basic credential of its URL (``u:pass1``: too
     short for a base64 core) left it in cache entries in clear; a later replay run, which
     knows no secret, then wrote it into results.jsonl."""
     basic = base64.b64encode(f"{user}:{password}".encode()).decode()

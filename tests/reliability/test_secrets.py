@@ -144,7 +144,7 @@ def test_no_marker_in_any_output(launcher: Launcher, secret_env: dict[str, str])
     assert leaks_in(launcher.folder.parent, *outputs) == []
 
 
-#: issue 21 #14: one variable of each family of credential names, with marker values
+#: One variable of each family of credential names, with marker values
 CLOUD_SECRETS = {
     "AWS_SECRET_ACCESS_KEY": "MARKERawsSecretQ7f3a9c2e41wJalrXUtnFEMI",
     "AZURE_OPENAI_KEY": "MARKERazureOpenAI5b8d0c1e2f",

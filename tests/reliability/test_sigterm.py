@@ -1,6 +1,6 @@
 """SIGTERM mid-run (a cancelled CI job, Kubernetes, ``docker stop``) is an interrupt.
 
-issue 21 #19: it was a hard kill: no summary, no card, a stale lock, worker tracebacks.
+It was a hard kill: no summary, no card, a stale lock, worker tracebacks.
 Now the run stops as on Ctrl-C: the files are finished and the lock released, the
 resume command is printed, and pytest exits 2. ``docker stop`` and Kubernetes signal
 the container's first process (the controller); a GitLab runner the whole group.

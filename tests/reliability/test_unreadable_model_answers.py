@@ -172,7 +172,7 @@ BAD_USAGE = {
 def test_usage_that_is_not_a_count_is_no_traceback_and_never_negative(
     launcher: Launcher, provider: str, value: str
 ) -> None:
-    """issue 21 #9: ``"abc"``, Infinity, NaN were a raw traceback; -7000000 was printed."""
+    """``"abc"``, Infinity, NaN were a raw traceback; -7000000 was printed."""
     bad = BAD_USAGE[value]
     names = (
         ("prompt_tokens", "completion_tokens")
@@ -208,7 +208,7 @@ def pytest_unconfigure(config):
 def test_a_huge_model_answer_is_an_episode_error_read_no_further(
     launcher: Launcher, provider: str, length: bool
 ) -> None:
-    """issue 21 #15: one 400 MB answer cost 1.7 GB of memory and became a 400 MB row."""
+    """One 400 MB answer cost 1.7 GB of memory and became a 400 MB row."""
     from pytest_openenv.util.jsonlimits import MAX_ANSWER_BYTES
 
     (launcher.folder / "conftest.py").write_text(PEAK_MEMORY_CONFTEST)

@@ -80,7 +80,7 @@ def figures(launcher: Launcher) -> dict[str, Any]:
 
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_a_rerun_that_passes_counts_by_its_first_attempt(launcher: Launcher, workers: str) -> None:
-    """issue 21 #7: with --reruns the attempt that finally passed made pass@1 best-of-N.
+    """With --reruns the attempt that finally passed made pass@1 best-of-N.
 
     Each episode counts once, by its first attempt (its row is the one written); the
     summary and the card say reruns were used and how many passed on a later attempt.
@@ -180,7 +180,7 @@ def test_junit_keeps_failures_when_the_gate_fails(launcher: Launcher) -> None:
 
 
 def test_a_skip_in_the_test_body_counts_as_skipped(launcher: Launcher) -> None:
-    """issue 21 #4: ``pytest.skip()`` in the body was a failed episode with a tuple repr."""
+    """``pytest.skip()`` in the body was a failed episode with a tuple repr."""
     suite(launcher)
     finished = run(launcher, "-n", "2", "--openenv-min-pass-rate=0.9", SKIP_SEEDS="1,2,3")
     assert finished.returncode == 0, finished.stdout[-3000:]
@@ -193,7 +193,7 @@ def test_a_skip_in_the_test_body_counts_as_skipped(launcher: Launcher) -> None:
 
 
 def test_the_summary_says_pytest_exits_1_only_when_it_does(launcher: Launcher) -> None:
-    """issue 21 #16: under xfail (exit 0) and Ctrl-C (exit 2) the summary said "exits 1"."""
+    """Under xfail (exit 0) and Ctrl-C (exit 2) the summary said "exits 1"."""
     suite(launcher)
     xfailed = run(launcher, FAIL_SEEDS="1", XFAIL="1")
     assert xfailed.returncode == 0, xfailed.stdout[-3000:]

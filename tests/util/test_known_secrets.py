@@ -36,7 +36,7 @@ def test_environment_secrets_are_found_by_name() -> None:
     assert secrets.scrub(text) == f"{HIDDEN} {HIDDEN} {HIDDEN} /home/someone-long-enough short"
 
 
-#: issue 21 #14: the usual cloud and provider credential names, one family per entry;
+#: The usual cloud and provider credential names, one family per entry;
 #: each is found by rule (the scrubber caught MY_API_KEY but not AWS_SECRET_ACCESS_KEY)
 CREDENTIAL_FAMILIES = {
     "keys": ["AZURE_OPENAI_KEY", "GOOGLE_API_KEY", "MISTRAL_APIKEY", "SSH_PRIVATE_KEY"],
