@@ -322,7 +322,7 @@ def test_the_generic_seed_probe_says_it_could_not_tell(
     assert len(found) == 3 and [row["extra"]["seeded"] for row in found] == [None] * 3
 
 
-# -- 5, 6 and 21#17: the verdict, and every text about it --------------------------------------
+# -- 5. the verdict, and every text about it ---------------------------------------------------
 def test_a_lost_game_with_partial_reward_does_not_pass(
     run_pytest, pytester: pytest.Pytester, policies: None
 ) -> None:
