@@ -417,8 +417,17 @@ class SessionEnd:
             exit_status=self.final_exit_status,
             groups=groups,
         )
-        at = next((i + 1 for i, line in enumerate(lines) if line.startswith("pass rate:")), 2)
-        lines[at:at] = verdict_lines(self.figures(), self.settings.output.train_on)
+        # beside the pass rate they qualify, indented as it is (under the pooled heading)
+        at, indent = next(
+            (
+                (i + 1, line[: len(line) - len(line.lstrip())])
+                for i, line in enumerate(lines)
+                if line.lstrip().startswith("pass rate:")
+            ),
+            (2, ""),
+        )
+        verdicts = verdict_lines(self.figures(), self.settings.output.train_on)
+        lines[at:at] = [indent + line for line in verdicts]
         passk = self.accounts.passk.result()
         if passk.k > 1:
             lines.append(
