@@ -326,3 +326,22 @@ def test_view_answers_404_for_an_episode_index_that_is_not_a_plain_number(
         process.wait(timeout=10)
     stderr = process.stderr.read()  # type: ignore[union-attr]
     assert "Traceback" not in stderr, stderr[-2000:]
+
+
+def test_a_verdict_failed_row_shows_as_its_test_passed_with_why_it_is_not_for_training() -> None:
+    """failures.jsonl's test-passed episodes the env's verdict failed: the report counts them
+    as the summary does (their test passed) and says why they are not in results.jsonl."""
+    from pytest_openenv.report.page.rows import row_from_record
+
+    record = {
+        "episode_id": "ep-000003",
+        "test": "test_ttt.py::test_every_game_ends[ep-000003]",
+        "extra": {"reason": "loss: reward -1 is below the pass threshold 0"},
+        "failure": {"outcome": "verdict-failed", "test_outcome": "passed", "verdict": False},
+    }
+    row = row_from_record(record, 1, 0, 10)
+    assert row.outcome == "passed"
+    assert row.reason == "not in results.jsonl: loss: reward -1 is below the pass threshold 0"
+    failed = {**record, "failure": {"outcome": "failed", "message": "assert False"}}
+    assert row_from_record(failed, 1, 0, 10).outcome == "failed"
+    assert row_from_record({**record, "failure": {}}, 0, 0, 10).reason == ""

@@ -192,19 +192,25 @@ def row_from_record(record: dict[str, Any], source: int, offset: int, length: in
     extra = record.get("extra") if isinstance(record.get("extra"), dict) else {}
     task = record.get("task") if isinstance(record.get("task"), dict) else {}
     failure = record.get("failure") if isinstance(record.get("failure"), dict) else {}
-    if source == 0:
-        outcome = "passed"
+    verdict_failed = source != 0 and failure.get("outcome") == "verdict-failed"
+    if source == 0 or verdict_failed:
+        outcome = "passed"  # its test passed, as the summary counts it
     else:
         outcome = "errored" if failure.get("outcome") == "error" else "failed"
     # a failed episode's own reason is short ("loss: reward -1 ..."); an error has only its
-    # message; a passed one has no failure reason to show
-    reason = (
-        ""
-        if outcome == "passed"
-        else (failure.get("message") if outcome == "errored" else extra.get("reason"))
-        or failure.get("message")
-        or ""
-    )
+    # message; a passed one has no failure reason to show, unless the env's verdict kept it
+    # out of the training split
+    if verdict_failed:
+        why = extra.get("reason") or failure.get("message") or "the env's verdict failed"
+        reason = f"not in results.jsonl: {why}"
+    elif outcome == "passed":
+        reason = ""
+    else:
+        reason = (
+            (failure.get("message") if outcome == "errored" else extra.get("reason"))
+            or failure.get("message")
+            or ""
+        )
     seed = record.get("seed")
     return EpisodeRow(
         source=source,
