@@ -56,6 +56,10 @@ Hierarchy::
      │    │    ├── AnswerTooLarge     a model answer past MAX_ANSWER_BYTES (util/jsonlimits.py)
      │    │    └── CacheUnwritable    --openenv-cache takes no entry (full disk): the run stops
      │    ├── ServerUnreachable       (ConnectionError) a plain HTTP request to a server
+     │    ├── EndpointFault           a chat request over http.client failed after its retries
+     │    │    ├── EndpointTimeout    no whole answer within the request's time
+     │    │    ├── EndpointUnreachable the connection failed or closed without an answer
+     │    │    └── EndpointStatus     an HTTP status the retries could not turn into a 2xx
      │    └── ExpertError             OpenSpiel's bots cannot play this game
      ├── AgentFault                   -> scored by the env's verdict: a FAILURE, never an error
      │    ├── ActionRejected          the env refused an action: a tool error, play goes on
@@ -214,7 +218,7 @@ class AnswerTooLarge(PolicyUnavailable):
     """
 
 
-class EndpointFault(OpenEnvError):
+class EndpointFault(InfrastructureFault):
     """A chat request over ``http.client`` failed after its retries (``policies/llm/http_client``).
 
     Raised inside the policy only: it turns each into a ``PolicyUnavailable`` (or

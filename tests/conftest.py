@@ -11,11 +11,21 @@ import numpy.fft
 import numpy.linalg
 import numpy.random
 import pytest
-from helpers import assert_clean
+from helpers import XDIST_WORKER_VARS, assert_clean
 
 pytest_plugins = ["pytester"]
 
 del numpy
+
+# torch registers operator libraries in modules it imports lazily (TRL and transformers reach
+# them during a run); one first imported inside an in-process pytester run is re-imported
+# after its teardown and registers twice ("Only a single TORCH_LIBRARY ..."), so they are
+# imported here, where the [transformers] extra is installed
+try:
+    import torch._inductor.test_operators
+    import torch.distributed._functional_collectives  # noqa: F401
+except ImportError:
+    pass
 
 #: printed in the header, so a CI log says what each run was tested against
 HEADER_PACKAGES = ("huggingface_hub", "websockets", "open-spiel", "openai", "anthropic", "openenv")
@@ -31,11 +41,6 @@ def pytest_report_header() -> str:
             return "absent"
 
     return "dependencies: " + ", ".join(f"{n}-{installed(n)}" for n in HEADER_PACKAGES)
-
-
-#: set in xdist workers; a child pytest that inherits them believes it is a worker too
-#: (syrupy then skips its snapshot report and writes), so the child must not see them
-XDIST_WORKER_VARS = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
 
 
 @pytest.fixture

@@ -12,6 +12,10 @@ import pytest
 #: default teacher, expert, never loses): for tests that need failed episodes
 SCRIPTED = "--openenv-policy=scripted"
 
+#: set in xdist workers; a child pytest that inherits them believes it is a worker too
+#: (syrupy then skips its snapshot report and writes), so the child must not see them
+XDIST_WORKER_VARS = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Every line must be a whole JSON object: a torn line fails the test."""

@@ -130,7 +130,10 @@ def test_items_with_an_overridden_policy_run_in_turn(run_pytest, pytester: pytes
     )
     with serve_openai(delay=0.05) as server:
         result = run_pytest(
-            *llm_args(server, "--openenv-concurrency=3", n=4), "test_default.py", "test_custom.py"
+            *llm_args(server, "--openenv-concurrency=3", n=4),
+            "--openenv-train-on=test",
+            "test_default.py",
+            "test_custom.py",
         )
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["*8 passed*"])

@@ -189,7 +189,7 @@ def test_user_suite_with_marker_on_two_workers(run_pytest, pytester: pytest.Pyte
             assert True
         """
     )
-    result = run_pytest("-n", "2")
+    result = run_pytest("-n", "2", "--openenv-train-on=test")  # every game the test passed
     result.assert_outcomes(passed=7)
     rows = read_jsonl(pytester.path / "openenv-results" / "results.jsonl")
     assert sorted(r["seed"] for r in rows) == list(range(7, 13))

@@ -132,7 +132,7 @@ def test_three_tests_in_one_file_give_a_line_a_summary_entry_and_a_gate_verdict_
     # the card and report.html show the table of groups too
     card = (folder(pytester) / "README.md").read_text()
     assert "## Figures per group" in card and "## Pooled figures (all groups)" in card
-    assert "| test_three.py::test_random | openspiel:tic_tac_toe | random |" in card
+    assert "| `test_three.py::test_random` | `openspiel:tic_tac_toe` | `random` |" in card
     page = (folder(pytester) / "report.html").read_text()
     assert 'id="groups"' in page and 'id="chart-group"' in page
 
@@ -254,7 +254,7 @@ def test_two_models_give_a_group_each_and_the_gate_judges_both(
         ]
     )
     markdown = step_summary.read_text()
-    assert f"| openai / {FIRST} |" in markdown and "Pooled (all groups):" in markdown
+    assert f"| `openai / {FIRST}` |" in markdown and "Pooled (all groups):" in markdown
 
 
 def test_a_baseline_summary_without_groups_gets_them_from_its_rows(tmp_path: Path) -> None:

@@ -88,12 +88,14 @@ def test_an_sdk_that_fails_to_import_behind_the_response_cache_is_a_usage_error(
     (blocked / "openai" / "__init__.py").write_text("raise ImportError('not installed here')\n")
     monkeypatch.setenv("PYTHONPATH", ahead_of_pythonpath(blocked))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0000")
-    result = run_pytest(
-        ENV,
-        "--openenv-policy=openai",
-        f"--openenv-model={MODEL}",
-        f"--openenv-cache={pytester.path / 'cache'}",
-    )
+    with serve_openai() as server:  # answers the model check; the SDK carries requests
+        result = run_pytest(
+            ENV,
+            f"--openenv-llm-endpoint={server.base_url}",
+            "--openenv-llm-client=sdk",
+            f"--openenv-model={MODEL}",
+            f"--openenv-cache={pytester.path / 'cache'}",
+        )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["*needs the openai SDK: pip install 'pytest-openenv[[]openai[]]'*"]
@@ -110,9 +112,16 @@ def test_an_sdk_that_fails_to_import_under_xdist_errors_each_episode_saying_why(
     (blocked / "openai" / "__init__.py").write_text("raise ImportError('not installed here')\n")
     monkeypatch.setenv("PYTHONPATH", ahead_of_pythonpath(blocked))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0000")
-    result = run_pytest(
-        ENV, "--openenv-n=2", "--openenv-policy=openai", f"--openenv-model={MODEL}", "-n", "2"
-    )
+    with serve_openai() as server:  # answers the model check; the SDK carries requests
+        result = run_pytest(
+            ENV,
+            "--openenv-n=2",
+            f"--openenv-llm-endpoint={server.base_url}",
+            "--openenv-llm-client=sdk",
+            f"--openenv-model={MODEL}",
+            "-n",
+            "2",
+        )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(errors=2)
     result.stdout.fnmatch_lines(

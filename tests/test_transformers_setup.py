@@ -92,7 +92,11 @@ def test_an_endpoint_does_not_go_with_a_local_model(run_pytest, tmp_path: Path) 
     err = usage_error(
         run_pytest, f"--openenv-model={folder}", "--openenv-llm-endpoint=http://127.0.0.1:9/v1"
     )
-    assert "--openenv-llm-endpoint does not apply to --openenv-policy=transformers" in err
+    assert (
+        "--openenv-llm-endpoint=http://127.0.0.1:9/v1 is set but the policy is 'transformers'"
+        in err
+    )
+    assert "which calls no endpoint" in err
 
 
 def test_the_missing_extra_is_named(run_pytest, pytester: pytest.Pytester, tmp_path) -> None:

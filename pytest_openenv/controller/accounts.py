@@ -194,8 +194,9 @@ class Accounts:
         """--openenv-resume: the failed rows of failures.jsonl are kept, counted once each by
         that first attempt, or (``replay``: --openenv-resume-failed) played again."""
         for nodeid, row in failures.items():
-            if row["outcome"] != "failed":
+            if row["outcome"] == "errored":
                 continue  # an errored episode never finished: it plays again
+            # failed, or "passed": a test-passed episode the env's verdict failed
             if replay:
                 self.replayed[nodeid] = int(row.get("attempt", 1))
             else:

@@ -15,6 +15,7 @@ import contextlib
 import importlib
 import sys
 import threading
+import warnings
 
 import pytest
 
@@ -42,6 +43,10 @@ def start(config: pytest.Config) -> threading.Thread | None:
 
 
 def _import(modules: list[str]) -> None:
+    # hypothesis, imported whole, runs trio's entry-point hook, whose warning about its own
+    # random instance would otherwise be printed into pytest's progress line: no test or
+    # collection is running in this thread to capture it
+    warnings.filterwarnings("ignore", message="It looks like `register_random`", module="trio")
     for module in modules:
         with contextlib.suppress(Exception):  # only a head start: the real import reports
             importlib.import_module(module)
