@@ -352,8 +352,7 @@ def test_episodes_a_budget_kept_from_starting_are_skipped_in_pytests_line_and_ju
 def test_a_gate_over_the_episodes_lf_re_ran_says_so_and_cannot_pass(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from helpers import XDIST_WORKER_VARS
-    from helpers import SCRIPTED, assert_clean
+    from helpers import SCRIPTED, XDIST_WORKER_VARS, assert_clean
 
     for name in XDIST_WORKER_VARS:
         monkeypatch.delenv(name, raising=False)
