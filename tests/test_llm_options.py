@@ -10,8 +10,10 @@ from llm_helpers import (
     ENV,
     MODEL,
     clean_sdk_env_fixture,  # noqa: F401 - fixture
+    llm_args,
     output,
 )
+from servers.anthropic_messages import serve_anthropic
 from servers.openai_compat import serve_openai
 
 from pytest_openenv.config.options import OPTIONS
@@ -124,7 +126,12 @@ def test_a_missing_sdk_names_the_extra(
     monkeypatch.setenv("PYTHONPATH", str(blocked))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0000")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-0000")
-    result = run_pytest(ENV, f"--openenv-policy={provider}", f"--openenv-model={MODEL}")
+    # a loopback server answers the model check, so only the SDK is missing; openai's
+    # requests go through its SDK as they do against the official API
+    serve = serve_openai if provider == "openai" else serve_anthropic
+    client = ["--openenv-llm-client=sdk"] if provider == "openai" else []
+    with serve() as server:
+        result = run_pytest(*llm_args(server, *client, policy=provider))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*pip install 'pytest-openenv[[]{extra}[]]'*"])
 
