@@ -150,14 +150,18 @@ class OpenAIPolicy(RemoteModelPolicy):
         )
         return module.OpenAI(api_key=api_key, http_client=http, **self.config.client_options())
 
-    def _complete(self, client: Any, turn: Turn, timeout: float | None) -> Reply:
-        body = request_body(
+    def _body(self, turn: Turn) -> dict[str, Any]:
+        """The chat-completions request for ``turn``: one body for the SDK and http paths."""
+        return request_body(
             self.config.model,
             turn,
             temperature=self.config.temperature,
             max_tokens=self.config.max_tokens,
             official=self.config.base_url is None,
         )
+
+    def _complete(self, client: Any, turn: Turn, timeout: float | None) -> Reply:
+        body = self._body(turn)
         # The SDK's raw request (its documented route for custom bodies): same auth,
         # retries, Retry-After handling and error classes as chat.completions.create,
         # without re-walking the transcript against the typed parameters (~3 ms of CPU
@@ -197,13 +201,7 @@ class OpenAIHTTPPolicy(OpenAIPolicy):
         self.count_attempt(None)
 
     def _complete(self, client: Any, turn: Turn, timeout: float | None) -> Reply:
-        body = request_body(
-            self.config.model,
-            turn,
-            temperature=self.config.temperature,
-            max_tokens=self.config.max_tokens,
-            official=self.config.base_url is None,
-        )
+        body = self._body(turn)
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         answer = client.post(data, timeout or self.config.request_timeout, turn.deadline)
         text = answer.body.decode("utf-8", "replace")
