@@ -11,6 +11,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from helpers import read_jsonl
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -38,6 +39,34 @@ def test_rows_appended_in_order_are_left_in_place(tmp_path: Path) -> None:
     writer.finalize()
     assert ids(writer.results_path) == [f"ep-{i:06d}" for i in range(5)]
     assert os.stat(writer.results_path).st_ino == inode, "an already sorted file was rewritten"
+
+
+@pytest.mark.parametrize("order", [[2, 0, 1], [0, 1, 2]])
+def test_a_row_written_just_before_ctrl_c_is_kept_and_sorted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, order: list[int]
+) -> None:
+    """Ctrl-C between a line's write and the writer's note of it: finalize still sees it."""
+    import pytest_openenv.dataset.writer as writer_module
+
+    writer = DatasetWriter(tmp_path, resume=False)
+    for i in order:
+        line, key = row(i)
+        writer.append(line, passed=True, key=key)
+    real_write = os.write
+
+    def write_then_interrupt(fd: int, data: bytes) -> int:
+        real_write(fd, data)
+        raise KeyboardInterrupt  # as a signal checked right after the system call would
+
+    monkeypatch.setattr(writer_module.os, "write", write_then_interrupt)
+    line, key = row(1, attempt=7)  # a later attempt of a row already there, out of order
+    with pytest.raises(KeyboardInterrupt):
+        writer.append(line, passed=True, key=key)
+    monkeypatch.undo()
+    writer.finalize()
+    results = read_jsonl(writer.results_path)
+    assert [r["episode_id"] for r in results] == [f"ep-{i:06d}" for i in range(3)]
+    assert results[1]["attempt"] == 7  # the last line written wins, as for any other row
 
 
 @settings(max_examples=60, deadline=None)

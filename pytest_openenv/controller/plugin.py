@@ -33,7 +33,7 @@ from ..dataset.identity import RESUME_REFUSED, USAGE_REFUSED
 from ..report.gates import GateConfig
 from ..report.slim import ReportSlimmer
 from ..util.secrets import KnownSecrets
-from ..util.signals import TermAsInterrupt
+from ..util.signals import InterruptsHeld, TermAsInterrupt
 from .accounts import Accounts
 from .budget import RunBudget
 from .finish import SessionEnd
@@ -224,11 +224,11 @@ class ControllerPlugin:
             self.halted = str(halt)
             self.end.notes.append(f"ERROR: {halt}; the run stopped (fix it, then --openenv-resume)")
             self.stop(f"openenv: {halt}")
-        row = self.accounts.count(report)
-        if row is not None:
-            error = self.output.save(row)
-            if error is not None:
-                self.stop(f"openenv: {error}")
+        with InterruptsHeld():  # counted means written: a Ctrl-C comes before or after both
+            row = self.accounts.count(report)
+            error = None if row is None else self.output.save(row)
+        if error is not None:
+            self.stop(f"openenv: {error}")
         self.check_usage(report)
         if self.budget.active:
             self.check_budget()

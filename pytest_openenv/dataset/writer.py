@@ -241,9 +241,10 @@ class DatasetWriter:
             self.restore_if_lost()
             if self.restored:
                 self._index.clear()  # written back from our descriptors: read what is there
-            for fd in self._fds.values():
+            for passed, fd in self._fds.items():
                 with contextlib.suppress(OSError):  # durability only; the rows are written
                     os.fsync(fd)
+                self._drop_index_if_behind(passed, fd)
         self.close()
         results = self._rows(True)
         kept = _last_per_key(results)
@@ -252,6 +253,19 @@ class DatasetWriter:
         failures = self._rows(False)
         failed = [row for row in _last_per_key(failures) if row.key not in passed_keys]
         self._rewrite(self.failures_path, failed, unchanged=failed == failures)
+
+    def _drop_index_if_behind(self, passed: bool, fd: int) -> None:
+        """Read the file instead of the index when the file holds more than it counts.
+
+        A Ctrl-C can land between a row's write and its bookkeeping: the line is on disk but
+        not in the index, which would drop it from the sorted rewrite or leave it unsorted.
+        """
+        try:
+            size = os.fstat(fd).st_size
+        except OSError:
+            size = -1
+        if size != self._sizes.get(passed):
+            self._index[passed] = None
 
     def _rewrite(self, path: Path, rows: list[Row], *, unchanged: bool) -> None:
         """The sorted rewrite; one that fails leaves the file whole, as appended (noted)."""

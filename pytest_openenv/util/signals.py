@@ -47,3 +47,41 @@ class TermAsInterrupt:
         # the files are being finished from here on: a second SIGTERM must not cut that short
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise KeyboardInterrupt("SIGTERM: the run was cancelled (handled as Ctrl-C)")
+
+
+class InterruptsHeld:
+    """A section a Ctrl-C (or SIGTERM) must not split: the signal is taken at its end.
+
+    Counting an episode and appending its row are one step for the run's figures; an
+    interrupt between them would leave a counted episode with no row (or a row the
+    summary does not count). Inside the section a signal is only noted; leaving it calls
+    the handler that was there, so the interrupt happens exactly as it would have, a few
+    microseconds later. Main thread only (where Python runs signal handlers); elsewhere it
+    holds nothing.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self._previous: dict[int, Any] = {}
+        self._pending: list[tuple[int, FrameType | None]] = []
+
+    def __enter__(self) -> InterruptsHeld:
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        for signum in self.SIGNALS:
+            current = signal.getsignal(signum)
+            if callable(current):  # a Python handler: ours to defer; SIG_DFL/SIG_IGN stay
+                self._previous[signum] = signal.signal(signum, self._note)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        previous, self._previous = self._previous, {}
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        pending, self._pending = self._pending, []
+        for signum, frame in pending[:1]:  # one interrupt, as the first signal would have been
+            previous[signum](signum, frame)
+
+    def _note(self, signum: int, frame: FrameType | None) -> None:
+        self._pending.append((signum, frame))
