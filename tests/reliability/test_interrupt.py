@@ -19,10 +19,6 @@ RUN = (f"--openenv-env={ENV}", f"--openenv-n={N}", "test_eps.py")
 ALL_IDS = [f"ep-{i:06d}" for i in range(N)]
 
 
-# A known race, older than this marker: with -n 2 and SIGINT to the controller alone, about one
-# run in four leaves results.jsonl unsorted (every row kept once); the final sorted rewrite
-# and a late worker report still need to be ordered. Reruns keep CI honest about the rest.
-@pytest.mark.flaky(reruns=2)
 @pytest.mark.parametrize(
     ("workers", "target"), [("0", "group"), ("2", "group"), ("2", "controller")]
 )
