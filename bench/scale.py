@@ -43,9 +43,13 @@ SCALE_PROBE = (
 
 import array as _array
 
+import pytest as _pytest
+
 _report_times = _array.array("d")
 _memory_logreport = pytest_runtest_logreport
 _memory_unconfigure = pytest_unconfigure
+#: when the end of the session reached each stage (perf_counter: the system's monotonic clock)
+_end_marks = {}
 
 
 def pytest_runtest_logreport(report):
@@ -54,11 +58,30 @@ def pytest_runtest_logreport(report):
         _report_times.append(time.perf_counter())
 
 
-def pytest_unconfigure(config):
+@_pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    _end_marks["sessionfinish"] = time.perf_counter()
+
+
+@_pytest.hookimpl(tryfirst=True)
+def pytest_terminal_summary(terminalreporter):
+    _end_marks["terminal_summary"] = time.perf_counter()
+
+
+@_pytest.hookimpl(tryfirst=True, specname="pytest_unconfigure")
+def pytest_unconfigure_first(config):
+    _end_marks["unconfigure"] = time.perf_counter()
+
+
+@_pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):  # the last unconfigure: after every plugin's
+    _end_marks["unconfigured"] = time.perf_counter()
     _memory_unconfigure(config)
     if _controller(config):
         with open(os.environ["SCALE_TIMES_OUT"], "wb") as out:
             _report_times.tofile(out)
+        with open(os.environ["SCALE_TIMES_OUT"] + ".end.json", "w") as out:
+            json.dump(_end_marks, out)
 """
 )
 
@@ -130,6 +153,8 @@ def main() -> None:
         figures = json.loads(figures_path.read_text())
         times: array.array[float] = array.array("d")
         times.frombytes(times_path.read_bytes())
+        exited = started + wall
+        end_marks = json.loads(Path(str(times_path) + ".end.json").read_text())
         rows, ordered = check_sorted(Path(folder) / "openenv-results" / "results.jsonl")
         completions = server.requests
     tenth = max(2, len(times) // 10)
@@ -168,6 +193,23 @@ def main() -> None:
     )
     tenths = [rate(times, i * tenth, min(len(times), (i + 1) * tenth)) for i in range(10)]
     print("episodes/s in each tenth of the reports: " + " ".join(f"{r:.0f}" for r in tenths))
+    last_report = times[len(times) - 1]
+    stages = [
+        ("sessionfinish", end_marks["sessionfinish"]),
+        ("terminal summary", end_marks["terminal_summary"]),
+        ("unconfigure", end_marks["unconfigure"]),
+        ("unconfigured", end_marks["unconfigured"]),
+        ("process exit", exited),
+    ]
+    steps, previous = [], last_report
+    for name, at in stages:
+        steps.append(f"{name} +{at - previous:.3f}")
+        previous = at
+    end = exited - last_report
+    print(
+        f"controller's end of session, last episode report -> process exit: {end:.2f} s "
+        f"(target < 0.3 s): {'ok' if end < 0.3 else 'MISSED'}; " + ", ".join(steps)
+    )
     print(
         f"results.jsonl: {rows} rows, sorted by episode id: {ordered} "
         f"({'ok' if rows == n and ordered else 'MISSED'})"

@@ -18,8 +18,10 @@ from .plugin import ControllerPlugin
 class XdistController:
     name = "openenv-xdist-controller"
 
-    def __init__(self, controller: ControllerPlugin) -> None:
+    def __init__(self, controller: ControllerPlugin, *, worker_addopts: str | None = None) -> None:
         self.controller = controller
+        #: the workers' PYTEST_ADDOPTS: plugins the bundled test never calls left out
+        self.worker_addopts = worker_addopts
         self._warmed_up = False
         config = controller.config
         dist = config.getoption("dist", None)
@@ -31,6 +33,13 @@ class XdistController:
                 ),
                 stacklevel=2,
             )
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_setupnodes(self, config: pytest.Config, specs: list[Any]) -> None:
+        if self.worker_addopts is not None:
+            from .worker_start import leave_out_in_workers
+
+            leave_out_in_workers(specs, self.worker_addopts)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
