@@ -72,6 +72,21 @@ def _named(args: Iterable[str], options: set[str]) -> bool:
     return False
 
 
+def _ini_keys(config: pytest.Config, args: list[str]) -> set[str]:
+    """The ini keys the run sets: in its ini file, or with ``-o key=value``."""
+    # pytest 9 deprecates the public name of the same mapping
+    found = getattr(config, "_inicfg", None)
+    keys = set(found if found is not None else config.inicfg)
+    for before, arg in zip(["", *args], args, strict=False):
+        if before in ("-o", "--override-ini"):
+            keys.add(arg.split("=", 1)[0])
+        elif arg.startswith("--override-ini="):
+            keys.add(arg.removeprefix("--override-ini=").split("=", 1)[0])
+        elif arg.startswith("-o") and arg != "-o":
+            keys.add(arg[2:].split("=", 1)[0])
+    return keys
+
+
 def idle_plugins(config: pytest.Config, plugins: dict[str, object]) -> list[str]:
     """Which of ``plugins`` (name: module, as loaded here) a worker can leave out."""
     args = [
@@ -79,7 +94,7 @@ def idle_plugins(config: pytest.Config, plugins: dict[str, object]) -> list[str]
         *shlex.split(os.environ.get(ADDOPTS, "")),
         *config.getini("addopts"),
     ]
-    ini_keys = set(config.inicfg)
+    ini_keys = _ini_keys(config, args)
     idle = []
     for name, plugin in plugins.items():
         names = registered_names(plugin, config.pluginmanager)

@@ -21,11 +21,18 @@ __all__ = ["DEFAULT_CAP", "write_report"]
 
 
 def write_report(
-    folder: Path, *, secrets: KnownSecrets | None = None, cap: int = DEFAULT_CAP
+    folder: Path,
+    *,
+    secrets: KnownSecrets | None = None,
+    cap: int = DEFAULT_CAP,
+    found: FolderRows | None = None,
 ) -> FolderRows:
-    """Write ``report.html`` and ``pass-rate.svg`` into ``folder``; returns what it read."""
+    """Write ``report.html`` and ``pass-rate.svg`` into ``folder``; returns what it read.
+
+    ``found``: the folder's rows as ``scan_folder`` would read them, when the caller
+    already knows them (``report/digests.py``)."""
     secrets = secrets or KnownSecrets()
-    found = scan_folder(folder)
+    found = found if found is not None else scan_folder(folder)
     summary = read_json(folder / SUMMARY)
     metadata = read_json(folder / METADATA)
     with replacing(folder / REPORT) as out:
