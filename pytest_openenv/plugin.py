@@ -93,6 +93,13 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(xdist_side, XdistController.name)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from .util import heap
+
+    heap.freeze_for_exit(config)
+
+
 def start_service(config: pytest.Config) -> tuple[EpisodeService, TemplateCheck | None]:
     """This process's families and policies, with the run's env and policy checked; and
     on the controller what ``--openenv-chat-template`` found."""
