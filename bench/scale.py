@@ -51,6 +51,9 @@ import array as _array
 import pytest as _pytest
 
 _report_times = _array.array("d")
+#: the controller's CPU seconds at each report: a cost per episode that grows with the rows
+#: written shows here whatever else the machine runs
+_report_cpu = _array.array("d")
 _memory_logreport = pytest_runtest_logreport
 _memory_unconfigure = pytest_unconfigure
 #: when the end of the session reached each stage (perf_counter: the system's monotonic clock)
@@ -65,6 +68,7 @@ def pytest_runtest_logreport(report):
     _memory_logreport(report)
     if report.when == "call" or (report.when == "setup" and not report.passed):
         _report_times.append(time.perf_counter())
+        _report_cpu.append(time.process_time())
         _mark("last_report")
 
 
@@ -109,6 +113,8 @@ def pytest_unconfigure(config):  # the last unconfigure: after every plugin's
     if _controller(config):
         with open(os.environ["SCALE_TIMES_OUT"], "wb") as out:
             _report_times.tofile(out)
+        with open(os.environ["SCALE_TIMES_OUT"] + ".cpu", "wb") as out:
+            _report_cpu.tofile(out)
         with open(os.environ["SCALE_TIMES_OUT"] + ".end.json", "w") as out:
             json.dump(_end_marks, out)
 """
@@ -178,6 +184,8 @@ def one_run(args: argparse.Namespace, tree: str | None) -> list[str]:
         figures = json.loads(figures_path.read_text())
         times: array.array[float] = array.array("d")
         times.frombytes(times_path.read_bytes())
+        report_cpu: array.array[float] = array.array("d")
+        report_cpu.frombytes(Path(str(times_path) + ".cpu").read_bytes())
         exited = started + wall
         end_marks = json.loads(Path(str(times_path) + ".end.json").read_text())
         rows, ordered = check_sorted(Path(folder) / "openenv-results" / "results.jsonl")
@@ -215,6 +223,16 @@ def one_run(args: argparse.Namespace, tree: str | None) -> list[str]:
     )
     tenths = [rate(times, i * tenth, min(len(times), (i + 1) * tenth)) for i in range(10)]
     lines.append("episodes/s in each tenth of the reports: " + " ".join(f"{r:.0f}" for r in tenths))
+    cpu_tenths = [
+        1000
+        * (report_cpu[min(len(times), (i + 1) * tenth) - 1] - report_cpu[i * tenth])
+        / max(1, min(len(times), (i + 1) * tenth) - 1 - i * tenth)
+        for i in range(10)
+    ]
+    lines.append(
+        "controller CPU ms per episode in each tenth (flat: no cost grows with the rows "
+        "written): " + " ".join(f"{c:.2f}" for c in cpu_tenths)
+    )
     last_report, last_cpu = end_marks["last_report"]
     stages = [
         ("sessionfinish", end_marks["sessionfinish"][0]),

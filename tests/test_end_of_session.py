@@ -147,3 +147,49 @@ def test_the_end_of_a_run_reads_no_row_back(run_pytest, pytester: pytest.Pyteste
     assert (folder / "report.html").stat().st_size > 0
     reads = pytester.path / "reads.txt"
     assert not reads.exists(), reads.read_text()
+
+
+#: workers that take long to exit; the controller notes which are still running as it begins
+#: writing the files
+SLOW_EXIT_PROBE = """
+import atexit, os, time
+import pytest
+
+def pytest_configure(config):
+    if hasattr(config, "workerinput"):
+        with open(f"worker-{os.getpid()}.pid", "w") as out:
+            out.write(str(os.getpid()))
+        atexit.register(time.sleep, 4)  # an interpreter slow to tear down
+        return
+    from pytest_openenv.controller.finish import SessionEnd
+
+    inner = SessionEnd.finish
+
+    def finish(self, exitstatus):
+        alive = []
+        for path in sorted(os.listdir(".")):
+            if path.startswith("worker-"):
+                try:
+                    os.kill(int(open(path).read()), 0)
+                    alive.append(path)
+                except ProcessLookupError:
+                    pass
+        with open("alive-at-files.txt", "w") as out:
+            out.write(str(len(alive)))
+        return inner(self, exitstatus)
+
+    SessionEnd.finish = finish
+"""
+
+
+def test_the_files_are_written_while_the_workers_exit(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    pytester.makepyfile(slow_exit_probe=SLOW_EXIT_PROBE)
+    pytester.syspathinsert()
+    result = run_pytest(
+        "--openenv-env=openspiel:tic_tac_toe", "--openenv-n=4", "-p", "slow_exit_probe", "-n", "2"
+    )
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+    assert (pytester.path / "alive-at-files.txt").read_text() == "2"
+    assert (pytester.path / "openenv-results" / "report.html").exists()

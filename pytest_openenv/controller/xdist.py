@@ -116,8 +116,14 @@ class XdistController:
         self._teardown = threading.Thread(
             target=nodes.teardown_nodes, name="openenv-worker-exit", daemon=True
         )
+        # xdist's own call comes next, before the files: it finds the teardown under way
+        nodes.teardown_nodes = _already_under_way
         self._teardown.start()
 
     def pytest_unconfigure(self) -> None:
         if self._teardown is not None:
             self._teardown.join()
+
+
+def _already_under_way() -> None:
+    """xdist's teardown of the nodes once ours runs (``pytest_unconfigure`` waits for it)."""
