@@ -259,28 +259,39 @@ class DatasetWriter:
             self.restore_if_lost()
             if self.restored:
                 self._index.clear()  # written back from our descriptors: read what is there
-            for fd in self._fds.values():
-                with contextlib.suppress(OSError):  # durability only; the rows are written
-                    os.fsync(fd)
-        self.close()
         # every row of both files is this run's and known (no scan, nothing written back)
         known = all(self._index.get(passed) is not None for passed in (True, False))
         results = self._rows(True)
         kept = _last_per_key(results)
-        self._rewrite(self.results_path, kept, unchanged=kept == results)
+        self._rewrite(True, kept, unchanged=kept == results)
         passed_keys = {row.key for row in kept}
         failures = self._rows(False)
         failed = [row for row in _last_per_key(failures) if row.key not in passed_keys]
-        self._rewrite(self.failures_path, failed, unchanged=failed == failures)
+        self._rewrite(False, failed, unchanged=failed == failures)
+        self.close()
         if known and not self.unsorted:
             self.final = {True: _laid_end_to_end(kept), False: _laid_end_to_end(failed)}
 
-    def _rewrite(self, path: Path, rows: list[Row], *, unchanged: bool) -> None:
-        """The sorted rewrite; one that fails leaves the file whole, as appended (noted)."""
+    def _rewrite(self, passed: bool, rows: list[Row], *, unchanged: bool) -> None:
+        """The sorted rewrite; one that fails leaves the file whole, as appended (noted).
+
+        A file that keeps its appended rows is synced to disk; a rewritten one replaces
+        it only once its own copy is (``util/atomic.py``), so syncing the first is moot."""
+        path = self._path(passed)
         try:
             _rewrite_sorted(path, rows, unchanged=unchanged)
         except OSError as exc:
             self.unsorted.append((path, exc.strerror or str(exc)))
+            self._sync(passed)
+        else:
+            if unchanged:
+                self._sync(passed)
+
+    def _sync(self, passed: bool) -> None:
+        fd = self._fds.get(passed)
+        if fd is not None:
+            with contextlib.suppress(OSError):  # durability only; the rows are written
+                os.fsync(fd)
 
     def _rows(self, passed: bool) -> list[Row]:
         index = self._index.get(passed)

@@ -35,9 +35,11 @@ def write_report(
     found = found if found is not None else scan_folder(folder)
     summary = read_json(folder / SUMMARY)
     metadata = read_json(folder / METADATA)
-    with replacing(folder / REPORT) as out:
+    # a view of the data files, rewritten at every session end: replaced at once, but not
+    # worth a wait on the disk (a crash at worst leaves the view to be written again)
+    with replacing(folder / REPORT, durable=False) as out:
         for chunk in render(found, summary, metadata, served=False, cap=cap):
             out.write((secrets.scrub(chunk) if secrets.active else chunk).encode("utf-8"))
     chart = charts.running_pass_rate([row.outcome == "passed" for row in found.rows])
-    write_atomically(folder / CHART, secrets.scrub(chart).encode("utf-8"))
+    write_atomically(folder / CHART, secrets.scrub(chart).encode("utf-8"), durable=False)
     return found
