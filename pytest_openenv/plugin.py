@@ -55,7 +55,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    from .controller.plugin import ControllerPlugin
     from .util import heap
     from .worker import bundled
     from .worker.plugin import WorkerPlugin
@@ -63,9 +62,17 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
     heap.arrange_thaw(config)
     service, template = start_service(config)
+    idle_in_workers: dict[str, object] = {}
+    if not is_worker(config):
+        from .controller import worker_start
+
+        idle_in_workers = worker_start.loaded_idle_plugins(config)
     runs_bundled_test = bundled.take_over(config, service.settings)
     controller = None
     if not is_worker(config):
+        # a worker never loads the controller's side (its imports are a worker's start-up)
+        from .controller.plugin import ControllerPlugin
+
         controller = ControllerPlugin.start(config, service, template=template)
     if collects_items(config):
         resumed = controller.output.resumed if controller is not None else None
@@ -77,16 +84,25 @@ def pytest_configure(config: pytest.Config) -> None:
             rows = html_extras.HtmlRows(config, service.settings.output.folder)
             config.pluginmanager.register(rows, rows.name)
     if controller is not None and config.pluginmanager.hasplugin("xdist"):
+        from .controller import worker_start
         from .controller.xdist import XdistController
 
-        config.pluginmanager.register(XdistController(controller), XdistController.name)
+        # the bundled test's workers start without the plugins it never calls
+        idle = worker_start.idle_plugins(config, idle_in_workers) if runs_bundled_test else []
+        xdist_side = XdistController(controller, worker_addopts=worker_start.worker_addopts(idle))
+        config.pluginmanager.register(xdist_side, XdistController.name)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from .util import heap
+
+    heap.freeze_for_exit(config)
 
 
 def start_service(config: pytest.Config) -> tuple[EpisodeService, TemplateCheck | None]:
     """This process's families and policies, with the run's env and policy checked; and
     on the controller what ``--openenv-chat-template`` found."""
-    from .controller.preflight import check_deployed_servers
-    from .controller.template import check_chat_template
     from .util import heap
     from .worker.run_policy import check_run_policy
     from .worker.service import EpisodeService
@@ -98,11 +114,14 @@ def start_service(config: pytest.Config) -> tuple[EpisodeService, TemplateCheck 
         # what the controller read of its servers (one schema per run), before any family
         service.remote.learn(config.workerinput.get("openenv_servers", {}))  # type: ignore[attr-defined]
     else:
+        from .controller.preflight import check_deployed_servers
+
         check_deployed_servers(config, service)  # before any episode; workers trust it
     policies = check_run_policy(config, service)  # fail fast on a bad one
     if not is_worker(config):
+        from .controller.template import check_chat_template
+
         check_endpoints(config, service)  # once per run, before any episode
-    if not is_worker(config):
         template = check_chat_template(service)  # before any episode: it fixes the row form
     if plays_episodes(config):
         for policy in policies:

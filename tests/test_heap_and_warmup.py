@@ -116,3 +116,30 @@ def test_an_xdist_controller_loads_the_end_of_session_imports_while_episodes_run
     assert result.ret in (0, 1), result.stdout.str()
     # report.html's renderer was loaded before the end of session needed it
     assert (pytester.path / "controller-warm.txt").read_text() == "True"
+
+
+#: how many objects are frozen at the last episode report and at the last unconfigure
+EXIT_PROBE = """
+import gc
+import pytest
+
+seen = {}
+
+def pytest_runtest_logreport(report):
+    seen["last_report"] = gc.get_freeze_count()
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    with open("frozen.txt", "w") as out:
+        out.write(f"{seen['last_report']} {gc.get_freeze_count()}")
+"""
+
+
+def test_the_pytest_command_freezes_what_is_alive_as_it_ends(run_pytest, pytester) -> None:
+    """Every report of the session lives until exit: the last collections need not scan it."""
+    pytester.makepyfile(exit_probe=EXIT_PROBE)
+    pytester.syspathinsert()
+    result = run_pytest("--openenv-env=openspiel:tic_tac_toe", "--openenv-n=30", "-p", "exit_probe")
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+    at_last_report, at_unconfigure = map(int, (pytester.path / "frozen.txt").read_text().split())
+    assert at_last_report > 0 and at_unconfigure > at_last_report

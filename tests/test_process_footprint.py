@@ -181,3 +181,47 @@ def test_the_bundled_run_leaves_idle_plugins_out_and_a_user_suite_keeps_them(
     suite.assert_outcomes(passed=3)
     suite.stdout.fnmatch_lines(["*snapshot report summary*", "*2 snapshots generated*"])
     assert {path.read_text() for path in pytester.path.glob("plugins-*.txt")} == {"(True, True)"}
+
+
+#: a plugin of the test's own that writes, per process, which idle plugins' modules it loaded
+MODULE_PROBE = """
+import sys
+
+WATCHED = ("anyio.pytest_plugin", "pytest_html.plugin", "syrupy", "_hypothesis_pytestplugin")
+
+def pytest_sessionfinish(session):
+    config = session.config
+    side = config.workerinput["workerid"] if hasattr(config, "workerinput") else "controller"
+    with open(f"modules-{side}.txt", "w") as out:
+        out.write(" ".join(name for name in WATCHED if name in sys.modules))
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "ini", "in_workers"),
+    [
+        # nothing of theirs asked for: a worker loads none of them
+        ([], "", ""),
+        # an option or an ini key of one of them must still parse: that one stays
+        (["--html=page.html"], "", "pytest_html.plugin"),
+        ([], "[pytest]\nanyio_mode = auto\n", "anyio.pytest_plugin"),
+    ],
+)
+def test_the_bundled_runs_workers_start_without_the_plugins_it_never_calls(
+    run_pytest, pytester: pytest.Pytester, extra: list[str], ini: str, in_workers: str
+) -> None:
+    """anyio's plugin imports all of trio, pytest-html jinja2: most of a worker's start."""
+    pytester.makepyfile(module_probe=MODULE_PROBE)
+    pytester.syspathinsert()
+    if ini:
+        pytester.makefile(".ini", pytest=ini)
+    result = run_pytest(ENV, "-p", "module_probe", "--openenv-n=4", "-n", "2", *extra)
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()
+    assert "Unknown config option" not in result.stdout.str() + result.stderr.str()
+    seen = {
+        path.stem.removeprefix("modules-"): path.read_text()
+        for path in pytester.path.glob("modules-*.txt")
+    }
+    assert seen.pop("gw0") == seen.pop("gw1") == in_workers
+    # the controller keeps its plugins as they were loaded
+    assert "anyio.pytest_plugin" in seen["controller"].split()

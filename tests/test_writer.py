@@ -104,3 +104,29 @@ def test_final_files_are_sorted_deduplicated_and_failures_that_later_passed_drop
     assert {r["episode_id"]: r["attempt"] for r in results} == expected_pass
     assert [r["episode_id"] for r in failures] == sorted(set(expected_fail) - set(expected_pass))
     assert all(r["attempt"] == expected_fail[r["episode_id"]] for r in failures)
+
+
+def test_a_file_the_sorted_rewrite_replaces_is_synced_once_as_its_copy(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The copy is synced before it takes the name; syncing the appended original too only
+    waits on the disk for a file about to be replaced."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    writer = DatasetWriter(tmp_path, resume=False)
+    for i in (2, 0, 1):  # out of order: results.jsonl is rewritten
+        line, key = row(i)
+        writer.append(line, passed=True, key=key)
+    line, key = row(5)
+    writer.append(line, passed=False, key=key)  # in order: failures.jsonl stays as appended
+    writer.finalize()
+    assert ids(writer.results_path) == ["ep-000000", "ep-000001", "ep-000002"]
+    assert synced.count("results.jsonl") == 0
+    assert any(name.startswith(".results.jsonl") for name in synced)
+    assert synced.count("failures.jsonl") == 1

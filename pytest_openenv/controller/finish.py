@@ -111,7 +111,9 @@ class SessionEnd:
         return {
             "figures": self.figures(),
             # what decided the verdicts, and how far the seed reaches (read from the rows)
-            **row_facts(self.output.writer.folder),
+            **row_facts(
+                self.output.writer.folder, self.output.digests.facts(self.output.writer.final)
+            ),
             "passk": self.accounts.passk.result().to_json(),
             "gate": self.verdict.to_json() if self.verdict else None,
             "exit_status": int(exitstatus),
@@ -312,7 +314,11 @@ class SessionEnd:
             self.write_report()
             if self.card_is_ours():
                 card = render_card(
-                    writer.folder, summary, metadata, repo_id=self.settings.publish.repo
+                    writer.folder,
+                    summary,
+                    metadata,
+                    repo_id=self.settings.publish.repo,
+                    counted=writer.row_counts(),
                 )
                 writer.write_text(CARD, card)
             else:
@@ -333,9 +339,11 @@ class SessionEnd:
         """report.html and the card's chart; a failure is a warning, never a failed run."""
         from ..report.page import write_report
 
-        folder = self.output.writer.folder
+        writer = self.output.writer
+        folder = writer.folder
         try:
-            write_report(folder, secrets=self.secrets)
+            found = self.output.digests.folder_rows(folder, writer.final)
+            write_report(folder, secrets=self.secrets, found=found)
         except Exception as exc:  # the data files are written; the report is a view of them
             self.notes.append(f"WARNING: {folder / REPORT} was not written: {exc}")
         else:

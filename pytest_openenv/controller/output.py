@@ -22,6 +22,7 @@ from ..dataset.identity import RowIdentity, resume_problem
 from ..dataset.jsonl import CorruptLine, open_regular, scan
 from ..dataset.lock import FolderLocked, RunLock
 from ..dataset.writer import METADATA, DatasetWriter
+from ..report.digests import RowDigests
 from ..util.secrets import KnownSecrets
 from .metadata import RunMetadata
 
@@ -182,7 +183,11 @@ class OutputFolder:
         self.torn = False
         if settings.output.resume:
             self.resumed, self.torn = read_resume_set(settings)
-        self.writer = DatasetWriter(self.folder, resume=settings.output.resume, secrets=secrets)
+        #: what the end of the run reads of each row, kept as it is written
+        self.digests = RowDigests()
+        self.writer = DatasetWriter(
+            self.folder, resume=settings.output.resume, secrets=secrets, observer=self.digests.add
+        )
         self.lock = RunLock(self.folder / LOCK)
         self.claimed = False
         self.created_folder = False

@@ -635,8 +635,14 @@ def render_card(
     *,
     repo_id: str | None = None,
     license: str | None = None,
+    counted: dict[str, int] | None = None,
 ) -> str:
-    """The card for an output folder, with row counts read from its JSONL files."""
-    rows = {name: count_rows(folder / name) for name in (RESULTS, FAILURES, PREFERENCES)}
+    """The card for an output folder, with row counts read from its JSONL files (or, in
+    ``counted``, known by the writer that just wrote them)."""
+    known = counted or {}
+    rows = {
+        name: known[name] if name in known else count_rows(folder / name)
+        for name in (RESULTS, FAILURES, PREFERENCES)
+    }
     chart = CHART if (folder / CHART).is_file() else None
     return build_card(summary, metadata, rows=rows, repo_id=repo_id, license=license, chart=chart)

@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,9 @@ INSPECT_LOGS = INSPECT_LOGS_DEFAULT
 #: data, and the card and report that describe it (left in place, a run killed before its
 #: end would show the old card beside the new metadata)
 EARLIER_RUN = (RESULTS, FAILURES, METADATA, SUMMARY, REPORT, CHART, PREFERENCES, INSPECT_LOGS)
+
+#: told of every row appended with its key, as written (secrets scrubbed): (line, passed, key)
+RowObserver = Callable[[str, bool, tuple[str, str]], None]
 
 #: the files a run replaces whole (``util/atomic.py``), so whose temp files are ours
 REPLACED = frozenset((RESULTS, FAILURES, METADATA, SUMMARY, CARD, REPORT, CHART, PREFERENCES))
@@ -117,8 +121,20 @@ def move_aside(path: Path) -> Path | None:
 
 
 class DatasetWriter:
-    def __init__(self, folder: Path, *, resume: bool, secrets: KnownSecrets | None = None) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        resume: bool,
+        secrets: KnownSecrets | None = None,
+        observer: RowObserver | None = None,
+    ) -> None:
         self.folder = folder
+        #: what else keeps a digest of each row as it is written (the run report's table)
+        self.observer = observer
+        #: after finalize(): each file's rows as they now lie in it (key, offset, length),
+        #: when every one of them was appended by this run; None: read the files instead
+        self.final: dict[bool, list[Row]] | None = None
         self.resume = resume
         self.secrets = secrets or KnownSecrets()
         self.results_path = folder / RESULTS
@@ -192,6 +208,8 @@ class DatasetWriter:
                 self._index[passed] = None
             else:
                 index.append(Row(key, self._sizes[passed], len(data)))
+                if self.observer is not None:
+                    self.observer(line, passed, key)
         self._sizes[passed] += len(data)
 
     def close(self) -> None:
@@ -242,17 +260,19 @@ class DatasetWriter:
             if self.restored:
                 self._index.clear()  # written back from our descriptors: read what is there
             for passed, fd in self._fds.items():
-                with contextlib.suppress(OSError):  # durability only; the rows are written
-                    os.fsync(fd)
                 self._drop_index_if_behind(passed, fd)
-        self.close()
+        # every row of both files is this run's and known (no scan, nothing written back)
+        known = all(self._index.get(passed) is not None for passed in (True, False))
         results = self._rows(True)
         kept = _last_per_key(results)
-        self._rewrite(self.results_path, kept, unchanged=kept == results)
+        self._rewrite(True, kept, unchanged=kept == results)
         passed_keys = {row.key for row in kept}
         failures = self._rows(False)
         failed = [row for row in _last_per_key(failures) if row.key not in passed_keys]
-        self._rewrite(self.failures_path, failed, unchanged=failed == failures)
+        self._rewrite(False, failed, unchanged=failed == failures)
+        self.close()
+        if known and not self.unsorted:
+            self.final = {True: _laid_end_to_end(kept), False: _laid_end_to_end(failed)}
 
     def _drop_index_if_behind(self, passed: bool, fd: int) -> None:
         """Read the file instead of the index when the file holds more than it counts.
@@ -267,12 +287,26 @@ class DatasetWriter:
         if size != self._sizes.get(passed):
             self._index[passed] = None
 
-    def _rewrite(self, path: Path, rows: list[Row], *, unchanged: bool) -> None:
-        """The sorted rewrite; one that fails leaves the file whole, as appended (noted)."""
+    def _rewrite(self, passed: bool, rows: list[Row], *, unchanged: bool) -> None:
+        """The sorted rewrite; one that fails leaves the file whole, as appended (noted).
+
+        A file that keeps its appended rows is synced to disk; a rewritten one replaces
+        it only once its own copy is (``util/atomic.py``), so syncing the first is moot."""
+        path = self._path(passed)
         try:
             _rewrite_sorted(path, rows, unchanged=unchanged)
         except OSError as exc:
             self.unsorted.append((path, exc.strerror or str(exc)))
+            self._sync(passed)
+        else:
+            if unchanged:
+                self._sync(passed)
+
+    def _sync(self, passed: bool) -> None:
+        fd = self._fds.get(passed)
+        if fd is not None:
+            with contextlib.suppress(OSError):  # durability only; the rows are written
+                os.fsync(fd)
 
     def _rows(self, passed: bool) -> list[Row]:
         index = self._index.get(passed)
@@ -280,6 +314,13 @@ class DatasetWriter:
             return index
         rows, _ = scan(self._path(passed), repair_torn_tail=True)
         return rows
+
+    def row_counts(self) -> dict[str, int] | None:
+        """Rows in results.jsonl and failures.jsonl after finalize(), when known without
+        reading them."""
+        if self.final is None:
+            return None
+        return {RESULTS: len(self.final[True]), FAILURES: len(self.final[False])}
 
     def write_json(self, name: str, payload: dict[str, Any]) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -297,6 +338,15 @@ def _last_per_key(rows: list[Row]) -> list[Row]:
     for row in rows:
         latest[row.key] = row
     return sorted(latest.values(), key=lambda r: r.key)
+
+
+def _laid_end_to_end(rows: list[Row]) -> list[Row]:
+    """The rows at the offsets a file holding just them, in this order, has them."""
+    laid, offset = [], 0
+    for row in rows:
+        laid.append(Row(row.key, offset, row.length))
+        offset += row.length
+    return laid
 
 
 def _rewrite_sorted(path: Path, rows: list[Row], *, unchanged: bool = False) -> None:

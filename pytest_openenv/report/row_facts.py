@@ -8,7 +8,9 @@ states the episodes had (identical first prompts are one problem, not several).
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -48,19 +50,36 @@ def first_prompt(row: dict[str, Any]) -> str | None:
     return None
 
 
-def row_facts(folder: Path) -> dict[str, Any]:
-    """``verdict_rules`` and ``seeding`` of the folder's played rows (errored ones left out)."""
+#: what one row tells of the folder's facts: (judged by, verdict rule, seeded flag, first
+#: prompt's digest); None for a row that errored before a verdict
+RowFact = tuple[str, str, Any, bytes | None] | None
+
+
+def fact_of(row: dict[str, Any]) -> RowFact:
+    """What ``row_facts`` reads of one row (kept per row while a run writes its rows)."""
+    extra = row.get("extra") if isinstance(row.get("extra"), dict) else {}
+    basis = str(extra.get("judged_by") or "")
+    if not basis:  # errored before a verdict
+        return None
+    flag = extra.get("seeded")
+    prompt = first_prompt(row)
+    # a digest stands for the prompt: only whether two are the same is counted
+    digest = None if prompt is None else hashlib.blake2b(prompt.encode(), digest_size=16).digest()
+    return basis, str(extra.get("verdict_rule") or ""), flag, digest
+
+
+def row_facts(folder: Path, facts: Iterable[RowFact] | None = None) -> dict[str, Any]:
+    """``verdict_rules`` and ``seeding`` of the folder's played rows (errored ones left out);
+    ``facts``: each row's ``fact_of``, in the files' order, instead of reading the files."""
     rules: dict[str, dict[str, Any]] = {}
     seeded = {"seeded": 0, "unseeded": 0, "unknown": 0}
-    starts: dict[str, set[str]] = {"all": set(), "unseeded": set()}
+    starts: dict[str, set[bytes]] = {"all": set(), "unseeded": set()}
     played = 0
-    for row in _rows(folder):
-        extra = row.get("extra") if isinstance(row.get("extra"), dict) else {}
-        basis = str(extra.get("judged_by") or "")
-        if not basis:  # errored before a verdict
+    for fact in facts if facts is not None else (fact_of(row) for row in _rows(folder)):
+        if fact is None:
             continue
+        basis, text, flag, prompt = fact
         played += 1
-        text = str(extra.get("verdict_rule") or "")
         entry = rules.setdefault(
             basis,
             {
@@ -70,10 +89,8 @@ def row_facts(folder: Path) -> dict[str, Any]:
             },
         )
         entry["episodes"] += 1
-        flag = extra.get("seeded")
         key = "seeded" if flag is True else "unseeded" if flag is False else "unknown"
         seeded[key] += 1
-        prompt = first_prompt(row)
         if prompt is not None:
             starts["all"].add(prompt)
             if flag is False:
