@@ -12,8 +12,8 @@ from ..util.terminal import terminal_safe
 # the row and its line live with the row schema; importable here as they always were
 from .record import LINE_BREAKS_JSON_KEEPS as LINE_BREAKS_JSON_KEEPS
 from .record import SCHEMA_VERSION as SCHEMA_VERSION
+from .record import as_text, episode_row
 from .record import dumps_record as dumps_record
-from .record import episode_row
 
 
 @dataclass(repr=False)
@@ -50,6 +50,10 @@ class Episode:
     seeded: bool | None = True
     #: the verdict every outcome text is made from (None: a stand-in for an errored episode)
     decision: Decision | None = None
+    #: the row made ahead (``prepare_record``) and the tool-arguments form it was made in
+    _prepared: tuple[str, dict[str, Any]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
     #: what the row records of how it was played, so a resume can check it without
     #: metadata.json: the turn limit, the prompts' wording, the model's sampling (None: none)
     max_turns: int | None = None
@@ -120,4 +124,21 @@ class Episode:
         (``--openenv-tool-arguments``): ``"string"`` or ``"object"``, how ``messages`` carry
         tool-call arguments.
         """
+        prepared, self._prepared = self._prepared, None
+        if prepared is not None and prepared[0] == tool_arguments:
+            # made on the episode's thread: only the item's own fields are left to fill
+            row = dict(prepared[1])
+            row["metrics"] = dict(row["metrics"])  # priced in place by the report
+            row["test"] = as_text(test)
+            row["passed"] = self.passed if passed is None else passed
+            return row
         return episode_row(self, test=test, passed=passed, tool_arguments=tool_arguments)
+
+    def prepare_record(self, tool_arguments: str = "string") -> None:
+        """Make the row now, for the next ``record`` in the same form to finish.
+
+        Run-ahead calls it on the episode's own thread, so the thread that runs every
+        item's pytest protocol (the one all items wait on) does not build the rows too.
+        Only for the bundled test, whose body reads the episode and changes nothing.
+        """
+        self._prepared = (tool_arguments, episode_row(self, tool_arguments=tool_arguments))

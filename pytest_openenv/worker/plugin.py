@@ -67,6 +67,7 @@ class WorkerPlugin:
             worker_queue=WorkerQueue(config) if on_worker else None,
             queue_is_certain=bool((self.workerinput or {}).get("openenv_queue_is_certain")),
             warm_up=not on_worker,
+            prepare_rows=(self.settings.output.tool_arguments or "string") if bundled else None,
         )
         #: the run plays the bundled episode test (``--openenv-env`` and no paths)
         self.bundled = bundled

@@ -40,6 +40,7 @@ Policies that wait on a network also bound each request by the budget.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
@@ -66,9 +67,13 @@ GRACE = 0.5
 class Job:
     """One episode on the pool: result or exception, and its staged cache writes."""
 
-    def __init__(self, spec: EpisodeSpec, work: Callable[[], Episode]) -> None:
+    def __init__(
+        self, spec: EpisodeSpec, work: Callable[[], Episode], prepare: str | None = None
+    ) -> None:
         self.spec = spec
         self.work = work
+        #: make the episode's row on the pool's thread, in this tool-arguments form
+        self.prepare = prepare
         self.done = threading.Event()
         self.started_at: float | None = None
         self.finished_at: float | None = None
@@ -85,6 +90,12 @@ class Job:
                 self.result = self.work()
             except BaseException as exc:  # re-raised in the item's own thread
                 self.error = exc
+            else:
+                if self.prepare is not None:
+                    # a row that cannot be made fails where it would without this: in its
+                    # item's report
+                    with contextlib.suppress(Exception):
+                        self.result.prepare_record(self.prepare)
             finally:
                 self.writes = writes
                 self.finished_at = time.monotonic()
@@ -192,8 +203,12 @@ class Runahead:
         worker_queue: WorkerQueue | None = None,
         queue_is_certain: bool = False,
         warm_up: bool = False,
+        prepare_rows: str | None = None,
     ) -> None:
         self.config = config
+        #: the bundled test's rows are made on the pool's threads, in this tool-arguments
+        #: form (``Episode.prepare_record``); None: in the item's report, as it stands then
+        self.prepare_rows = prepare_rows
         self.service = service
         #: most episodes in flight (auto: its ceiling); > 1 means episodes run ahead
         self.concurrency = concurrency_ceiling(concurrency)
@@ -239,7 +254,7 @@ class Runahead:
             return self.service.run(spec, env, policy)
         job = self.jobs.pop(id(item), None)
         if job is None:
-            job = Job(spec, lambda: self.service.run(spec, env, policy))
+            job = Job(spec, lambda: self.service.run(spec, env, policy), self.prepare_rows)
             self.pool.submit(job, urgent=True)
         if self.concurrency > 1:
             self._run_ahead(item)
@@ -337,7 +352,9 @@ class Runahead:
         except Exception:  # e.g. a bad policy in its marker: that item reports it itself
             self._eligible[key] = False
             return False
-        self.jobs[key] = job = Job(spec, lambda s=spec, e=env, p=policy: self.service.run(s, e, p))
+        self.jobs[key] = job = Job(
+            spec, lambda s=spec, e=env, p=policy: self.service.run(s, e, p), self.prepare_rows
+        )
         assert self.pool is not None
         self.pool.submit(job)
         return True

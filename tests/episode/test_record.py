@@ -99,3 +99,20 @@ def test_brief_and_line_are_read_from_the_row(played: dict[str, Any]) -> None:
     line = dumps_record({**row, "note": "a\u2028b"})
     assert "\n" not in line and "\u2028" not in line
     assert json.loads(line)["note"] == "a\u2028b"
+
+
+@pytest.mark.parametrize("form", ["string", "object"])
+@pytest.mark.parametrize("passed", [None, True, False])
+def test_a_row_made_ahead_is_the_row_made_at_the_report(form: str, passed: bool | None) -> None:
+    family = build_family(SPEC.env, {}, ())
+    episode = run_episode(SPEC, EnvFactory(family, ()), RandomPolicy())
+    test = "t.py::test_ep[ep-000002]"
+    at_report = episode.record(test=test, passed=passed, tool_arguments=form)
+    episode.prepare_record(form)
+    ahead = episode.record(test=test, passed=passed, tool_arguments=form)
+    assert dumps_record(ahead) == dumps_record(at_report)
+    with_failure(ahead, "failed", "why")  # what a report does to its row
+    ahead["metrics"]["cost_usd"] = 1.0
+    assert episode.record(test=test, passed=passed, tool_arguments=form) == at_report
+    episode.prepare_record("string" if form == "object" else "object")
+    assert episode.record(test=test, passed=passed, tool_arguments=form) == at_report

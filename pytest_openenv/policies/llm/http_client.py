@@ -1,4 +1,4 @@
-"""Chat completions over the standard library's ``http.client``: keep-alive, retries, bounds.
+"""Chat completions on connections ``http.client`` opens: keep-alive, retries, bounds.
 
 What ``--openenv-llm-client=http`` sends (the default for ``--openenv-llm-endpoint``).
 Per request it costs a fraction of the CPU of the SDK's httpx stack (``bench/http_clients.py``):
@@ -17,7 +17,12 @@ It keeps what the SDK path does, with the SDK's own rules:
   credentials as Basic auth (as httpx does) or else the key as a Bearer token;
 * https with ``ssl.create_default_context()`` (the system's CAs; ``SSL_CERT_FILE`` and
   ``SSL_CERT_DIR`` as OpenSSL reads them), proxies from ``HTTP(S)_PROXY`` / ``NO_PROXY``
-  (as httpx reads the environment), never for a loopback endpoint.
+  (as httpx reads the environment), never for a loopback endpoint;
+* 307/308 redirects followed with the body, the key only to the same origin (as httpx).
+
+``http.client`` opens each connection (TCP, the proxy's CONNECT tunnel, TLS); requests
+and answers on it are framed here (``Link``): ``http.client``'s own framing was most of
+a request's CPU.
 
 Connections are pooled (last in, first out) rather than tied to threads, so a process
 holds at most as many as it had requests in flight at once, whatever its thread churn.
