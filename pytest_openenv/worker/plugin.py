@@ -185,6 +185,7 @@ class WorkerPlugin:
                 # SIGTERM to the whole group (a CI runner): stop as on Ctrl-C, no traceback
                 self.sigterm.install()
             heap.freeze(self.config)  # the items live until the session ends
+            heap.fewer_young_collections(self.config)
             # kept between episodes, a worker's sessions could starve another on a small server
             self.service.remote.keep_sessions(self.workerinput is None)
 
