@@ -68,12 +68,18 @@ class Job:
     """One episode on the pool: result or exception, and its staged cache writes."""
 
     def __init__(
-        self, spec: EpisodeSpec, work: Callable[[], Episode], prepare: str | None = None
+        self,
+        spec: EpisodeSpec,
+        work: Callable[[], Episode],
+        prepare: str | None = None,
+        test: str = "",
     ) -> None:
         self.spec = spec
         self.work = work
-        #: make the episode's row on the pool's thread, in this tool-arguments form
+        #: make the episode's row and line on the pool's thread, in this tool-arguments
+        #: form, for the item ``test`` (its node id)
         self.prepare = prepare
+        self.test = test
         self.done = threading.Event()
         self.started_at: float | None = None
         self.finished_at: float | None = None
@@ -95,7 +101,7 @@ class Job:
                     # a row that cannot be made fails where it would without this: in its
                     # item's report
                     with contextlib.suppress(Exception):
-                        self.result.prepare_record(self.prepare)
+                        self.result.prepare_line(self.test, self.prepare)
             finally:
                 self.writes = writes
                 self.finished_at = time.monotonic()
@@ -254,7 +260,9 @@ class Runahead:
             return self.service.run(spec, env, policy)
         job = self.jobs.pop(id(item), None)
         if job is None:
-            job = Job(spec, lambda: self.service.run(spec, env, policy), self.prepare_rows)
+            job = Job(
+                spec, lambda: self.service.run(spec, env, policy), self.prepare_rows, item.nodeid
+            )
             self.pool.submit(job, urgent=True)
         if self.concurrency > 1:
             self._run_ahead(item)
@@ -353,7 +361,10 @@ class Runahead:
             self._eligible[key] = False
             return False
         self.jobs[key] = job = Job(
-            spec, lambda s=spec, e=env, p=policy: self.service.run(s, e, p), self.prepare_rows
+            spec,
+            lambda s=spec, e=env, p=policy: self.service.run(s, e, p),
+            self.prepare_rows,
+            upcoming.nodeid,
         )
         assert self.pool is not None
         self.pool.submit(job)
