@@ -52,7 +52,8 @@ def session_of(n: int) -> Any:
         spec = EpisodeSpec(env="openspiel:tic_tac_toe", seed=i, index=i, repeat=0)
         stash = pytest.Stash()
         stash[SPEC_KEY] = spec
-        session.items.append(SimpleNamespace(session=session, stash=stash))
+        item = SimpleNamespace(session=session, stash=stash, nodeid=f"t.py::test[{i}]")
+        session.items.append(item)
     return session
 
 
