@@ -3,6 +3,7 @@
     python bench/latency.py [--n 200] [--delay 0.05] [--concurrency 16] [--repeat 3]
     python bench/latency.py --workers 0,2,4 [--n 1000] [--concurrency 16] [--repeat 3]
     python bench/latency.py --table [--n 400] [--n-serial 100] [--n-xdist 2000] [--repeat 3]
+                            [--only C=64,C=128] [--baseline FOLDER]
 
 Starts the OpenAI-compatible test server (``tests/servers/openai_compat.py``)
 with a fixed delay per completion and runs N tic-tac-toe episodes through
@@ -28,7 +29,10 @@ rounds interleaved, every repeat printed with its share of the latency bound, th
 ms per episode of the pytest processes (controller and workers) and of the model server,
 and the connection attempts the server's listen queue dropped (each one a 1 s stall).
 Targets: one process >= 90% of the bound at C=16 and C=64, >= 75% at C=128, ``-n 2`` >= 80%;
-pytest CPU <= 3 ms per episode at C=64; drops 0.
+pytest CPU <= 3 ms per episode at C=64; drops 0. ``--baseline FOLDER`` (another
+checkout's code, e.g. ``git archive REV | tar -x -C FOLDER``) runs every row with it too,
+back to back with this checkout's, and prints the paired ratios of each round: on a
+shared machine those say more than the shares, which other load depresses.
 
 ``--workers 0,2,4`` instead runs ``-n W --openenv-concurrency=C`` for each W (W x C
 episodes in flight; ``-n 0`` is one process) and prints every repeat, not the best:
@@ -91,8 +95,18 @@ class Run:
         return self.bound_s / self.session_s if self.session_s else 0.0
 
 
-def run(label: str, extra: list[str], parallelism: int, n: int, delay: float) -> Run:
+def run(
+    label: str,
+    extra: list[str],
+    parallelism: int,
+    n: int,
+    delay: float,
+    code: str | None = None,
+) -> Run:
+    """``code``: a folder whose ``pytest_openenv`` the run imports (another checkout)."""
     env = user_env("OPENAI_", "ANTHROPIC_")
+    if code is not None:
+        env["PYTHONPATH"] = os.pathsep.join([code, *filter(None, [env.get("PYTHONPATH")])])
     probe = "-n" not in extra  # under xdist the episodes' CPU is in the workers
     with serve_openai(delay=delay) as server, tempfile.TemporaryDirectory() as folder:
         cpu_file = Path(folder) / "cpu.json"
@@ -206,10 +220,15 @@ def table(args: argparse.Namespace) -> None:
         wanted = {label.strip() for label in args.only.split(",")}
         configs = [config for config in configs if config[0] in wanted]
     runs: dict[str, list[Run]] = {label: [] for label, *_ in configs}
+    baseline: dict[str, list[Run]] = {label: [] for label, *_ in configs}
     for _ in range(args.repeat):
         for label, extra, c, n in configs:
             workers = 2 if extra else 1
             flags = [*extra, f"--openenv-concurrency={c}", *args.extra]
+            if args.baseline:  # back to back with this checkout's run: paired
+                baseline[label].append(
+                    run(f"{label} base", flags, workers * c, n, args.delay, args.baseline)
+                )
             runs[label].append(run(label, flags, workers * c, n, args.delay))
     print(
         f"tic-tac-toe through --openenv-llm-endpoint, {args.delay * 1000:g} ms per completion, "
@@ -231,7 +250,7 @@ def table(args: argparse.Namespace) -> None:
     def per_episode(seconds: float | None, r: Run) -> str:
         return "-" if seconds is None else f"{1000 * seconds / r.episodes:.2f}"
 
-    for group in runs.values():
+    for group in [*runs.values(), *(baseline.values() if args.baseline else ())]:
         for r in group:
             print(
                 f"{r.label:<11} {r.episodes:>8} {r.session_s:>9.2f} {r.bound_s:>7.2f} "
@@ -267,6 +286,15 @@ def table(args: argparse.Namespace) -> None:
             f"C=64: median {cpu:.2f} ms of pytest CPU per episode, {in_session:.2f} in-session "
             f"(target <= 3): {'ok' if cpu <= 3 else 'MISSED'}"
         )
+    if args.baseline:
+        print(f"paired with --baseline={args.baseline}, every round (base / this checkout):")
+        for label, group in runs.items():
+            pairs = list(zip(baseline[label], group, strict=True))
+            session = " ".join(f"{b.session_s / r.session_s:.2f}" for b, r in pairs)
+            cpu = " ".join(
+                f"{(b.session_cpu_s or 0) / (r.session_cpu_s or 1):.2f}" for b, r in pairs
+            )
+            print(f"  {label:<11} session time {session}   in-session CPU {cpu}")
     dropped = sum(r.drops or 0 for group in runs.values() for r in group)
     print(f"connection attempts dropped in all runs: {dropped} (target 0)")
 
@@ -284,6 +312,11 @@ def main() -> None:
     parser.add_argument("--n-serial", type=int, default=100, help="episodes at C=1 (--table)")
     parser.add_argument("--n-xdist", type=int, default=2000, help="episodes with -n 2 (--table)")
     parser.add_argument("--only", help="comma-separated rows of --table to run, e.g. 'C=64,C=128'")
+    parser.add_argument(
+        "--baseline",
+        help="a folder holding another checkout's pytest_openenv (e.g. from git archive): "
+        "--table runs each row with it too, back to back, and prints the paired ratios",
+    )
     parser.add_argument(
         "--extra", action="append", default=[], help="a flag for every run, e.g. --extra=-p"
     )
