@@ -1,4 +1,4 @@
-"""Client CPU per chat-completion request at C threads: the SDK, plain httpx, ``http.client``.
+"""Client CPU per chat-completion request at C threads: the SDK, httpx, http.client, ours.
 
     python bench/http_clients.py [--concurrency 64] [--requests 2000] [--delay 0.05] [--repeat 3]
 
@@ -11,8 +11,11 @@ this process C threads send ``--requests`` requests in all, the same tic-tac-toe
             client with the plugin's event hooks (request bound, size cap, overload)
   httpx     one shared ``httpx.Client``, ``post(json=...)`` and ``response.json()``: no
             retries, bounds or parsing into a reply (a floor for any httpx-based path)
-  http      ``OpenAIHTTPPolicy.act`` (``--openenv-llm-client=http``): ``http.client``
-            with pooled keep-alive connections, retries, bounds and the reply parsed
+  stdlib    bare ``http.client``, a keep-alive connection per thread: no retries, bounds
+            or parsing into a reply (the floor of a path that frames with it)
+  http      ``OpenAIHTTPPolicy.act`` (``--openenv-llm-client=http``): connections from
+            ``http.client``, pooled and kept alive, requests framed by the plugin, with
+            retries, bounds and the reply parsed
 
 It prints each round's CPU ms per request (this process's CPU over the round / requests)
 and wall time. Target: http <= 0.2 ms per request at C=64.
@@ -106,7 +109,37 @@ def httpx_sender(base_url: str) -> tuple[Callable[[int], Any], Callable[[], None
     return send, client.close
 
 
-SENDERS = {"sdk": sdk_sender, "httpx": httpx_sender, "http": http_sender}
+def stdlib_sender(base_url: str) -> tuple[Callable[[int], Any], Callable[[], None]]:
+    """Bare ``http.client``, one keep-alive connection per thread, the body and the answer
+    (de)coded: no retries, bounds or reply (what the http path framed its requests with)."""
+    import http.client
+    import json
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(base_url)
+    local = threading.local()
+    made: list[http.client.HTTPConnection] = []
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer EMPTY"}
+
+    def send(i: int) -> Any:
+        conn = getattr(local, "conn", None)
+        if conn is None:
+            conn = local.conn = http.client.HTTPConnection(parts.hostname or "", parts.port)
+            made.append(conn)
+        body = request_body(
+            "bench-model", a_turn(i), temperature=0.2, max_tokens=256, official=False
+        )
+        conn.request("POST", f"{parts.path}/chat/completions", json.dumps(body), headers)
+        return json.loads(conn.getresponse().read())
+
+    def close() -> None:
+        for conn in made:
+            conn.close()
+
+    return send, close
+
+
+SENDERS = {"sdk": sdk_sender, "httpx": httpx_sender, "stdlib": stdlib_sender, "http": http_sender}
 
 
 def one_round(kind: str, base_url: str, concurrency: int, requests: int) -> tuple[float, float]:
@@ -145,7 +178,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--delay", type=float, default=0.05)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--clients", default="sdk,httpx,http")
+    parser.add_argument("--clients", default="sdk,httpx,stdlib,http")
     args = parser.parse_args()
     kinds = args.clients.split(",")
     server, base_url = start_server(args.delay)

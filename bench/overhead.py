@@ -12,9 +12,10 @@ Runs, in fresh empty folders and with identical pytest flags:
      so A runs with ``-p no:syrupy -p no:hypothesispytest`` too (``--trivial-plugins=all``
      keeps them in A, the comparison a user's suite sees);
   B. N built-in episode items (scripted policy on embedded tic-tac-toe, files written);
-and prints both wall times (best of --repeat) and the ratio B/A (target <= 1.5), and the
+and prints both wall times (best of --repeat) and the ratio B/A (target <= 1.5), the
 median of the per-repeat ratios (each repeat runs A and B back to back, so slow drift of a
-shared machine cancels out of it).
+shared machine cancels out of it), and each repeat's ratio of the two runs' CPU seconds
+(start-up included), which other load on the machine moves less than wall time.
 Then measures the import cost of the plugin module when no option is given
 (``python -X importtime``, target < 50 ms).
 """
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -39,7 +41,19 @@ BUNDLED_RUN_UNLOADS = ["-p", "no:syrupy", "-p", "no:hypothesispytest"]
 ENV = user_env()
 
 
-def timed(args: list[str], cwd: Path, tty: bool = False) -> float:
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(args: list[str], cwd: Path, tty: bool = False) -> tuple[float, float]:
+    """Wall seconds and the pytest process's CPU seconds (less moved by other load)."""
+    cpu = children_cpu()
+    wall = timed_wall(args, cwd, tty)
+    return wall, children_cpu() - cpu
+
+
+def timed_wall(args: list[str], cwd: Path, tty: bool = False) -> float:
     if tty:
         return timed_on_a_terminal(args, cwd)
     start = time.perf_counter()
@@ -127,17 +141,20 @@ def main() -> None:
     )
     args = parser.parse_args()
     unloads = BUNDLED_RUN_UNLOADS if args.trivial_plugins == "same" else []
-    trivial, episodes = [], []
+    trivial_runs: list[tuple[float, float]] = []
+    episode_runs: list[tuple[float, float]] = []
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
             trivial_suite(Path(a), args.n)
-            trivial.append(timed([*unloads, "test_trivial.py"], Path(a), args.tty))
+            trivial_runs.append(timed([*unloads, "test_trivial.py"], Path(a), args.tty))
             run = [
                 "--openenv-env=openspiel:tic_tac_toe",
                 "--openenv-policy=scripted",
                 f"--openenv-n={args.n}",
             ]
-            episodes.append(timed([*run, *args.episode_arg], Path(b), args.tty))
+            episode_runs.append(timed([*run, *args.episode_arg], Path(b), args.tty))
+    trivial = [wall for wall, _ in trivial_runs]
+    episodes = [wall for wall, _ in episode_runs]
     t, e = min(trivial), min(episodes)
     print(
         f"N={args.n} items, best of {args.repeat}, flags: {' '.join(FLAGS)}"
@@ -154,6 +171,10 @@ def main() -> None:
         "  every repeat (trivial, episodes): "
         + ", ".join(f"({a:.2f}, {b:.2f})" for a, b in zip(trivial, episodes, strict=True))
     )
+    cpu = " ".join(
+        f"{b / a:.2f}" for (_, a), (_, b) in zip(trivial_runs, episode_runs, strict=True)
+    )
+    print(f"  CPU ratio, every repeat    : {cpu}   (the processes' CPU, less moved by load)")
     costs = sorted(import_cost_ms() for _ in range(5))
     print(f"plugin import (no options), median of 5: {costs[2]:.1f} ms  (target < 50 ms)")
 

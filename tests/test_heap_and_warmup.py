@@ -34,6 +34,27 @@ def test_episodes_run_frozen_and_the_process_is_thawed_after(pytester: pytest.Py
     assert gc.get_freeze_count() == 0, "the run left objects frozen"
 
 
+GC_THRESHOLD_PROBE = """
+import gc
+import pytest
+
+@pytest.mark.openenv("openspiel:tic_tac_toe", n=2)
+def test_game(episode):
+    assert gc.get_threshold()[0] == 10_000, gc.get_threshold()
+"""
+
+
+def test_episodes_run_with_fewer_young_collections_and_the_threshold_is_put_back(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_probe=GC_THRESHOLD_PROBE)
+    before = gc.get_threshold()
+    assert before[0] < 10_000
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    assert gc.get_threshold() == before
+
+
 def test_a_run_without_episodes_freezes_nothing(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_plain="""

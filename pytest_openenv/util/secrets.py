@@ -55,6 +55,8 @@ SECRET_NAME = re.compile(
 )
 #: shorter values are too likely to be ordinary words or numbers to hide everywhere
 MIN_SECRET = 8
+#: the variables the request paths take their proxy from (httpx and the http path alike)
+PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy")
 #: a base64 fragment shorter than this matches ordinary text by chance
 MIN_ENCODED = 10
 HIDDEN = "***"
@@ -69,8 +71,12 @@ def env_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
         for name, value in environ.items()
         if (name in SECRET_VARS or SECRET_NAME.search(name)) and len(value) >= MIN_SECRET
     ]
-    for value in environ.values():
-        if "://" in value and "@" in value:
+    for name, value in environ.items():
+        if name.lower() in PROXY_VARS:
+            # the proxy the model requests go through: its password, however short, is the
+            # run's own (a proxy's error page may quote it), as an endpoint URL's is
+            found.extend(url_credentials(value))
+        elif "://" in value and "@" in value:
             # not given to this run: only values too long to be ordinary words are hidden
             found.extend(part for part in url_credentials(value) if len(part) >= MIN_SECRET)
     return found

@@ -53,4 +53,26 @@ def bundled_items(session: pytest.Session) -> list[pytest.Item]:
     from . import bundled_test
 
     module = _BundledModule.from_parent(session, path=Path(bundled_test.__file__), nodeid="openenv")
-    return list(session.genitems(module))
+    items = list(session.genitems(module))
+    share_location(items)
+    return items
+
+
+def share_location(items: list[pytest.Item]) -> None:
+    """Give every item the file and line pytest found for the first one.
+
+    pytest works out each item's ``location`` (the test function's file, resolved
+    against the root, and its line) anew for every item, from the same function here:
+    a few stat calls and path operations per episode on the thread that runs them all.
+    The name part is each item's own (its ``getmodpath``, the item's name for a
+    module-level test function, checked on the first).
+    """
+    if not items:
+        return
+    first = items[0]
+    path, line, name = first.location
+    if name != first.name:  # not a module-level function: leave pytest to it
+        return
+    for item in items[1:]:
+        # ``location`` is a functools.cached_property: its value lives in the item's __dict__
+        item.__dict__["location"] = (path, line, item.name)

@@ -67,6 +67,7 @@ class WorkerPlugin:
             worker_queue=WorkerQueue(config) if on_worker else None,
             queue_is_certain=bool((self.workerinput or {}).get("openenv_queue_is_certain")),
             warm_up=not on_worker,
+            prepare_rows=(self.settings.output.tool_arguments or "string") if bundled else None,
         )
         #: the run plays the bundled episode test (``--openenv-env`` and no paths)
         self.bundled = bundled
@@ -184,6 +185,7 @@ class WorkerPlugin:
                 # SIGTERM to the whole group (a CI runner): stop as on Ctrl-C, no traceback
                 self.sigterm.install()
             heap.freeze(self.config)  # the items live until the session ends
+            heap.fewer_young_collections(self.config)
             # kept between episodes, a worker's sessions could starve another on a small server
             self.service.remote.keep_sessions(self.workerinput is None)
 

@@ -98,7 +98,8 @@ def attach_to_report(
             metrics["cost_usd"] = cost_usd(
                 prices, record["model"], metrics["prompt_tokens"], metrics["completion_tokens"]
             )
-        report.openenv_record = dumps_record(record)  # type: ignore[attr-defined]
+        line = episode.line(record) if episode is not None else dumps_record(record)
+        report.openenv_record = line  # type: ignore[attr-defined]
         # the episode's own duration (pytest-html's row shows it): kept on the report
         # when the controller slims a passed one
         report.openenv_wall_time_s = float(record["metrics"]["wall_time_s"])  # type: ignore[attr-defined]

@@ -40,6 +40,7 @@ Policies that wait on a network also bound each request by the budget.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
@@ -66,9 +67,19 @@ GRACE = 0.5
 class Job:
     """One episode on the pool: result or exception, and its staged cache writes."""
 
-    def __init__(self, spec: EpisodeSpec, work: Callable[[], Episode]) -> None:
+    def __init__(
+        self,
+        spec: EpisodeSpec,
+        work: Callable[[], Episode],
+        prepare: str | None = None,
+        test: str = "",
+    ) -> None:
         self.spec = spec
         self.work = work
+        #: make the episode's row and line on the pool's thread, in this tool-arguments
+        #: form, for the item ``test`` (its node id)
+        self.prepare = prepare
+        self.test = test
         self.done = threading.Event()
         self.started_at: float | None = None
         self.finished_at: float | None = None
@@ -85,6 +96,12 @@ class Job:
                 self.result = self.work()
             except BaseException as exc:  # re-raised in the item's own thread
                 self.error = exc
+            else:
+                if self.prepare is not None:
+                    # a row that cannot be made fails where it would without this: in its
+                    # item's report
+                    with contextlib.suppress(Exception):
+                        self.result.prepare_line(self.test, self.prepare)
             finally:
                 self.writes = writes
                 self.finished_at = time.monotonic()
@@ -192,8 +209,12 @@ class Runahead:
         worker_queue: WorkerQueue | None = None,
         queue_is_certain: bool = False,
         warm_up: bool = False,
+        prepare_rows: str | None = None,
     ) -> None:
         self.config = config
+        #: the bundled test's rows are made on the pool's threads, in this tool-arguments
+        #: form (``Episode.prepare_record``); None: in the item's report, as it stands then
+        self.prepare_rows = prepare_rows
         self.service = service
         #: most episodes in flight (auto: its ceiling); > 1 means episodes run ahead
         self.concurrency = concurrency_ceiling(concurrency)
@@ -208,6 +229,10 @@ class Runahead:
         self.jobs: dict[int, Job] = {}
         self._eligible: dict[int, bool] = {}
         self._positions: dict[int, int] | None = None
+        #: without xdist: positions in ``session.items`` of the eligible items queued
+        #: ahead, and the first position not looked at yet
+        self._ahead: deque[int] = deque()
+        self._cursor = 0
         #: on an xdist worker: the items handed to it (None: this process runs them all)
         self._worker_queue = worker_queue
         #: items in a worker's queue are certain to run there unless the scheduler may take
@@ -235,7 +260,9 @@ class Runahead:
             return self.service.run(spec, env, policy)
         job = self.jobs.pop(id(item), None)
         if job is None:
-            job = Job(spec, lambda: self.service.run(spec, env, policy))
+            job = Job(
+                spec, lambda: self.service.run(spec, env, policy), self.prepare_rows, item.nodeid
+            )
             self.pool.submit(job, urgent=True)
         if self.concurrency > 1:
             self._run_ahead(item)
@@ -275,35 +302,73 @@ class Runahead:
         session = item.session
         if session.shouldstop or session.shouldfail:
             return
-        wanted = self.window - 1
-        for upcoming in self.upcoming(item):
-            if wanted <= 0:
-                break
-            eligible = self._eligible.get(id(upcoming))
-            if eligible is None:
-                eligible = self._eligible[id(upcoming)] = may_run_ahead(upcoming)
-            if not eligible:
-                continue
-            wanted -= 1
-            if id(upcoming) in self.jobs:
-                continue
-            spec = upcoming.stash[SPEC_KEY]
-            try:
-                env = self.service.env_factory(spec)
-                policy = self.service.policy_for(spec)
-            except Exception:  # e.g. a bad policy in its marker: that item reports it itself
-                self._eligible[id(upcoming)] = False
-                continue
-            self.jobs[id(upcoming)] = job = Job(
-                spec, lambda s=spec, e=env, p=policy: self.service.run(s, e, p)
-            )
-            assert self.pool is not None
-            self.pool.submit(job)
+        if self._worker_queue is None:
+            self._run_ahead_in_order(item)
+        else:
+            wanted = self.window - 1
+            for upcoming in self.upcoming(item):
+                if wanted <= 0:
+                    break
+                if self._queue_ahead(upcoming):
+                    wanted -= 1
         if self._warm_up and self.jobs:
             from ..util import warmup
 
             self._warm_up = False
             warmup.start(self.config)  # the episodes just queued wait on the network
+
+    def _run_ahead_in_order(self, item: pytest.Item) -> None:
+        """Keep ``window - 1`` eligible items after ``item`` queued, from ``session.items``.
+
+        Items run in list order, so the items already looked at need no second look:
+        a cursor moves on past them and each item is looked at once in the run, where
+        walking the window again at every item cost more of the main thread (which runs
+        every item's pytest protocol) than the rest of the plugin's per-item work.
+        """
+        items = item.session.items
+        if self._positions is None:
+            self._positions = {id(it): i for i, it in enumerate(items)}
+        position = self._positions.get(id(item))
+        if position is None:
+            return
+        ahead = self._ahead
+        while ahead and ahead[0] <= position:
+            ahead.popleft()
+        wanted = self.window - 1
+        cursor = max(self._cursor, position + 1)
+        end = min(len(items), position + 1 + 2 * self.window)
+        while len(ahead) < wanted and cursor < end:
+            if self._queue_ahead(items[cursor]):
+                ahead.append(cursor)
+            cursor += 1
+        self._cursor = cursor
+
+    def _queue_ahead(self, upcoming: pytest.Item) -> bool:
+        """Queue the episode of ``upcoming`` unless it is queued; False: it may not run ahead."""
+        key = id(upcoming)
+        eligible = self._eligible.get(key)
+        if eligible is None:
+            eligible = self._eligible[key] = may_run_ahead(upcoming)
+        if not eligible:
+            return False
+        if key in self.jobs:
+            return True
+        spec = upcoming.stash[SPEC_KEY]
+        try:
+            env = self.service.env_factory(spec)
+            policy = self.service.policy_for(spec)
+        except Exception:  # e.g. a bad policy in its marker: that item reports it itself
+            self._eligible[key] = False
+            return False
+        self.jobs[key] = job = Job(
+            spec,
+            lambda s=spec, e=env, p=policy: self.service.run(s, e, p),
+            self.prepare_rows,
+            upcoming.nodeid,
+        )
+        assert self.pool is not None
+        self.pool.submit(job)
+        return True
 
     def upcoming(self, item: pytest.Item) -> list[pytest.Item]:
         """Items this process will run after ``item``, as far as that is certain."""
@@ -324,3 +389,4 @@ class Runahead:
             self.pool.close()
         self.jobs.clear()
         self._eligible.clear()
+        self._ahead.clear()

@@ -99,3 +99,43 @@ def test_brief_and_line_are_read_from_the_row(played: dict[str, Any]) -> None:
     line = dumps_record({**row, "note": "a\u2028b"})
     assert "\n" not in line and "\u2028" not in line
     assert json.loads(line)["note"] == "a\u2028b"
+
+
+@pytest.mark.parametrize("form", ["string", "object"])
+@pytest.mark.parametrize("passed", [None, True, False])
+def test_a_row_made_ahead_is_the_row_made_at_the_report(form: str, passed: bool | None) -> None:
+    family = build_family(SPEC.env, {}, ())
+    episode = run_episode(SPEC, EnvFactory(family, ()), RandomPolicy())
+    test = "t.py::test_ep[ep-000002]"
+    at_report = episode.record(test=test, passed=passed, tool_arguments=form)
+    episode.prepare_record(form)
+    ahead = episode.record(test=test, passed=passed, tool_arguments=form)
+    assert dumps_record(ahead) == dumps_record(at_report)
+    with_failure(ahead, "failed", "why")  # what a report does to its row
+    ahead["metrics"]["cost_usd"] = 1.0
+    assert episode.record(test=test, passed=passed, tool_arguments=form) == at_report
+    episode.prepare_record("string" if form == "object" else "object")
+    assert episode.record(test=test, passed=passed, tool_arguments=form) == at_report
+
+
+@pytest.mark.parametrize("passed", [True, False])
+@pytest.mark.parametrize("change", [None, "failure", "price", "other test"])
+def test_a_line_made_ahead_is_used_only_for_the_row_as_it_was_made(
+    passed: bool, change: str | None
+) -> None:
+    family = build_family(SPEC.env, {}, ())
+    episode = run_episode(SPEC, EnvFactory(family, ()), RandomPolicy())
+    test = "t.py::test_ep[ep-000002]"
+    episode.prepare_line(test)
+    assert episode._line is not None
+    made = episode._line[1]
+    row = episode.record(test="t.py::other" if change == "other test" else test, passed=passed)
+    if change == "failure":
+        with_failure(row, "failed", "why")
+    if change == "price":
+        row["metrics"]["cost_usd"] = 0.5
+    expected = dumps_record(row)
+    line = episode.line(row)
+    assert line == expected
+    # made ahead for the verdict's own row: used where nothing changed it, else made anew
+    assert (line is made) == (change is None and passed == episode.passed)

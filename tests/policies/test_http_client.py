@@ -213,3 +213,110 @@ def test_https_verifies_the_certificate_with_the_systems_settings(
         assert answer.status_code == 200 and server.paths_seen == ["/v1/chat/completions"]
     finally:
         server.stop()
+
+
+class Redirector:
+    """A loopback server that answers chat completions with a redirect: ``/same`` to its
+    own ``/v1`` (which it answers), ``/away`` to another server, ``/moved`` with a 301;
+    ``/chunked`` answers a 100 Continue, then its body in chunks."""
+
+    def __init__(self, away: str) -> None:
+        import http.server
+        import threading
+
+        self.authorizations: list[str] = []
+        self.paths: list[str] = []
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                owner.paths.append(self.path)
+                owner.authorizations.append(self.headers.get("Authorization") or "")
+                where = {
+                    "/same/chat/completions": (308, "/v1/chat/completions"),
+                    "/away/chat/completions": (307, f"{away}/chat/completions"),
+                    "/moved/chat/completions": (301, "/v1/chat/completions"),
+                }.get(self.path)
+                if self.path == "/chunked/chat/completions":
+                    self.wfile.write(
+                        b"HTTP/1.1 100 Continue\r\n\r\n"
+                        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                        b"Transfer-Encoding: chunked\r\n\r\n"
+                        b'7;ext=1\r\n{"choic\r\n'
+                        b'1B\r\nes": [{"message": {}}], "x"\r\n'
+                        b"4\r\n: 1}\r\n0\r\nTrailer: yes\r\n\r\n"
+                    )
+                    return
+                if where is not None:
+                    self.send_response(where[0])
+                    self.send_header("Location", where[1])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                body = json.dumps({"choices": [{"message": {"content": "hi"}}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_a_307_or_308_redirect_is_followed_with_the_body_and_the_key_only_to_its_origin() -> None:
+    with serve_openai() as away:
+        redirector = Redirector(away.base_url)
+        try:
+            chat = ChatEndpoint(f"{redirector.url}/same", "sk-test", max_retries=0)
+            for _ in range(2):  # the second request goes the same way, over kept connections
+                answer = chat.post(BODY, 5.0)
+                assert answer.status_code == 200 and json.loads(answer.body)["choices"]
+            assert redirector.paths == ["/same/chat/completions", "/v1/chat/completions"] * 2
+            assert redirector.authorizations == ["Bearer sk-test"] * 4  # the same origin
+            chat.close()
+            answered = ChatEndpoint(f"{redirector.url}/away", "sk-test", max_retries=0).post(
+                BODY, 5.0
+            )
+            assert answered.status_code == 200
+            assert away.paths_seen == ["/v1/chat/completions"]
+            assert away.bodies == [json.loads(BODY)]  # the body went along
+            assert away.authorizations == [""]  # another origin: not the key
+        finally:
+            redirector.close()
+
+
+def test_a_301_to_a_post_is_the_answer_not_followed() -> None:
+    redirector = Redirector("http://127.0.0.1:9")
+    try:
+        chat = ChatEndpoint(f"{redirector.url}/moved", "sk-test", max_retries=2)
+        with pytest.raises(EndpointStatus) as raised:
+            chat.post(BODY, 5.0)
+        assert raised.value.status_code == 301
+        assert redirector.paths == ["/moved/chat/completions"]  # neither followed nor retried
+    finally:
+        redirector.close()
+
+
+def test_a_chunked_answer_after_an_informational_one_is_read_whole_and_the_link_kept() -> None:
+    redirector = Redirector("http://127.0.0.1:9")
+    try:
+        chat = ChatEndpoint(f"{redirector.url}/chunked", "sk-test", max_retries=0)
+        answers = [chat.post(BODY, 5.0) for _ in range(2)]
+        assert [json.loads(a.body) for a in answers] == [{"choices": [{"message": {}}], "x": 1}] * 2
+        assert answers[0].is_json
+        assert len(chat._idle) == 1  # both over one kept-alive connection
+    finally:
+        redirector.close()

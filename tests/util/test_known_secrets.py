@@ -130,6 +130,18 @@ def test_short_url_password_is_hidden_as_written_only() -> None:
     assert KnownSecrets.collect(urls=["http://u:pw1@host"], environ={}).scrub("pw1") == "pw1"
 
 
+@pytest.mark.parametrize("name", ["HTTPS_PROXY", "http_proxy", "ALL_PROXY"])
+def test_a_proxys_password_is_hidden_however_short(name: str) -> None:
+    secrets = KnownSecrets.collect(environ={name: "http://u:pw12@proxy.corp:3128"})
+    basic = base64.b64encode(b"u:pw12").decode()
+    assert secrets.scrub(f"pw12 and Proxy-Authorization: Basic {basic}") == (
+        f"{HIDDEN} and Proxy-Authorization: Basic {HIDDEN}"
+    )
+    # an ordinary URL variable keeps its short password: not given to this run
+    other = KnownSecrets.collect(environ={"SOME_URL": "http://u:pw12@host"})
+    assert other.scrub("pw12") == "pw12"
+
+
 def test_extra_values_count_and_empty_ones_are_ignored() -> None:
     token = "hf_fromTheLoginNotTheEnv42"
     secrets = KnownSecrets.collect(extra=[token, None, ""], environ={})

@@ -1,4 +1,4 @@
-"""Chat completions over the standard library's ``http.client``: keep-alive, retries, bounds.
+"""Chat completions on connections ``http.client`` opens: keep-alive, retries, bounds.
 
 What ``--openenv-llm-client=http`` sends (the default for ``--openenv-llm-endpoint``).
 Per request it costs a fraction of the CPU of the SDK's httpx stack (``bench/http_clients.py``):
@@ -17,7 +17,12 @@ It keeps what the SDK path does, with the SDK's own rules:
   credentials as Basic auth (as httpx does) or else the key as a Bearer token;
 * https with ``ssl.create_default_context()`` (the system's CAs; ``SSL_CERT_FILE`` and
   ``SSL_CERT_DIR`` as OpenSSL reads them), proxies from ``HTTP(S)_PROXY`` / ``NO_PROXY``
-  (as httpx reads the environment), never for a loopback endpoint.
+  (as httpx reads the environment), never for a loopback endpoint;
+* 307/308 redirects followed with the body, the key only to the same origin (as httpx).
+
+``http.client`` opens each connection (TCP, the proxy's CONNECT tunnel, TLS); requests
+and answers on it are framed here (``Link``): ``http.client``'s own framing was most of
+a request's CPU.
 
 Connections are pooled (last in, first out) rather than tied to threads, so a process
 holds at most as many as it had requests in flight at once, whatever its thread churn.
@@ -26,9 +31,12 @@ holds at most as many as it had requests in flight at once, whatever its thread 
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import json
 import random
+import re
+import socket
 import ssl
 import threading
 import time
@@ -50,10 +58,16 @@ MAX_RETRY_DELAY = 8.0
 #: the longest Retry-After taken as the wait; longer ones (up to LONGEST_RETRY_AFTER) back off
 HONOURED_RETRY_AFTER = 60.0
 READ_CHUNK = 65536
+#: the most bytes of status line and headers taken before the blank line (http.client's
+#: line limit); past it the answer is no HTTP an endpoint would send
+MAX_HEAD = 65536
+#: redirects one attempt follows (httpx's default)
+MAX_REDIRECTS = 20
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 #: failures of a pooled connection the server closed while it sat idle: the request never
 #: reached the server, so it is sent again on a new connection without spending a retry
 STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+LINE_BREAK = re.compile(r"[\r\n]")
 
 
 @dataclass(frozen=True)
@@ -104,7 +118,12 @@ class ChatEndpoint:
         on_attempt: Callable[[], None] | None = None,
         on_answer: Callable[[Answer], None] | None = None,
         max_bytes: int = MAX_ANSWER_BYTES,
+        resource: str | None = "/chat/completions",
+        authorization: str | None = None,
     ) -> None:
+        """``resource``: appended to the base URL's path (None: the URL is the resource's,
+        a redirect's ``Location``); ``authorization``: the header's value (None: from the
+        URL's credentials or the key; "": none)."""
         parts = urllib.parse.urlsplit(base_url)
         self.scheme = parts.scheme.lower()
         self.host = parts.hostname or ""
@@ -114,29 +133,57 @@ class ChatEndpoint:
             netloc += f":{parts.port}"
         #: for error messages: no credentials, no path
         self.where = f"{self.scheme}://{netloc}"
-        path = parts.path.rstrip("/") + "/chat/completions"
-        self.path = path + (f"?{parts.query}" if parts.query else "")
+        path = parts.path if resource is None else parts.path.rstrip("/") + resource
+        self.path = (path or "/") + (f"?{parts.query}" if parts.query else "")
+        #: the resource's URL without credentials (redirects are resolved against it)
+        self.url = self.where + self.path
+        self._settings = (max_retries, on_attempt, max_bytes)
+        #: endpoints that 307/308 redirects led to, by URL (their connections kept too)
+        self._redirects: dict[str, ChatEndpoint] = {}
         self.max_retries = DEFAULT_MAX_RETRIES if max_retries is None else max_retries
         self._on_attempt = on_attempt
         self._on_answer = on_answer
         self._max_bytes = max_bytes
-        auth = (
-            _basic(parts.username, parts.password or "")
-            if parts.username is not None
-            else f"Bearer {api_key}"
-        )
+        auth = authorization
+        if auth is None:
+            auth = (
+                _basic(parts.username, parts.password or "")
+                if parts.username is not None
+                else f"Bearer {api_key}"
+            )
         self.headers = {
+            "Host": netloc,
+            "Accept-Encoding": "identity",
             "Content-Type": "application/json",
             "Accept": "application/json",
-            "Authorization": auth,
             "User-Agent": f"pytest-openenv/{__version__} (http.client)",
         }
+        if auth:
+            self.headers["Authorization"] = auth
         self._context = ssl.create_default_context() if self.scheme == "https" else None
         self._proxy = self._proxy_for(netloc)
+        target = self.path
         if self._proxy is not None and self.scheme == "http":
-            # a plain-HTTP proxy takes the absolute URL (http.client sets Host from it)
-            self.path = f"{self.where}{self.path}"
-        self._idle: list[http.client.HTTPConnection] = []
+            # a plain-HTTP proxy takes the absolute URL, and its credentials on each request
+            target = f"{self.where}{self.path}"
+            if self._proxy.username is not None:
+                self.headers["Proxy-Authorization"] = _basic(
+                    self._proxy.username, self._proxy.password or ""
+                )
+        if any(LINE_BREAK.search(value) for value in self.headers.values()):
+            # a header split in two would send the rest as a header of its own; the value is
+            # not quoted: it may be the key
+            raise ValueError(
+                "the API key, the endpoint URL's credentials or the proxy's contain a line "
+                "break: no HTTP header can carry them"
+            )
+        #: every request's bytes up to its length (one write per request)
+        self._head = (
+            f"POST {target} HTTP/1.1\r\n"
+            + "".join(f"{name}: {value}\r\n" for name, value in self.headers.items())
+            + "Content-Length: "
+        ).encode("latin-1")
+        self._idle: list[Link] = []
         self._lock = threading.Lock()
 
     def _proxy_for(self, netloc: str) -> urllib.parse.SplitResult | None:
@@ -152,7 +199,12 @@ class ChatEndpoint:
         return urllib.parse.urlsplit(proxy)
 
     # -- connections ---------------------------------------------------------
-    def _connect(self, timeout: float) -> http.client.HTTPConnection:
+    def _connect(self, timeout: float) -> Link:
+        """A new connection, through the proxy (a CONNECT tunnel for https) and TLS.
+
+        ``http.client`` opens it (connect, tunnel, TLS with the host's name); the
+        requests on it are framed here (``Link``).
+        """
         proxy = self._proxy
         host, port = self.host, self.port
         tunnel_headers: dict[str, str] = {}
@@ -167,25 +219,31 @@ class ChatEndpoint:
                 conn.set_tunnel(self.host, self.port, headers=tunnel_headers)
         else:
             conn = http.client.HTTPConnection(host, port, timeout=timeout)
-            if proxy is not None:
-                conn.proxy_headers = tunnel_headers  # type: ignore[attr-defined]
-        return conn
+        conn.connect()
+        sock = conn.sock
+        assert sock is not None
+        with contextlib.suppress(OSError):  # one write per request: no wait for an ACK
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return Link(sock)
 
-    def _checkout(self, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
+    def _checkout(self, timeout: float) -> tuple[Link, bool]:
         with self._lock:
             if self._idle:
                 return self._idle.pop(), True
         return self._connect(timeout), False
 
-    def _checkin(self, conn: http.client.HTTPConnection) -> None:
+    def _checkin(self, link: Link) -> None:
         with self._lock:
-            self._idle.append(conn)
+            self._idle.append(link)
 
     def close(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
+            redirects, self._redirects = list(self._redirects.values()), {}
+        for link in idle:
+            link.close()
+        for endpoint in redirects:
+            endpoint.close()
 
     # -- one request ---------------------------------------------------------
     def post(self, body: bytes, timeout: float, deadline: float | None = None) -> Answer:
@@ -201,7 +259,7 @@ class ChatEndpoint:
             ends = started + timeout if deadline is None else min(started + timeout, deadline)
             headers: dict[str, str] | None = None
             try:
-                answer = self._attempt(body, ends)
+                answer = self._follow(body, ends)
             except TimeoutError:
                 failure: Exception = EndpointTimeout(f"no whole answer within {timeout:g}s")
             except (OSError, http.client.HTTPException) as exc:
@@ -224,78 +282,99 @@ class ChatEndpoint:
             time.sleep(wait)
             retry += 1
 
+    def _follow(self, body: bytes, ends: float) -> Answer:
+        """One attempt, through the 307/308 redirects it meets (as the SDK follows them).
+
+        The body is sent again to the new URL; the key only to the same origin (scheme,
+        host and port), as httpx strips ``Authorization`` from any other. 301, 302 and
+        303 are answers: the SDK would re-send them as a GET, which no chat-completions
+        endpoint answers.
+        """
+        endpoint: ChatEndpoint = self
+        answer = self._attempt(body, ends)
+        for _ in range(MAX_REDIRECTS):
+            location = answer.headers.get("location")
+            if answer.status_code not in (307, 308) or not location:
+                return answer
+            endpoint = endpoint._redirected(urllib.parse.urljoin(endpoint.url, location))
+            answer = endpoint._attempt(body, ends)
+        raise http.client.HTTPException(f"more than {MAX_REDIRECTS} redirects")
+
+    def _redirected(self, url: str) -> ChatEndpoint:
+        with self._lock:
+            known = self._redirects.get(url)
+        if known is not None:
+            return known
+        parts = urllib.parse.urlsplit(url)
+        scheme = parts.scheme.lower()
+        port = parts.port or (443 if scheme == "https" else 80)
+        same_origin = (scheme, parts.hostname or "", port) == (self.scheme, self.host, self.port)
+        if scheme not in ("http", "https"):
+            raise http.client.HTTPException(f"a redirect to a {scheme or 'relative'} URL")
+        max_retries, on_attempt, max_bytes = self._settings
+        endpoint = ChatEndpoint(
+            url,
+            "",
+            max_retries=max_retries,
+            on_attempt=on_attempt,
+            max_bytes=max_bytes,
+            resource=None,
+            authorization=self.headers.get("Authorization", "") if same_origin else "",
+        )
+        with self._lock:
+            evicted: list[ChatEndpoint] = []
+            if len(self._redirects) >= MAX_REDIRECTS:  # a server that redirects everywhere
+                evicted, self._redirects = list(self._redirects.values()), {}
+            endpoint = self._redirects.setdefault(url, endpoint)
+        for old in evicted:
+            old.close()
+        return endpoint
+
     def _attempt(self, body: bytes, ends: float) -> Answer:
         """One request sent (again on a new connection if a pooled one had gone stale)."""
-        conn, reused = self._checkout(self._left(ends))
+        link, reused = self._checkout(_left(ends))
         if self._on_attempt is not None:
             self._on_attempt()
+        request = b"%s%d\r\n\r\n%s" % (self._head, len(body), body)
         try:
-            return self._exchange(conn, body, ends)
+            return self._exchange(link, request, ends)
         except STALE:
-            conn.close()
+            link.close()
             if not reused:
                 raise
         except BaseException:
-            conn.close()
+            link.close()
             raise
-        conn = self._connect(self._left(ends))
+        link = self._connect(_left(ends))
         try:
-            return self._exchange(conn, body, ends)
+            return self._exchange(link, request, ends)
         except BaseException:
-            conn.close()
+            link.close()
             raise
 
-    def _exchange(self, conn: http.client.HTTPConnection, body: bytes, ends: float) -> Answer:
-        self._settimeout(conn, ends)
-        headers = self.headers
-        proxy_headers = getattr(conn, "proxy_headers", None)
-        if proxy_headers:
-            headers = {**headers, **proxy_headers}
-        conn.request("POST", self.path, body, headers)
-        sock = conn.sock  # the response may take it over (Connection: close)
-        self._settimeout(conn, ends)
-        response = conn.getresponse()
-        names = {name.lower(): value for name, value in response.getheaders()}
+    def _exchange(self, link: Link, request: bytes, ends: float) -> Answer:
+        link.sock.settimeout(_left(ends))
+        link.sock.sendall(request)
+        status, names, will_close = link.read_head(ends)
         size = names.get("content-length", "")
-        if size.isdigit() and int(size) > self._max_bytes:
-            conn.close()
-            raise too_large(self.where, f"Content-Length: {size}", self._max_bytes)
-        chunks = []
-        read = 0
-        # read1: one socket read per call, so the deadline is checked between reads
-        # (read(n) loops until n bytes: a trickled body would hold it)
-        while response.length != 0:
-            if sock is not None:
-                sock.settimeout(self._left(ends))
-            chunk = response.read1(READ_CHUNK)
-            if not chunk:
-                break
-            read += len(chunk)
-            if read > self._max_bytes:
-                conn.close()
-                raise too_large(self.where, f"{read} bytes read", self._max_bytes)
-            chunks.append(chunk)
-        # a finished response must be closed (its file, not the socket) before the
-        # connection takes the next request
-        response.close()
-        if response.will_close:
-            conn.close()
+        if "chunked" in names.get("transfer-encoding", "").lower():
+            body = link.read_chunked(ends, self._max_bytes, self.where)
+        elif status in (204, 304):
+            body = b""
+        elif size:
+            if not size.isdigit():
+                raise http.client.HTTPException(f"the answer's Content-Length is {size!r}")
+            if int(size) > self._max_bytes:
+                raise too_large(self.where, f"Content-Length: {size}", self._max_bytes)
+            body = link.read_exactly(int(size), ends)
+        else:  # the body runs to the end of the connection
+            will_close = True
+            body = link.read_to_end(ends, self._max_bytes, self.where)
+        if will_close:
+            link.close()
         else:
-            self._checkin(conn)
-        return Answer(response.status, names, b"".join(chunks))
-
-    @staticmethod
-    def _left(ends: float) -> float:
-        left = ends - time.monotonic()
-        if left <= 0:
-            raise TimeoutError
-        return left
-
-    def _settimeout(self, conn: http.client.HTTPConnection, ends: float) -> None:
-        left = self._left(ends)
-        conn.timeout = left
-        if conn.sock is not None:
-            conn.sock.settimeout(left)
+            self._checkin(link)
+        return Answer(status, names, body)
 
     @staticmethod
     def _error_body(answer: Answer) -> Any:
@@ -304,3 +383,139 @@ class ChatEndpoint:
             return json.loads(text)
         except ValueError:
             return text
+
+
+def _left(ends: float) -> float:
+    left = ends - time.monotonic()
+    if left <= 0:
+        raise TimeoutError
+    return left
+
+
+class Link:
+    """One kept-alive connection and the bytes read past the last answer on it.
+
+    HTTP/1.1 framing of our own: ``http.client`` parses each answer's headers with the
+    ``email`` package and builds and checks every request header anew, most of the CPU
+    of a request under the GIL (``bench/http_clients.py``). An answer here is a status
+    line, headers up to a blank line, and a body by ``Content-Length``, chunks, or the
+    end of the connection; every socket read is bounded by what is left of the attempt.
+    """
+
+    __slots__ = ("buffer", "sock")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = b""
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def _recv(self, ends: float) -> bytes:
+        self.sock.settimeout(_left(ends))
+        return self.sock.recv(READ_CHUNK)
+
+    def read_head(self, ends: float) -> tuple[int, dict[str, str], bool]:
+        """The status, the headers (lower-case names) and whether the server will close;
+        informational (1xx) answers are read past."""
+        while True:
+            buffer = self.buffer
+            while True:
+                end = buffer.find(b"\r\n\r\n")
+                if end >= 0:
+                    head, self.buffer = buffer[:end], buffer[end + 4 :]
+                    break
+                end = buffer.find(b"\n\n")  # bare line feeds, as http.client takes them
+                if end >= 0:
+                    head, self.buffer = buffer[:end], buffer[end + 2 :]
+                    break
+                if len(buffer) > MAX_HEAD:
+                    raise http.client.LineTooLong("the answer's headers")
+                chunk = self._recv(ends)
+                if not chunk:
+                    if not buffer:
+                        raise http.client.RemoteDisconnected(
+                            "Remote end closed connection without response"
+                        )
+                    raise http.client.IncompleteRead(buffer)
+                buffer += chunk
+            lines = head.split(b"\n")
+            version, _, rest = lines[0].rstrip(b"\r").partition(b" ")
+            code = rest[:3]
+            if not version.startswith(b"HTTP/1.") or len(code) != 3 or not code.isdigit():
+                raise http.client.BadStatusLine(repr(lines[0][:100]))
+            status = int(code)
+            names: dict[str, str] = {}
+            for line in lines[1:]:
+                name, colon, value = line.partition(b":")
+                if colon:
+                    names[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+            if 100 <= status < 200:
+                continue
+            connection = names.get("connection", "").lower()
+            if version == b"HTTP/1.0":
+                will_close = "keep-alive" not in connection
+            else:
+                will_close = "close" in connection
+            return status, names, will_close
+
+    def read_exactly(self, size: int, ends: float) -> bytes:
+        buffer = self.buffer
+        if len(buffer) >= size:
+            self.buffer = buffer[size:]
+            return buffer[:size]
+        parts, have = [buffer], len(buffer)
+        while have < size:
+            chunk = self._recv(ends)
+            if not chunk:
+                raise http.client.IncompleteRead(b"".join(parts), size - have)
+            parts.append(chunk)
+            have += len(chunk)
+        data = b"".join(parts)
+        self.buffer = data[size:]
+        return data[:size]
+
+    def read_to_end(self, ends: float, max_bytes: int, where: str) -> bytes:
+        parts, have = [self.buffer], len(self.buffer)
+        self.buffer = b""
+        while True:
+            if have > max_bytes:
+                raise too_large(where, f"{have} bytes read", max_bytes)
+            chunk = self._recv(ends)
+            if not chunk:
+                return b"".join(parts)
+            parts.append(chunk)
+            have += len(chunk)
+
+    def _line(self, ends: float) -> bytes:
+        while True:
+            end = self.buffer.find(b"\n")
+            if end >= 0:
+                line, self.buffer = self.buffer[:end], self.buffer[end + 1 :]
+                return line.rstrip(b"\r")
+            if len(self.buffer) > MAX_HEAD:
+                raise http.client.LineTooLong("a chunk size line")
+            chunk = self._recv(ends)
+            if not chunk:
+                raise http.client.IncompleteRead(self.buffer)
+            self.buffer += chunk
+
+    def read_chunked(self, ends: float, max_bytes: int, where: str) -> bytes:
+        parts: list[bytes] = []
+        have = 0
+        while True:
+            line = self._line(ends)
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise http.client.HTTPException(f"bad chunk size line {line[:40]!r}") from None
+            if size == 0:
+                while self._line(ends):  # trailers, up to the blank line
+                    pass
+                return b"".join(parts)
+            have += size
+            if have > max_bytes:
+                raise too_large(where, f"{have} bytes read", max_bytes)
+            parts.append(self.read_exactly(size, ends))
+            self._line(ends)  # the chunk's own line end

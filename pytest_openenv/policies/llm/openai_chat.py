@@ -173,6 +173,9 @@ class OpenAIPolicy(RemoteModelPolicy):
         return parse_response(response, turn)
 
 
+#: the request body's encoder, made once (``json.dumps`` with options makes one per call)
+BODY_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
 #: where ``--openenv-llm-client=http`` sends requests without ``--openenv-llm-endpoint``
 OFFICIAL_BASE_URL = "https://api.openai.com/v1"
 
@@ -202,7 +205,7 @@ class OpenAIHTTPPolicy(OpenAIPolicy):
 
     def _complete(self, client: Any, turn: Turn, timeout: float | None) -> Reply:
         body = self._body(turn)
-        data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        data = BODY_JSON.encode(body).encode("utf-8")
         answer = client.post(data, timeout or self.config.request_timeout, turn.deadline)
         text = answer.body.decode("utf-8", "replace")
         # as the SDK reads it: JSON when the server says so, else the text (not a completion)
