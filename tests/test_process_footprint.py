@@ -20,6 +20,9 @@ from llm_helpers import (
 )
 from servers.openai_compat import serve_openai
 
+#: what each process loads is measured against every plugin a user's venv would load
+pytestmark = pytest.mark.every_plugin
+
 
 def ahead_of_pythonpath(folder: Path) -> str:
     """``folder`` first on the path, the PYTHONPATH the suite runs with after it."""
