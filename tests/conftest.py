@@ -11,7 +11,7 @@ import numpy.fft
 import numpy.linalg
 import numpy.random
 import pytest
-from helpers import XDIST_WORKER_VARS, assert_clean
+from helpers import CHILD_RUN_IDLE_PLUGINS, XDIST_WORKER_VARS, assert_clean
 
 pytest_plugins = ["pytester"]
 
@@ -43,18 +43,11 @@ def pytest_report_header() -> str:
     return "dependencies: " + ", ".join(f"{n}-{installed(n)}" for n in HEADER_PACKAGES)
 
 
-#: installed plugins a child run of the suite leaves out unless its test is marked
-#: ``every_plugin``: hypothesis' terminal summary imports all of hypothesis and anyio's plugin
-#: imports trio (selenium's), about 1.3 s of CPU together in each of the suite's ~1,000 child
-#: runs, for runs that use neither (measured with ``/usr/bin/time`` on a one-test run)
-CHILD_RUN_IDLE_PLUGINS = "-p no:hypothesispytest -p no:anyio"
-
-
 @pytest.fixture
 def pytester(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> pytest.Pytester:
-    """pytest's own, with the idle plugins left out of every child run (in-process too)."""
+    """pytest's own, with ``CHILD_RUN_IDLE_PLUGINS`` left out of its child runs (in-process too)."""
     if request.node.get_closest_marker("every_plugin") is None:
         monkeypatch.setenv("PYTEST_ADDOPTS", CHILD_RUN_IDLE_PLUGINS)
     return pytester
