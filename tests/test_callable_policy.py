@@ -46,6 +46,7 @@ not_callable = 7
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
 def test_a_module_callable_plays(run_pytest, pytester: pytest.Pytester, workers: int) -> None:
     pytester.makepyfile(my_agents=AGENTS)
     result = run_pytest(

@@ -55,6 +55,7 @@ def rendered(folder: Path, row: dict[str, Any]) -> str:
         ("qwen3", "string", True),  # either: the default form is kept
     ],
 )
+@pytest.mark.slow
 def test_the_check_chooses_the_form_the_template_needs(
     run_pytest, pytester: pytest.Pytester, style: str, form: str, other_survives: bool
 ) -> None:
@@ -110,6 +111,7 @@ def test_a_template_that_drops_tool_calls_is_refused_before_any_episode(
         ("deepseek-v3", "object", "TypeError: can only concatenate str"),
     ],
 )
+@pytest.mark.slow
 def test_a_given_form_the_template_breaks_is_refused_naming_the_one_that_works(
     run_pytest, pytester: pytest.Pytester, style: str, given: str, fix: str
 ) -> None:
@@ -143,6 +145,7 @@ def test_workers_build_rows_in_the_form_the_controller_chose(
     } == {dict}
 
 
+@pytest.mark.slow
 def test_reasoning_gym_answers_survive_too(run_pytest, pytester: pytest.Pytester) -> None:
     folder = folder_for(pytester, "qwen2.5")
     result = run_pytest(
@@ -326,6 +329,7 @@ LOOPING = (
 )
 
 
+@pytest.mark.slow
 def test_a_looping_chat_template_is_a_usage_error_within_its_render_bound(
     run_pytest, pytester: pytest.Pytester
 ) -> None:

@@ -30,6 +30,7 @@ def rows(folder: Path) -> list[dict[str, Any]]:
 
 # -- seeds --------------------------------------------------------------------------------
 @pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.slow
 def test_a_server_that_ignores_the_seed_is_warned_about_once_and_recorded(
     workers: str, run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -51,6 +52,7 @@ def test_a_server_that_ignores_the_seed_is_warned_about_once_and_recorded(
     assert all(row["extra"]["seeded"] is False for row in found)
 
 
+@pytest.mark.slow
 def test_a_server_that_honours_the_seed_is_recorded_as_seeded(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -132,6 +134,7 @@ def test_remote_game_without_a_drawing_shows_the_tensor_by_its_named_parts() -> 
 
 
 # -- policies a family cannot honour --------------------------------------------------------
+@pytest.mark.slow
 def test_random_on_reasoning_gym_is_a_usage_error_not_the_oracle(run_pytest) -> None:
     result = run_pytest(
         "--openenv-env=reasoning_gym:chain_sum", "--openenv-policy=random", "-n", "0"
@@ -142,6 +145,7 @@ def test_random_on_reasoning_gym_is_a_usage_error_not_the_oracle(run_pytest) -> 
     assert "scripted" in err  # the built-in that does fit is offered
 
 
+@pytest.mark.slow
 def test_generic_family_with_the_default_policy_is_one_usage_error(run_pytest) -> None:
     with serve_in_thread("echo") as echo:
         result = run_pytest(

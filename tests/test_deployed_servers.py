@@ -232,6 +232,7 @@ def test_server_down_before_the_run_is_one_usage_error(
     assert time.monotonic() - started < 60  # a hang guard, not a speed target
 
 
+@pytest.mark.slow
 def test_server_killed_mid_run_errors_the_affected_episodes_only(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -276,6 +277,7 @@ def test_server_killed_mid_run_errors_the_affected_episodes_only(
     assert (figures["episodes"], figures["errored"]) == (12, len(errored))
 
 
+@pytest.mark.slow
 def test_capacity_limit_is_retried_not_lost(run_pytest, pytester: pytest.Pytester) -> None:
     with serve_in_thread("tictactoe", max_sessions=1, step_delay=0.05) as server:
         result = run_pytest(

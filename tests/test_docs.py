@@ -324,6 +324,7 @@ def first_test_file() -> str:
     raise AssertionError(f"README.md has no Python block starting with '# {FIRST_TEST_FILE}'")
 
 
+@pytest.mark.slow
 def test_readme_first_test_file_runs_as_described(pytester: pytest.Pytester, run_pytest) -> None:
     pytester.path.joinpath(FIRST_TEST_FILE).write_text(first_test_file(), encoding="utf-8")
     result = run_pytest(FIRST_TEST_FILE, *readme_command(f"pytest {FIRST_TEST_FILE} "), "-rf")

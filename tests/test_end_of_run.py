@@ -57,6 +57,7 @@ def test_a_few_in_full_one_line_each_for_the_rest(pytester, run_pytest, monkeypa
     result.assert_outcomes(passed=N - len(failing), failed=len(failing))
 
 
+@pytest.mark.slow
 def test_all_shows_every_failure_in_full(pytester, run_pytest) -> None:
     result = run_pytest(*RUN, "--openenv-failure-reports=all")
     failing = failed_ids(pytester)
@@ -72,6 +73,7 @@ def test_all_shows_every_failure_in_full(pytester, run_pytest) -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_passing_gate_counts_gated_episodes_in_green(pytester, run_pytest) -> None:
     result = run_pytest(*RUN, "--openenv-min-pass-rate=0.5", "--color=yes")
     assert result.ret == 0

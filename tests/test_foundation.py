@@ -33,6 +33,7 @@ def outcome_counts(result: pytest.RunResult) -> dict[str, int]:
     return result.parseoutcomes()
 
 
+@pytest.mark.slow
 def test_headline_command_with_8_workers(run_pytest, pytester: pytest.Pytester) -> None:
     result = run_pytest(TTT, "--openenv-n=200", "-n", "8")
     counts = outcome_counts(result)
@@ -66,6 +67,7 @@ def _episodes(folder: Path) -> dict[str, tuple[float, list[str]]]:
     }
 
 
+@pytest.mark.slow
 def test_same_seed_same_episodes_across_worker_counts_and_runs(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -106,6 +108,7 @@ def test_game(episode):
 """
 
 
+@pytest.mark.slow
 def test_sigkill_leaves_whole_lines_and_resume_completes(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_slow=SLOW_SUITE)
     results = pytester.path / "openenv-results" / "results.jsonl"
@@ -174,6 +177,7 @@ def test_plugin_is_inert_without_episode_tests(run_pytest, pytester: pytest.Pyte
     assert "= openenv =" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_user_suite_with_marker_on_two_workers(run_pytest, pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_user="""
@@ -214,6 +218,7 @@ def test_loadscope_warns(run_pytest) -> None:
     assert "--dist loadscope sends all episodes" in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_dist_each_is_refused_pointing_at_repeats(run_pytest, pytester: pytest.Pytester) -> None:
     """``--dist each`` counted every episode once per worker (n=12 for 6)."""
     result = run_pytest(TTT, "--openenv-n=3", "-n", "2", "--dist", "each")
@@ -225,6 +230,7 @@ def test_dist_each_is_refused_pointing_at_repeats(run_pytest, pytester: pytest.P
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.slow
 def test_one_episode_in_two_items_is_refused_pointing_at_repeats(
     run_pytest, pytester: pytest.Pytester, workers: str
 ) -> None:
@@ -251,6 +257,7 @@ def test_one_episode_in_two_items_is_refused_pointing_at_repeats(
     assert not (pytester.path / "openenv-results" / "results.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_resume_skips_finished_episodes_failed_ones_too(
     run_pytest, pytester: pytest.Pytester
 ) -> None:

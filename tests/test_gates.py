@@ -162,6 +162,7 @@ def test_a_failing_non_episode_test_still_fails_a_passing_gate(pytester, run_pyt
     assert "1 non-episode test(s) failed" in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_gate_with_xdist_decides_the_exit_code(pytester, run_pytest):
     write_suite(pytester, passing=8)
     ok = run_pytest(*COMMON, "-n", "2", "--openenv-min-pass-rate=0.8")
@@ -172,6 +173,7 @@ def test_gate_with_xdist_decides_the_exit_code(pytester, run_pytest):
     assert bad.ret == 1
 
 
+@pytest.mark.slow
 def test_mean_reward_gate_point_and_bound(pytester, run_pytest):
     write_suite(pytester, passing=8)  # 8 wins (reward 1), 2 unfinished (reward 0): mean 0.8
     assert run_pytest(*COMMON, "--openenv-min-mean-reward=0.8").ret == 0
@@ -222,6 +224,7 @@ def test_bad_gate_options_are_usage_errors(pytester, run_pytest, option, expecte
     assert option.split("=")[0] in err and expected in err, err
 
 
+@pytest.mark.slow
 def test_junit_properties_per_episode(pytester, run_pytest):
     write_suite(pytester, passing=3, errors=1, period=5, n=5)
     for extra in ((), ("-n", "2")):
@@ -250,6 +253,7 @@ def test_junit_properties_per_episode(pytester, run_pytest):
         assert xml_path.stat().st_size < 8000
 
 
+@pytest.mark.slow
 def test_a_session_stopped_by_maxfail_is_not_passed_by_the_gate(pytester, run_pytest):
     # seed 0..2 win, 3 fails: -x stops there, at 3/4 = 75%, above the 0.5 threshold
     write_suite(pytester, passing=3, period=4, n=8)
@@ -263,6 +267,7 @@ def test_a_session_stopped_by_maxfail_is_not_passed_by_the_gate(pytester, run_py
     assert "gate: FAILED" in out and "gate: PASSED" not in out
 
 
+@pytest.mark.slow
 def test_a_session_stopped_by_x_under_xdist_has_one_verdict(pytester, run_pytest):
     """``-x -n 2`` printed ``gate: PASSED`` and then that the run fails."""
     write_suite(pytester, passing=3, period=4, n=12)
@@ -276,6 +281,7 @@ def test_a_session_stopped_by_x_under_xdist_has_one_verdict(pytester, run_pytest
 
 
 @pytest.mark.parametrize("threshold", ["0", "0.5"])
+@pytest.mark.slow
 def test_a_run_with_no_episode_judged_is_never_a_pass(pytester, run_pytest, threshold):
     """Every episode errored (endpoint down): a threshold of 0 passed it."""
     write_suite(pytester, passing=0, errors=10)

@@ -45,6 +45,7 @@ def checks(pytester: pytest.Pytester) -> dict[str, dict[str, Any]]:
     return {check["check"]: check for check in summary(pytester)["gate"]["checks"]}
 
 
+@pytest.mark.slow
 def test_gate_vs_naming_the_first_model_gates_the_next_one_and_says_so_at_start(
     run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer
 ) -> None:
@@ -70,6 +71,7 @@ def test_gate_vs_naming_the_first_model_gates_the_next_one_and_says_so_at_start(
     result.stdout.fnmatch_lines([f"*FAIL*vs*: {IDLE} not significantly worse than {FIRST}*"])
 
 
+@pytest.mark.slow
 def test_gate_vs_naming_the_only_model_is_no_passing_comparison(
     run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer
 ) -> None:
@@ -86,6 +88,7 @@ def test_gate_vs_naming_the_only_model_is_no_passing_comparison(
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
 def test_a_reference_that_judged_no_episode_fails_the_vs_check(
     run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer, workers: int
 ) -> None:
@@ -122,6 +125,7 @@ def test_models(episode):
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
 def test_a_marker_model_missing_from_the_price_table_is_refused_under_a_cost_budget(
     run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer, workers: int
 ) -> None:
@@ -181,6 +185,7 @@ def test_absurd_usage_numbers_are_unreadable_usage_never_an_internal_error(
     ids=["usage-null", "negative"],
 )
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
 def test_usage_a_budget_cannot_count_warns_at_once_and_the_summary_says_so(
     run_pytest, pytester: pytest.Pytester, usage: Any, workers: int
 ) -> None:

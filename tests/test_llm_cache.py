@@ -40,6 +40,7 @@ def episodes(pytester: pytest.Pytester) -> dict[str, tuple[float, list]]:
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
 def test_record_then_replay_without_the_server(
     run_pytest, pytester: pytest.Pytester, workers: int
 ) -> None:
@@ -78,6 +79,7 @@ def test_record_then_replay_without_the_server(
     assert len(entries(cache)) == len(files)
 
 
+@pytest.mark.slow
 def test_a_replay_miss_is_an_episode_error_and_sends_nothing(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -105,6 +107,7 @@ def test_a_replay_miss_is_an_episode_error_and_sends_nothing(
     assert "--openenv-replay: no cached response for ep-000000 turn 1" in found["ep-000000"]
 
 
+@pytest.mark.slow
 def test_a_replay_miss_says_what_differs_from_the_stored_entries(
     run_pytest, pytester: pytest.Pytester
 ) -> None:

@@ -119,6 +119,7 @@ def test_a_model_that_never_calls_a_tool_fails_with_a_reason(
 
 
 @pytest.mark.parametrize("client", ["http", "sdk"])
+@pytest.mark.slow
 def test_429_bursts_are_retried_honouring_retry_after(
     run_pytest, pytester: pytest.Pytester, client: str
 ) -> None:
@@ -153,6 +154,7 @@ def test_500s_past_the_retries_are_an_error_with_status_and_message(
 
 
 @pytest.mark.parametrize("workers", [2])  # -n 0: test_llm_anthropic's hang test
+@pytest.mark.slow
 def test_a_hung_response_errors_within_the_timeout(
     run_pytest, pytester: pytest.Pytester, workers: int
 ) -> None:

@@ -279,6 +279,7 @@ def all_rows_by_test(pytester: pytest.Pytester) -> dict[str, list[dict[str, Any]
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
 def test_a_run_budget_stops_cleanly_and_resume_completes_each_episode_once(
     run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer, workers: int
 ) -> None:
@@ -489,6 +490,7 @@ def test_models(episode):
 """
 
 
+@pytest.mark.slow
 def test_a_marker_that_drops_a_model_is_refused_on_resume_not_duplicated(
     run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer
 ) -> None:
@@ -505,6 +507,7 @@ def test_a_marker_that_drops_a_model_is_refused_on_resume_not_duplicated(
     assert (output(pytester) / "results.jsonl").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_changed_sampling_is_refused_on_resume_even_without_metadata(
     run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer
 ) -> None:

@@ -41,6 +41,7 @@ SEEDS = range(4)
 
 
 # -- EpisodeRecord ------------------------------------------------------------------------
+@pytest.mark.slow
 def test_rows_of_a_run_round_trip_through_openenvs_episode_record(run_pytest, pytester) -> None:
     from openenv.core.harness.collect import EpisodeRecord, RolloutSerializer
 

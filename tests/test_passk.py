@@ -103,6 +103,7 @@ def test_episode(episode):
 """
 
 
+@pytest.mark.slow
 def test_repeats_report_pass_at_k_and_gate_on_it(pytester, run_pytest):
     wins = {0: 0, 1: 1, 2: 3, 3: 2}  # c per seed with K = 3
     pytester.makeconftest(REPEAT_POLICY.format(wins=wins))

@@ -53,6 +53,7 @@ def pytest_sessionfinish(session):
         ("2", "sdk", {"controller": False, "gw0": True, "gw1": True}),
     ],
 )
+@pytest.mark.slow
 def test_the_sdk_is_imported_only_where_episodes_run_and_need_it(
     run_pytest, pytester: pytest.Pytester, workers: str, client: str, imported: dict[str, bool]
 ) -> None:
@@ -105,6 +106,7 @@ def test_an_sdk_that_fails_to_import_behind_the_response_cache_is_a_usage_error(
     )
 
 
+@pytest.mark.slow
 def test_an_sdk_that_fails_to_import_under_xdist_errors_each_episode_saying_why(
     run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -162,6 +164,7 @@ def test_a_property(value):
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.slow
 def test_the_bundled_run_leaves_idle_plugins_out_and_a_user_suite_keeps_them(
     run_pytest, pytester: pytest.Pytester, workers: str
 ) -> None:

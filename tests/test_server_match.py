@@ -72,6 +72,7 @@ MISMATCHES = [
 
 
 @pytest.mark.parametrize(("env", "config", "server", "names"), MISMATCHES)
+@pytest.mark.slow
 def test_a_server_hosting_another_env_is_one_usage_error_before_any_episode(
     run_pytest,
     pytester: pytest.Pytester,
@@ -211,6 +212,7 @@ def openenv_policy():
     assert [reported(r) for r in found] == [{"name": "echo_env", "env_names": ["echo"]}] * 2
 
 
+@pytest.mark.slow
 def test_a_server_that_cannot_say_runs_with_one_warning(
     run_pytest, pytester: pytest.Pytester, servers: dict[str, ThreadServer]
 ) -> None:

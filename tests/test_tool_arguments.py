@@ -195,6 +195,7 @@ def test_a_tojson_chat_template_encodes_strings_twice_and_objects_once(
     assert '\\"' not in rendered["object"]
 
 
+@pytest.mark.slow
 def test_resume_in_the_other_form_is_refused(
     run_pytest, pytester: pytest.Pytester, openai_server: OpenAICompatServer
 ) -> None:

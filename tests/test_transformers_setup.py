@@ -113,6 +113,7 @@ def test_the_bad_option_is_named_in_the_policy_list(run_pytest) -> None:
     assert "--openenv-policy='transformer' is unknown" in err and "transformers" in err
 
 
+@pytest.mark.slow
 def test_a_looping_chat_template_is_a_usage_error_within_its_render_bound(
     run_pytest, tmp_path: Path
 ) -> None:
@@ -129,6 +130,7 @@ def test_a_looping_chat_template_is_a_usage_error_within_its_render_bound(
     assert time.monotonic() - started < 60
 
 
+@pytest.mark.slow
 def test_a_checkpoint_that_needs_its_own_code_is_refused_unless_allowed(
     run_pytest, tmp_path: Path
 ) -> None:

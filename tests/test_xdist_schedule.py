@@ -86,6 +86,7 @@ def test_each_worker_keeps_c_episodes_in_flight(run_pytest, pytester: pytest.Pyt
 
 
 @pytest.mark.parametrize("stop", [["-x"], ["--maxfail=1"]])
+@pytest.mark.slow
 def test_x_and_maxfail_still_stop_the_run_early(
     run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, stop: list[str]
 ) -> None:
@@ -115,6 +116,7 @@ def test_x_and_maxfail_still_stop_the_run_early(
     assert reported < failing + WINDOW_FACTOR * c + c, text[-2000:]
 
 
+@pytest.mark.slow
 def test_a_worker_dying_with_episodes_in_flight_loses_none_and_writes_none_twice(
     run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

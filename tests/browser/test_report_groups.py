@@ -63,6 +63,7 @@ def visible(driver: Any, element_id: str) -> bool:
     return driver.find_element(By.ID, element_id).is_displayed()
 
 
+@pytest.mark.slow
 def test_the_group_filter_shows_one_groups_episodes_and_its_charts(
     browser: Any, grouped: Path
 ) -> None:

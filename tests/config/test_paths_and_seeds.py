@@ -27,6 +27,7 @@ INT64_MAX = 2**63 - 1
         f"--openenv-baseline={LONG}/summary.json",
     ],
 )
+@pytest.mark.slow
 def test_a_path_component_over_255_bytes_is_a_usage_error(run_pytest: Any, option: str) -> None:
     flag = option.partition("=")[0]
     extra = ["--openenv-policy=openai", "--openenv-model=m"] if "cache" in flag else []
@@ -42,6 +43,7 @@ def test_a_path_component_counts_bytes_not_characters(run_pytest: Any) -> None:
     result.stderr.fnmatch_lines(["*256 bytes long*"])
 
 
+@pytest.mark.slow
 def test_a_tilde_in_the_ini_file_means_home(
     pytester: pytest.Pytester, run_pytest: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

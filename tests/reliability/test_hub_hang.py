@@ -125,6 +125,7 @@ def test_the_push_command_against_a_silent_hub_ends_with_the_retry_command(
     assert "Traceback" not in finished.stderr
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_the_push_command_prints_the_retry_command(
     launcher: Launcher, hub: HubStandIn, token: str
 ) -> None:
