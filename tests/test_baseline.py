@@ -212,6 +212,7 @@ def test_a_baseline_of_another_env_is_refused_unless_asked(pytester, run_pytest)
     )
 
 
+@pytest.mark.slow
 def test_a_baseline_of_another_policy_or_model_says_what_differs(pytester, run_pytest):
     write_baseline(pytester, envs=["openspiel:tic_tac_toe"], policies=["openai"], models=["m-1"])
     result = run_with(pytester, run_pytest, 20, "--openenv-baseline=other.json")

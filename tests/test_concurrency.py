@@ -58,6 +58,7 @@ def test_episodes_overlap_yet_each_runs_once_and_reports_to_its_item(
         assert 3 <= server.max_in_flight <= 2 * 4, server.max_in_flight
 
 
+@pytest.mark.slow
 def test_episodes_of_items_that_never_run_are_not_written(
     run_pytest, pytester: pytest.Pytester
 ) -> None:

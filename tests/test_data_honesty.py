@@ -158,6 +158,7 @@ def test_generic_family_with_the_default_policy_is_one_usage_error(run_pytest) -
     assert "episode error" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_generic_default_policy_in_a_test_file_is_one_collection_error(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -206,6 +207,7 @@ def test_tool_trace_keeps_the_text_and_the_parsed_object() -> None:
     assert isinstance(first["arguments_text"], str)
 
 
+@pytest.mark.slow
 def test_empty_system_prompt_sends_no_system_message(run_pytest, pytester: pytest.Pytester) -> None:
     result = run_pytest(
         "--openenv-env=openspiel:tic_tac_toe",
@@ -227,6 +229,7 @@ def test_system_prompt_not_given_is_the_familys() -> None:
     assert episode.messages[0] == {"role": "system", "content": family.system_prompt}
 
 
+@pytest.mark.slow
 def test_id_prefix_names_every_episode_and_resume_reads_it(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -243,6 +246,7 @@ def test_id_prefix_names_every_episode_and_resume_reads_it(
 
 
 @pytest.mark.parametrize("bad", ["a b", "run:1", "x/y", ""])
+@pytest.mark.slow
 def test_bad_id_prefix_is_a_usage_error_naming_the_option(bad: str, run_pytest) -> None:
     result = run_pytest("--openenv-env=openspiel:tic_tac_toe", f"--openenv-id-prefix={bad}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

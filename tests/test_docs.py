@@ -282,6 +282,7 @@ def readme_headline_output() -> list[str]:
     raise AssertionError("README.md shows no sample openenv section")
 
 
+@pytest.mark.slow
 def test_headline_keeps_every_episode_and_writes_the_files_listed(
     pytester: pytest.Pytester, run_pytest
 ) -> None:
@@ -301,6 +302,7 @@ def test_headline_keeps_every_episode_and_writes_the_files_listed(
     assert read_jsonl(folder / "failures.jsonl") == []
 
 
+@pytest.mark.slow
 def test_the_first_legal_policy_loses_about_as_often_as_the_readme_says(
     pytester: pytest.Pytester, run_pytest
 ) -> None:

@@ -126,6 +126,7 @@ def test_tic_tac_toe_gate_replays_its_committed_cache_like_its_workflow(tmp_path
 
 
 @pytest.mark.parametrize("name", ["tic_tac_toe_gate"])
+@pytest.mark.slow
 def test_gate_fails_when_the_threshold_is_out_of_reach(tmp_path, name):
     """The same replayed run against a stricter gate: the exit code follows the gate."""
     code, out = run_suite(name, tmp_path, "--openenv-replay", "--openenv-min-pass-rate=0.9")

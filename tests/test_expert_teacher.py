@@ -51,6 +51,7 @@ def moves(row: dict[str, Any]) -> list[int]:
     ]
 
 
+@pytest.mark.slow
 def test_tic_tac_toe_expert_never_loses_to_random(run_pytest, pytester: pytest.Pytester) -> None:
     result = run_pytest(TTT, "--openenv-policy=expert", "--openenv-n=40", "-n", "0")
     assert result.ret == 0, result.stdout.str()[-3000:]
@@ -100,6 +101,7 @@ def test_expert_against_expert_draws_every_game_via_the_marker(
     assert {len(moves(row)) for row in rows} == {5}
 
 
+@pytest.mark.slow
 def test_the_expert_opponent_is_never_beaten_by_a_random_agent(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -238,6 +240,7 @@ def test_bad_expert_settings_are_usage_errors(
     assert not (pytester.path / "openenv-results" / "results.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_expert_on_a_server_needs_a_game_it_can_rebuild(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -256,6 +259,7 @@ def test_expert_on_a_server_needs_a_game_it_can_rebuild(
     assert "tic_tac_toe, connect_four" in text and "embedded engine" in text
 
 
+@pytest.mark.slow
 def test_expert_wins_connect_four_on_openenvs_deployed_openspiel_server(
     run_pytest, pytester: pytest.Pytester
 ) -> None:

@@ -73,6 +73,7 @@ def test_warmup_does_nothing_when_all_is_loaded(
     assert warmup.start(pytestconfig) is None
 
 
+@pytest.mark.slow
 def test_only_a_process_that_goes_on_after_the_run_is_thawed(pytester: pytest.Pytester) -> None:
     from pytest_openenv.util import heap
 

@@ -149,6 +149,7 @@ def test_a_replay_miss_says_what_differs_from_the_stored_entries(
     ), said["episode"]
 
 
+@pytest.mark.slow
 def test_a_corrupt_entry_is_an_error_naming_the_file_on_replay(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -169,6 +170,7 @@ def test_a_corrupt_entry_is_an_error_naming_the_file_on_replay(
     assert json.loads(first.read_text())["reply"]["tool_calls"]
 
 
+@pytest.mark.slow
 def test_replay_usage_errors(run_pytest, pytester: pytest.Pytester) -> None:
     no_cache = run_pytest(ENV, "--openenv-replay")
     assert no_cache.ret == pytest.ExitCode.USAGE_ERROR
@@ -249,6 +251,7 @@ def pytest_configure(config):
 """
 
 
+@pytest.mark.slow
 def test_a_cache_that_cannot_be_written_names_its_path_and_stops_the_run(
     run_pytest, pytester: pytest.Pytester
 ) -> None:

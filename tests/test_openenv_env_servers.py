@@ -123,6 +123,7 @@ def test_the_generic_env_config_is_sent_as_reset_fields(
         assert "legs" not in row["messages"][1]["content"]
 
 
+@pytest.mark.slow
 def test_a_task_given_only_in_reset_fields_reaches_the_env(
     run_pytest, pytester: pytest.Pytester, policies: None
 ) -> None:
@@ -614,6 +615,7 @@ def test_the_prompt_names_an_expert_opponent_in_good_english() -> None:
 
 
 # -- One schema per run ----------------------------------------------------------
+@pytest.mark.slow
 def test_workers_use_the_schema_the_controller_read(
     run_pytest, pytester: pytest.Pytester, policies: None
 ) -> None:

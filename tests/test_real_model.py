@@ -148,6 +148,7 @@ def test_snapshots_of_the_real_model_are_stable_across_runs(
     assert len(results(pytester)) == sum(r["verify_metrics"]["verdict"] for r in rows.values())
 
 
+@pytest.mark.slow
 def test_a_full_context_window_ends_the_episode_as_a_failure(
     run_pytest, pytester: pytest.Pytester
 ) -> None:

@@ -368,6 +368,7 @@ def test_the_hint_shows_only_when_episodes_failed_and_no_gate_is_set() -> None:
     assert not [line for line in summary_lines(all_passed, "out") if "exits 1" in line]
 
 
+@pytest.mark.slow
 def test_the_hint_in_a_real_run_and_not_with_a_gate(run_pytest) -> None:
     # seeds 0..9: the first-legal teacher loses some games to the random opponent
     args = ("--openenv-env=openspiel:tic_tac_toe", "--openenv-n=10", "-n", "0", SCRIPTED)

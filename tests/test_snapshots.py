@@ -121,6 +121,7 @@ def test_extension_serializes_an_episode_or_its_trajectory_readably():
 
 
 @pytest.mark.parametrize("workers", [(), ("-n", "2")])
+@pytest.mark.slow
 def test_openenv_snapshot_fixture_outside_an_episode_test_needs_syrupy_only(
     pytester, run_pytest, workers
 ):

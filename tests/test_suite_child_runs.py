@@ -12,6 +12,7 @@ def loaded(pytester: pytest.Pytester) -> dict[str, bool]:
     return {name: config.pluginmanager.has_plugin(name) for name in IDLE}
 
 
+@pytest.mark.slow
 def test_a_child_run_leaves_the_idle_plugins_out(pytester: pytest.Pytester) -> None:
     assert loaded(pytester) == dict.fromkeys(IDLE, False)
 

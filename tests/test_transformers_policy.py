@@ -114,6 +114,7 @@ def test_each_format_the_model_emits_becomes_a_tool_call(taught: Path, word: str
     assert reply.content == ("Centre." if word == "plain_json" else "")
 
 
+@pytest.mark.slow
 def test_prose_is_a_turn_without_a_call(taught: Path) -> None:
     reply = policy_for(taught).act(turn(conversation("prose")))
     assert reply.tool_calls == ()

@@ -46,6 +46,7 @@ def test_a_missing_path(run_pytest, tmp_path: Path) -> None:
     assert "nowhere does not exist; pass a checkpoint folder, a .gguf file" in err
 
 
+@pytest.mark.slow
 def test_a_folder_that_is_not_a_model(run_pytest, tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hello")
     err = usage_error(run_pytest, f"--openenv-model={tmp_path}")

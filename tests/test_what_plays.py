@@ -132,6 +132,7 @@ def test_metadata_records_no_sampling_for_a_policy_that_does_not_sample(
     assert "temperature" not in metadata["identity"]
 
 
+@pytest.mark.slow
 def test_metadata_records_sampling_for_a_model_that_played(
     run_pytest, pytester: pytest.Pytester, openai_server
 ) -> None:

@@ -70,6 +70,7 @@ def outcome_count(text: str) -> int:
 
 
 # -- end to end ----------------------------------------------------------------
+@pytest.mark.slow
 def test_each_worker_keeps_c_episodes_in_flight(run_pytest, pytester: pytest.Pytester) -> None:
     # 32 items: xdist's own scheduler hands each worker at most 6 at a time (so at most 12
     # episodes in flight); a worker with C=16 needs its whole share to keep 16 in flight

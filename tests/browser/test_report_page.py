@@ -132,6 +132,7 @@ def test_report_file_in_chromium(browser: Any, hostile: Path) -> None:
     assert console_errors(browser) == []
 
 
+@pytest.mark.slow
 def test_anchor_opens_the_episode(browser: Any, hostile: Path) -> None:
     episode = rows(hostile / "failures.jsonl")[-1]["episode_id"]
     open_page(browser, (hostile / "report.html").as_uri() + f"#{episode}")

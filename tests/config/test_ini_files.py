@@ -171,6 +171,7 @@ def test_a_bad_override_says_it_came_from_dash_o(
     assert "--openenv-n='7x'" in result.stderr.str() and "given with -o" in result.stderr.str()
 
 
+@pytest.mark.slow
 def test_the_command_line_wins_over_the_file(pytester: pytest.Pytester, run_pytest: Any) -> None:
     pytester.makepyprojecttoml(f"[{TOML_TABLES[-1]}]\n{TOML_KEYS}")
     result = run_pytest("--openenv-n=2", "--openenv-env-config", '{"opponent": "random"}')

@@ -102,6 +102,7 @@ def test_seeds_past_int64_are_refused(
     assert not (pytester.path / "openenv-results").exists()
 
 
+@pytest.mark.slow
 def test_a_marker_seed_past_int64_is_refused_at_collection(
     pytester: pytest.Pytester, run_pytest: Any
 ) -> None:
@@ -123,6 +124,7 @@ def test_a_marker_seed_past_int64_is_refused_at_collection(
     assert not (Path(pytester.path) / "openenv-results" / "results.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_the_largest_seeds_load_as_distinct_integers(
     pytester: pytest.Pytester, run_pytest: Any
 ) -> None:

@@ -25,5 +25,6 @@ def test_a_launched_run_leaves_the_idle_plugins_out(launcher: Launcher) -> None:
 
 
 @pytest.mark.every_plugin
+@pytest.mark.slow
 def test_a_launched_run_of_a_marked_test_loads_every_plugin(launcher: Launcher) -> None:
     assert "loaded: [True, True]" in loaded(launcher)

@@ -167,6 +167,7 @@ def test_stale_temp_cleanup_deletes_only_our_temp_files(tmp_path: Path) -> None:
     assert all(path.read_text() == "data\n" for path in others)
 
 
+@pytest.mark.slow
 def test_files_this_run_is_told_to_write_may_sit_inside(launcher: Launcher) -> None:
     launcher.write_episode_test()
     inside = ("--junitxml=out/junit.xml", "--openenv-output=out")

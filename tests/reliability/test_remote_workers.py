@@ -65,6 +65,7 @@ def socket_servers(tmp_path: Path) -> Iterator[list[SocketServer]]:
             server.stop()
 
 
+@pytest.mark.slow
 def test_socket_gateways_write_one_dataset_on_the_controller(
     launcher: Launcher, socket_servers: list[SocketServer]
 ) -> None:

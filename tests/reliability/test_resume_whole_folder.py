@@ -70,6 +70,7 @@ def assert_describes_the_folder(
     assert f"the last run played {played} |" in card
 
 
+@pytest.mark.slow
 def test_last_failed_resume_gates_on_the_whole_folder(
     pytester: pytest.Pytester, earlier: dict[str, Any]
 ) -> None:

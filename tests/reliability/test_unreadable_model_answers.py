@@ -171,6 +171,7 @@ BAD_USAGE = {
 
 @pytest.mark.parametrize("value", sorted(BAD_USAGE))
 @pytest.mark.parametrize("provider", sorted(SERVERS))
+@pytest.mark.slow
 def test_usage_that_is_not_a_count_is_no_traceback_and_never_negative(
     launcher: Launcher, provider: str, value: str
 ) -> None:
