@@ -11,7 +11,7 @@ import numpy.fft
 import numpy.linalg
 import numpy.random
 import pytest
-from helpers import XDIST_WORKER_VARS, assert_clean
+from helpers import CHILD_RUN_IDLE_PLUGINS, XDIST_WORKER_VARS, assert_clean
 
 pytest_plugins = ["pytester"]
 
@@ -41,6 +41,16 @@ def pytest_report_header() -> str:
             return "absent"
 
     return "dependencies: " + ", ".join(f"{n}-{installed(n)}" for n in HEADER_PACKAGES)
+
+
+@pytest.fixture
+def pytester(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> pytest.Pytester:
+    """pytest's own, with ``CHILD_RUN_IDLE_PLUGINS`` left out of its child runs (in-process too)."""
+    if request.node.get_closest_marker("every_plugin") is None:
+        monkeypatch.setenv("PYTEST_ADDOPTS", CHILD_RUN_IDLE_PLUGINS)
+    return pytester
 
 
 @pytest.fixture

@@ -16,6 +16,12 @@ SCRIPTED = "--openenv-policy=scripted"
 #: (syrupy then skips its snapshot report and writes), so the child must not see them
 XDIST_WORKER_VARS = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
 
+#: installed plugins a child run of the suite leaves out unless its test is marked
+#: ``every_plugin``: hypothesis' terminal summary imports all of hypothesis and anyio's plugin
+#: imports trio (selenium's), about 1.2 s of CPU together in each of the suite's ~1,000 child
+#: runs that use neither (measured with ``/usr/bin/time`` on a one-test run)
+CHILD_RUN_IDLE_PLUGINS = "-p no:hypothesispytest -p no:anyio"
+
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Every line must be a whole JSON object: a torn line fails the test."""

@@ -135,6 +135,7 @@ def test_the_option_takes_auto_and_a_bounded_integer() -> None:
     assert f"ceiling {AUTO_CEILING}" in option.help and f"start at {AUTO_START}" in option.help
 
 
+@pytest.mark.slow
 def test_a_huge_concurrency_is_a_usage_error_before_any_episode(run_pytest) -> None:
     result = run_pytest("--openenv-env=openspiel:tic_tac_toe", "--openenv-concurrency=100000")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -150,6 +151,7 @@ def auto_run(run_pytest, server: OpenAICompatServer, n: int, *extra: str) -> tup
     return tuple(int(x) for x in match.groups())
 
 
+@pytest.mark.slow
 def test_growth_stops_where_the_server_slows_down(run_pytest, pytester: pytest.Pytester) -> None:
     # 20 ms plus 10 ms per other request in flight: past ~8 in flight a round is more
     # than 1.5x slower than the first ones
@@ -164,6 +166,7 @@ def test_growth_stops_where_the_server_slows_down(run_pytest, pytester: pytest.P
     assert AUTO_START < server.max_in_flight <= peak + 1, server.max_in_flight
 
 
+@pytest.mark.slow
 def test_a_burst_of_429s_halves_it_and_the_run_completes(
     run_pytest, pytester: pytest.Pytester
 ) -> None:

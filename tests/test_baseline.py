@@ -82,6 +82,7 @@ def gate(pytester) -> dict:
     return json.loads(path.read_text())["gate"]
 
 
+@pytest.mark.slow
 def test_baseline_run_fails_on_a_significant_drop_and_passes_within_noise(pytester, run_pytest):
     first = run_with(pytester, run_pytest, 19)  # 38/40
     assert first.ret == 1  # no gate: two failing episodes fail the run
@@ -104,6 +105,7 @@ def test_baseline_run_fails_on_a_significant_drop_and_passes_within_noise(pytest
     assert "(significant drop)" in out and "one-sided two-proportion z-test, 95%" in out
 
 
+@pytest.mark.slow
 def test_baseline_may_be_the_output_folder_about_to_be_overwritten(pytester, run_pytest):
     run_with(pytester, run_pytest, 20)  # 40/40 into openenv-results/
     dropped = run_with(pytester, run_pytest, 14, "--openenv-baseline=openenv-results")
@@ -171,6 +173,7 @@ def write_baseline(pytester, **figures) -> None:
     (Path(pytester.path) / "other.json").write_text(json.dumps(summary))
 
 
+@pytest.mark.slow
 def test_a_baseline_of_another_env_is_refused_unless_asked(pytester, run_pytest):
     """Another env's pass rate was compared without a word."""
     write_baseline(pytester)
@@ -209,6 +212,7 @@ def test_a_baseline_of_another_env_is_refused_unless_asked(pytester, run_pytest)
     )
 
 
+@pytest.mark.slow
 def test_a_baseline_of_another_policy_or_model_says_what_differs(pytester, run_pytest):
     write_baseline(pytester, envs=["openspiel:tic_tac_toe"], policies=["openai"], models=["m-1"])
     result = run_with(pytester, run_pytest, 20, "--openenv-baseline=other.json")

@@ -46,6 +46,7 @@ not_callable = 7
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
 def test_a_module_callable_plays(run_pytest, pytester: pytest.Pytester, workers: int) -> None:
     pytester.makepyfile(my_agents=AGENTS)
     result = run_pytest(
@@ -64,6 +65,7 @@ def test_a_module_callable_plays(run_pytest, pytester: pytest.Pytester, workers:
         assert json.loads(first_call["arguments"]) == {"action_id": 4}
 
 
+@pytest.mark.slow
 def test_a_callable_may_take_the_turn_and_answer_in_text(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -76,6 +78,7 @@ def test_a_callable_may_take_the_turn_and_answer_in_text(
         assert row["done"]
 
 
+@pytest.mark.slow
 def test_a_callable_returning_junk_is_an_item_error(run_pytest, pytester: pytest.Pytester) -> None:
     pytester.makepyfile(my_agents=AGENTS)
     result = run_pytest(ENV, "--openenv-n=1", "--openenv-policy=my_agents:broken")
@@ -85,6 +88,7 @@ def test_a_callable_returning_junk_is_an_item_error(run_pytest, pytester: pytest
     assert row["failure"]["outcome"] == "error"
 
 
+@pytest.mark.slow
 def test_a_bad_callable_spec_is_a_usage_error(run_pytest, pytester: pytest.Pytester) -> None:
     pytester.makepyfile(my_agents=AGENTS)
     result = run_pytest(ENV, "--openenv-policy=my_agents:missing")
@@ -121,6 +125,7 @@ def test_a_module_callable_loads_as_a_labelled_policy(
         build_policy("nonsense", Settings.from_config(pytester.parseconfig()))
 
 
+@pytest.mark.slow
 def test_the_openenv_policy_fixture_may_return_a_plain_function(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -184,6 +189,7 @@ def test_arguments_text_is_kept_raw_even_when_not_json(name: str, text: str) -> 
 
 
 @given(st.lists(st.tuples(names, argument_objects, st.text(min_size=1, max_size=6)), max_size=4))
+@pytest.mark.slow
 def test_openai_tool_calls_keep_order_and_ids(calls: list) -> None:
     openai_calls = [
         {"id": cid, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from huggingface_hub import DatasetCard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -177,6 +178,7 @@ def check_card(text: str, *, prompt: str | None, config: dict[str, Any], env: st
     config=odd_config,
     prompt=st.one_of(st.none(), odd_text),
 )
+@pytest.mark.slow
 def test_odd_user_values_break_neither_yaml_nor_markdown(
     variant: str, policy: str, model: str | None, config: dict[str, Any], prompt: str | None
 ) -> None:

@@ -55,6 +55,7 @@ def rendered(folder: Path, row: dict[str, Any]) -> str:
         ("qwen3", "string", True),  # either: the default form is kept
     ],
 )
+@pytest.mark.slow
 def test_the_check_chooses_the_form_the_template_needs(
     run_pytest, pytester: pytest.Pytester, style: str, form: str, other_survives: bool
 ) -> None:
@@ -85,6 +86,7 @@ def test_the_check_chooses_the_form_the_template_needs(
             assert json.dumps(json.dumps(entry["arguments"])) not in text
 
 
+@pytest.mark.slow
 def test_a_template_that_drops_tool_calls_is_refused_before_any_episode(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -110,6 +112,7 @@ def test_a_template_that_drops_tool_calls_is_refused_before_any_episode(
         ("deepseek-v3", "object", "TypeError: can only concatenate str"),
     ],
 )
+@pytest.mark.slow
 def test_a_given_form_the_template_breaks_is_refused_naming_the_one_that_works(
     run_pytest, pytester: pytest.Pytester, style: str, given: str, fix: str
 ) -> None:
@@ -127,6 +130,7 @@ def test_a_given_form_the_template_breaks_is_refused_naming_the_one_that_works(
     )
 
 
+@pytest.mark.slow
 def test_workers_build_rows_in_the_form_the_controller_chose(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -143,6 +147,7 @@ def test_workers_build_rows_in_the_form_the_controller_chose(
     } == {dict}
 
 
+@pytest.mark.slow
 def test_reasoning_gym_answers_survive_too(run_pytest, pytester: pytest.Pytester) -> None:
     folder = folder_for(pytester, "qwen2.5")
     result = run_pytest(
@@ -163,6 +168,7 @@ def test_reasoning_gym_answers_survive_too(run_pytest, pytester: pytest.Pytester
 FIRST_SIX = QWEN25.replace("{%- for message in messages %}", "{%- for message in messages[:6] %}")
 
 
+@pytest.mark.slow
 def test_the_rows_are_checked_after_the_run_and_a_problem_is_reported(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -189,6 +195,7 @@ def test_episode(episode):
 """
 
 
+@pytest.mark.slow
 def test_without_a_run_env_only_the_rows_are_checked(run_pytest, pytester) -> None:
     pytester.makepyfile(test_marked=MARKED)
     folder = folder_for(pytester, "qwen2.5")
@@ -215,6 +222,7 @@ def write_cache_entry(cache: Path, repo: str, files: dict[str, str]) -> None:
         (snapshot / name).write_text(text)
 
 
+@pytest.mark.slow
 def test_a_cached_model_id_is_read_from_the_hugging_face_cache(
     run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -235,6 +243,7 @@ def test_a_cached_model_id_is_read_from_the_hugging_face_cache(
     assert metadata["chat_template"]["source"].startswith(str(cache))
 
 
+@pytest.mark.slow
 def test_a_model_that_is_not_cached_is_a_usage_error_naming_the_download(
     run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -326,6 +335,7 @@ LOOPING = (
 )
 
 
+@pytest.mark.slow
 def test_a_looping_chat_template_is_a_usage_error_within_its_render_bound(
     run_pytest, pytester: pytest.Pytester
 ) -> None:

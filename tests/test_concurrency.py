@@ -35,6 +35,7 @@ def reported_order(text: str) -> list[str]:
 @pytest.mark.parametrize(
     "xdist", [[], ["-n", "2"], ["-n", "2", "--dist", "worksteal"]], ids=["n0", "n2", "worksteal"]
 )
+@pytest.mark.slow
 def test_episodes_overlap_yet_each_runs_once_and_reports_to_its_item(
     run_pytest, pytester: pytest.Pytester, xdist: list[str]
 ) -> None:
@@ -57,6 +58,7 @@ def test_episodes_overlap_yet_each_runs_once_and_reports_to_its_item(
         assert 3 <= server.max_in_flight <= 2 * 4, server.max_in_flight
 
 
+@pytest.mark.slow
 def test_episodes_of_items_that_never_run_are_not_written(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -80,6 +82,7 @@ def test_episodes_of_items_that_never_run_are_not_written(
     assert len([p for p in cache.rglob("*.json") if not p.name.startswith(".tmp")]) == 1
 
 
+@pytest.mark.slow
 def test_skipped_items_are_not_run_ahead(run_pytest, pytester: pytest.Pytester) -> None:
     with serve_openai() as server:
         first = run_pytest(*llm_args(server, "--openenv-min-reward=-1", n=3))
@@ -103,6 +106,7 @@ def test_skipped_items_are_not_run_ahead(run_pytest, pytester: pytest.Pytester) 
     assert spent == turns_taken(later)
 
 
+@pytest.mark.slow
 def test_items_with_an_overridden_policy_run_in_turn(run_pytest, pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_default="""
@@ -154,6 +158,7 @@ def slow_on_seed_0(messages, tools, turn):
 """
 
 
+@pytest.mark.slow
 def test_an_episode_that_never_returns_is_abandoned_at_the_timeout(
     run_pytest, pytester: pytest.Pytester
 ) -> None:

@@ -30,6 +30,7 @@ def rows(folder: Path) -> list[dict[str, Any]]:
 
 # -- seeds --------------------------------------------------------------------------------
 @pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.slow
 def test_a_server_that_ignores_the_seed_is_warned_about_once_and_recorded(
     workers: str, run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -51,6 +52,7 @@ def test_a_server_that_ignores_the_seed_is_warned_about_once_and_recorded(
     assert all(row["extra"]["seeded"] is False for row in found)
 
 
+@pytest.mark.slow
 def test_a_server_that_honours_the_seed_is_recorded_as_seeded(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -132,6 +134,7 @@ def test_remote_game_without_a_drawing_shows_the_tensor_by_its_named_parts() -> 
 
 
 # -- policies a family cannot honour --------------------------------------------------------
+@pytest.mark.slow
 def test_random_on_reasoning_gym_is_a_usage_error_not_the_oracle(run_pytest) -> None:
     result = run_pytest(
         "--openenv-env=reasoning_gym:chain_sum", "--openenv-policy=random", "-n", "0"
@@ -142,6 +145,7 @@ def test_random_on_reasoning_gym_is_a_usage_error_not_the_oracle(run_pytest) -> 
     assert "scripted" in err  # the built-in that does fit is offered
 
 
+@pytest.mark.slow
 def test_generic_family_with_the_default_policy_is_one_usage_error(run_pytest) -> None:
     with serve_in_thread("echo") as echo:
         result = run_pytest(
@@ -154,6 +158,7 @@ def test_generic_family_with_the_default_policy_is_one_usage_error(run_pytest) -
     assert "episode error" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_generic_default_policy_in_a_test_file_is_one_collection_error(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -202,6 +207,7 @@ def test_tool_trace_keeps_the_text_and_the_parsed_object() -> None:
     assert isinstance(first["arguments_text"], str)
 
 
+@pytest.mark.slow
 def test_empty_system_prompt_sends_no_system_message(run_pytest, pytester: pytest.Pytester) -> None:
     result = run_pytest(
         "--openenv-env=openspiel:tic_tac_toe",
@@ -223,6 +229,7 @@ def test_system_prompt_not_given_is_the_familys() -> None:
     assert episode.messages[0] == {"role": "system", "content": family.system_prompt}
 
 
+@pytest.mark.slow
 def test_id_prefix_names_every_episode_and_resume_reads_it(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -239,6 +246,7 @@ def test_id_prefix_names_every_episode_and_resume_reads_it(
 
 
 @pytest.mark.parametrize("bad", ["a b", "run:1", "x/y", ""])
+@pytest.mark.slow
 def test_bad_id_prefix_is_a_usage_error_naming_the_option(bad: str, run_pytest) -> None:
     result = run_pytest("--openenv-env=openspiel:tic_tac_toe", f"--openenv-id-prefix={bad}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -211,6 +211,7 @@ def test_every_builtin_family_has_a_sample_run() -> None:
 
 
 @pytest.mark.parametrize("family", BUILTIN)
+@pytest.mark.slow
 def test_files_of_every_family_load_with_datasets(
     family: str, run_pytest, pytester: pytest.Pytester, datasets_offline: Path
 ) -> None:

@@ -39,6 +39,7 @@ def test_game(episode):
 """
 
 
+@pytest.mark.slow
 def test_a_policy_router_picks_the_policy_of_each_episode(pytester: pytest.Pytester) -> None:
     # the random policy's lost games pass this test: every one is read from results.jsonl
     result = run_suite(pytester, ROUTER_SUITE, "-n", "2", "--openenv-train-on=test")
@@ -48,6 +49,7 @@ def test_a_policy_router_picks_the_policy_of_each_episode(pytester: pytest.Pytes
     assert policies == {i: "scripted" if i % 2 == 0 else "random" for i in range(6)}
 
 
+@pytest.mark.slow
 def test_the_default_policy_fixture_can_be_wrapped_by_an_override(
     pytester: pytest.Pytester,
 ) -> None:
@@ -71,6 +73,7 @@ def test_the_default_policy_fixture_can_be_wrapped_by_an_override(
     assert [row["policy"] for row in rows] == ["random", "random"]
 
 
+@pytest.mark.slow
 def test_an_env_override_that_is_not_a_factory_names_what_would_work(
     pytester: pytest.Pytester,
 ) -> None:
@@ -92,6 +95,7 @@ def test_an_env_override_that_is_not_a_factory_names_what_would_work(
     result.stdout.fnmatch_lines(["*openenv_env must return an env factory*got str*"])
 
 
+@pytest.mark.slow
 def test_an_env_router_picks_the_env_of_each_episode(pytester: pytest.Pytester) -> None:
     result = run_suite(
         pytester,
@@ -122,6 +126,7 @@ def test_an_env_router_picks_the_env_of_each_episode(pytester: pytest.Pytester) 
     ]
 
 
+@pytest.mark.slow
 def test_a_failed_episode_reports_its_story_and_fulltrace_still_shows_frames(
     pytester: pytest.Pytester,
 ) -> None:

@@ -71,6 +71,7 @@ def embedded_rows(env: str, n: int, seed: int) -> dict[str, dict[str, Any]]:
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.slow
 def test_remote_openspiel_records_look_like_embedded_ones(
     run_pytest, pytester: pytest.Pytester, tictactoe: ThreadServer, workers: str
 ) -> None:
@@ -103,6 +104,7 @@ def test_remote_openspiel_records_look_like_embedded_ones(
     assert "hunter2" not in remote.stdout.str() + remote.stderr.str()
 
 
+@pytest.mark.slow
 def test_episodes_spread_round_robin_over_servers_from_ini(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -119,6 +121,7 @@ def test_episodes_spread_round_robin_over_servers_from_ini(
 
 
 # -- reasoning_gym, embedded and remote -----------------------------------------------------
+@pytest.mark.slow
 def test_reasoning_gym_oracle_passes_every_episode_embedded(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -129,6 +132,7 @@ def test_reasoning_gym_oracle_passes_every_episode_embedded(
     assert all(r["reward"] == 1.0 and r["task"]["answer"] for r in found.values())
 
 
+@pytest.mark.slow
 def test_reasoning_gym_oracle_passes_every_episode_remote(
     run_pytest, pytester: pytest.Pytester, reasoning: ThreadServer
 ) -> None:
@@ -150,6 +154,7 @@ def test_reasoning_gym_oracle_passes_every_episode_remote(
         assert 2 <= expression.count("+") + expression.count("-") <= 3
 
 
+@pytest.mark.slow
 def test_reasoning_gym_unknown_dataset_is_a_usage_error(run_pytest) -> None:
     result = run_pytest("--openenv-env=reasoning_gym:chain_summ", "-n", "0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -186,6 +191,7 @@ def openenv_policy():
 '''
 
 
+@pytest.mark.slow
 def test_generic_family_drives_a_server_it_has_no_adapter_for(
     run_pytest, pytester: pytest.Pytester, echo: ThreadServer
 ) -> None:
@@ -213,6 +219,7 @@ def test_generic_family_without_server_is_a_usage_error(run_pytest) -> None:
 
 
 # -- faults -------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_server_down_before_the_run_is_one_usage_error(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -232,6 +239,7 @@ def test_server_down_before_the_run_is_one_usage_error(
     assert time.monotonic() - started < 60  # a hang guard, not a speed target
 
 
+@pytest.mark.slow
 def test_server_killed_mid_run_errors_the_affected_episodes_only(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -276,6 +284,7 @@ def test_server_killed_mid_run_errors_the_affected_episodes_only(
     assert (figures["episodes"], figures["errored"]) == (12, len(errored))
 
 
+@pytest.mark.slow
 def test_capacity_limit_is_retried_not_lost(run_pytest, pytester: pytest.Pytester) -> None:
     with serve_in_thread("tictactoe", max_sessions=1, step_delay=0.05) as server:
         result = run_pytest(
@@ -373,6 +382,7 @@ def build_wheel(folder: Path) -> Path:
 PIP_INSTALL = ("-m", "pip", "install", "-q", "--no-deps", "--no-index")
 
 
+@pytest.mark.slow
 def test_third_party_family_installed_from_a_package_works(
     run_pytest, pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

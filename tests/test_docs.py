@@ -282,6 +282,7 @@ def readme_headline_output() -> list[str]:
     raise AssertionError("README.md shows no sample openenv section")
 
 
+@pytest.mark.slow
 def test_headline_keeps_every_episode_and_writes_the_files_listed(
     pytester: pytest.Pytester, run_pytest
 ) -> None:
@@ -301,6 +302,7 @@ def test_headline_keeps_every_episode_and_writes_the_files_listed(
     assert read_jsonl(folder / "failures.jsonl") == []
 
 
+@pytest.mark.slow
 def test_the_first_legal_policy_loses_about_as_often_as_the_readme_says(
     pytester: pytest.Pytester, run_pytest
 ) -> None:
@@ -324,6 +326,7 @@ def first_test_file() -> str:
     raise AssertionError(f"README.md has no Python block starting with '# {FIRST_TEST_FILE}'")
 
 
+@pytest.mark.slow
 def test_readme_first_test_file_runs_as_described(pytester: pytest.Pytester, run_pytest) -> None:
     pytester.path.joinpath(FIRST_TEST_FILE).write_text(first_test_file(), encoding="utf-8")
     result = run_pytest(FIRST_TEST_FILE, *readme_command(f"pytest {FIRST_TEST_FILE} "), "-rf")

@@ -27,6 +27,7 @@ def failed_ids(pytester: pytest.Pytester) -> list[str]:
 
 
 @pytest.mark.parametrize("ci", [False, True], ids=["terminal", "CI"])
+@pytest.mark.slow
 def test_a_few_in_full_one_line_each_for_the_rest(pytester, run_pytest, monkeypatch, ci) -> None:
     # under CI pytest prints a crash message whole in the short summary, not its first line
     for name in ("CI", "BUILD_NUMBER"):
@@ -57,6 +58,7 @@ def test_a_few_in_full_one_line_each_for_the_rest(pytester, run_pytest, monkeypa
     result.assert_outcomes(passed=N - len(failing), failed=len(failing))
 
 
+@pytest.mark.slow
 def test_all_shows_every_failure_in_full(pytester, run_pytest) -> None:
     result = run_pytest(*RUN, "--openenv-failure-reports=all")
     failing = failed_ids(pytester)
@@ -72,6 +74,7 @@ def test_all_shows_every_failure_in_full(pytester, run_pytest) -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_passing_gate_counts_gated_episodes_in_green(pytester, run_pytest) -> None:
     result = run_pytest(*RUN, "--openenv-min-pass-rate=0.5", "--color=yes")
     assert result.ret == 0
@@ -92,6 +95,7 @@ def test_a_passing_gate_counts_gated_episodes_in_green(pytester, run_pytest) -> 
 GATED_TEST = re.compile(r"^openenv::test_episode: (\d+) failed \((ep-\d{6}(?:, ep-\d{6})*)(.*)\)$")
 
 
+@pytest.mark.slow
 def test_a_decided_run_counts_the_failures_its_gate_accepted(pytester, run_pytest) -> None:
     result = run_pytest(*RUN, "--openenv-min-pass-rate=0.5")
     assert result.ret == pytest.ExitCode.OK
@@ -110,6 +114,7 @@ def test_a_decided_run_counts_the_failures_its_gate_accepted(pytester, run_pytes
     assert result.parseoutcomes() == {"passed": N - len(failing), "gated": len(failing)}
 
 
+@pytest.mark.slow
 def test_verbose_or_the_option_brings_the_gated_reports_back(pytester, run_pytest) -> None:
     verbose = run_pytest(*RUN, "--openenv-min-pass-rate=0.5", "-v")
     failing = failed_ids(pytester)

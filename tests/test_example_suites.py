@@ -68,6 +68,7 @@ def test_example_folders_are_the_documented_ones():
     ]
 
 
+@pytest.mark.slow
 def test_snapshots_suite_is_green_as_committed(tmp_path):
     before = tree_digest(EXAMPLES / "snapshots")
     code, out = run_suite("snapshots", tmp_path, "-n", "2")
@@ -76,6 +77,7 @@ def test_snapshots_suite_is_green_as_committed(tmp_path):
     assert tree_digest(EXAMPLES / "snapshots") == before  # nothing rewritten or added
 
 
+@pytest.mark.slow
 def test_reasoning_gym_eval_reports_pass_at_k_and_passes_its_gate(tmp_path):
     code, out = run_suite("reasoning_gym_eval", tmp_path, "-n", "2")
     assert code == 0, out[-4000:]
@@ -84,12 +86,14 @@ def test_reasoning_gym_eval_reports_pass_at_k_and_passes_its_gate(tmp_path):
     assert "failed" in out  # some samples are wrong: the gate, not every episode, decides
 
 
+@pytest.mark.slow
 def test_env_properties_embedded_and_remote(tmp_path):
     code, out = run_suite("env_properties", tmp_path)
     assert code == 0, out[-4000:]
     assert "5 passed" in out
 
 
+@pytest.mark.slow
 def test_env_properties_without_a_server_stack_names_the_extra(tmp_path):
     """With only ``[all]`` (no uvicorn), the remote properties say what to install."""
     (tmp_path / "no_uvicorn.py").write_text("import sys\n\nsys.modules['uvicorn'] = None\n")
@@ -100,6 +104,7 @@ def test_env_properties_without_a_server_stack_names_the_extra(tmp_path):
     assert "3 passed, 2 errors" in out  # the embedded properties still run
 
 
+@pytest.mark.slow
 def test_tic_tac_toe_gate_replays_its_committed_cache_like_its_workflow(tmp_path):
     workflow = EXAMPLES / "tic_tac_toe_gate" / ".github" / "workflows" / "tic-tac-toe-gate.yml"
     command = "python -m pytest --openenv-replay -n 2"
@@ -121,6 +126,7 @@ def test_tic_tac_toe_gate_replays_its_committed_cache_like_its_workflow(tmp_path
 
 
 @pytest.mark.parametrize("name", ["tic_tac_toe_gate"])
+@pytest.mark.slow
 def test_gate_fails_when_the_threshold_is_out_of_reach(tmp_path, name):
     """The same replayed run against a stricter gate: the exit code follows the gate."""
     code, out = run_suite(name, tmp_path, "--openenv-replay", "--openenv-min-pass-rate=0.9")

@@ -51,6 +51,7 @@ def moves(row: dict[str, Any]) -> list[int]:
     ]
 
 
+@pytest.mark.slow
 def test_tic_tac_toe_expert_never_loses_to_random(run_pytest, pytester: pytest.Pytester) -> None:
     result = run_pytest(TTT, "--openenv-policy=expert", "--openenv-n=40", "-n", "0")
     assert result.ret == 0, result.stdout.str()[-3000:]
@@ -64,6 +65,7 @@ def test_tic_tac_toe_expert_never_loses_to_random(run_pytest, pytester: pytest.P
     assert summary(pytester.path)["figures"]["pass_rate"] == 1.0
 
 
+@pytest.mark.slow
 def test_threads_share_the_expert_and_every_thread_gets_its_own_moves(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -99,6 +101,7 @@ def test_expert_against_expert_draws_every_game_via_the_marker(
     assert {len(moves(row)) for row in rows} == {5}
 
 
+@pytest.mark.slow
 def test_the_expert_opponent_is_never_beaten_by_a_random_agent(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -118,6 +121,7 @@ def test_the_expert_opponent_is_never_beaten_by_a_random_agent(
     assert any(row["reward"] < 0 for row in rows), "the expert should beat a random agent"
 
 
+@pytest.mark.slow
 def test_connect_four_expert_beats_random(run_pytest, pytester: pytest.Pytester) -> None:
     result = run_pytest(C4, "--openenv-policy=expert", "--openenv-n=20", "-n", "2")
     assert result.ret in (0, 1)
@@ -145,6 +149,7 @@ def test_openspiel_turn_limit_defaults_to_the_agents_share_of_the_longest_game()
     assert limit("openspiel:connect_four", 4) == 4
 
 
+@pytest.mark.slow
 def test_the_same_seed_replays_the_same_mcts_games_on_any_number_of_workers(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -162,6 +167,7 @@ def test_the_same_seed_replays_the_same_mcts_games_on_any_number_of_workers(
     assert other != first
 
 
+@pytest.mark.slow
 def test_remote_tic_tac_toe_expert_plays_as_on_the_embedded_engine(
     run_pytest, pytester: pytest.Pytester, tictactoe: ThreadServer
 ) -> None:
@@ -222,6 +228,7 @@ def test_the_expert_refuses_a_history_that_does_not_match_the_env() -> None:
     ],
     ids=["no-expert-family", "unknown-opponent", "opponent-game", "policy-game"],
 )
+@pytest.mark.slow
 def test_bad_expert_settings_are_usage_errors(
     run_pytest, pytester: pytest.Pytester, args: list[str], expected: list[str]
 ) -> None:
@@ -233,6 +240,7 @@ def test_bad_expert_settings_are_usage_errors(
     assert not (pytester.path / "openenv-results" / "results.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_expert_on_a_server_needs_a_game_it_can_rebuild(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -251,6 +259,7 @@ def test_expert_on_a_server_needs_a_game_it_can_rebuild(
     assert "tic_tac_toe, connect_four" in text and "embedded engine" in text
 
 
+@pytest.mark.slow
 def test_expert_wins_connect_four_on_openenvs_deployed_openspiel_server(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -273,6 +282,7 @@ def test_expert_wins_connect_four_on_openenvs_deployed_openspiel_server(
     assert sum(row["reward"] > 0 for row in rows) >= 8
 
 
+@pytest.mark.slow
 def test_a_marker_asking_an_expert_of_a_family_without_one_fails_collection(
     run_pytest, pytester: pytest.Pytester
 ) -> None:

@@ -33,6 +33,7 @@ def outcome_counts(result: pytest.RunResult) -> dict[str, int]:
     return result.parseoutcomes()
 
 
+@pytest.mark.slow
 def test_headline_command_with_8_workers(run_pytest, pytester: pytest.Pytester) -> None:
     result = run_pytest(TTT, "--openenv-n=200", "-n", "8")
     counts = outcome_counts(result)
@@ -66,6 +67,7 @@ def _episodes(folder: Path) -> dict[str, tuple[float, list[str]]]:
     }
 
 
+@pytest.mark.slow
 def test_same_seed_same_episodes_across_worker_counts_and_runs(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -106,6 +108,7 @@ def test_game(episode):
 """
 
 
+@pytest.mark.slow
 def test_sigkill_leaves_whole_lines_and_resume_completes(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_slow=SLOW_SUITE)
     results = pytester.path / "openenv-results" / "results.jsonl"
@@ -142,6 +145,7 @@ def test_sigkill_leaves_whole_lines_and_resume_completes(pytester: pytest.Pytest
         ("openspiel:tic_tac_toe", '{"agent_player": 1}'),
     ],
 )
+@pytest.mark.slow
 def test_other_games_and_seats(
     run_pytest, pytester: pytest.Pytester, env: str, config: str
 ) -> None:
@@ -158,6 +162,7 @@ def test_other_games_and_seats(
     assert all(actions for _, actions in rows.values())
 
 
+@pytest.mark.slow
 def test_verbose_lines_show_reward_and_turns(run_pytest) -> None:
     result = run_pytest(TTT, "--openenv-n=3", "-v")
     result.stdout.re_match_lines(
@@ -174,6 +179,7 @@ def test_plugin_is_inert_without_episode_tests(run_pytest, pytester: pytest.Pyte
     assert "= openenv =" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_user_suite_with_marker_on_two_workers(run_pytest, pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_user="""
@@ -197,6 +203,7 @@ def test_user_suite_with_marker_on_two_workers(run_pytest, pytester: pytest.Pyte
     assert all(r["test"].startswith("test_user.py::test_never_crashes[ep-") for r in rows)
 
 
+@pytest.mark.slow
 def test_existing_results_are_moved_aside_not_destroyed(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -209,11 +216,13 @@ def test_existing_results_are_moved_aside_not_destroyed(
     assert len(read_jsonl(out / "results.jsonl")) <= 2
 
 
+@pytest.mark.slow
 def test_loadscope_warns(run_pytest) -> None:
     result = run_pytest(TTT, "--openenv-n=2", "-n", "2", "--dist", "loadscope")
     assert "--dist loadscope sends all episodes" in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_dist_each_is_refused_pointing_at_repeats(run_pytest, pytester: pytest.Pytester) -> None:
     """``--dist each`` counted every episode once per worker (n=12 for 6)."""
     result = run_pytest(TTT, "--openenv-n=3", "-n", "2", "--dist", "each")
@@ -225,6 +234,7 @@ def test_dist_each_is_refused_pointing_at_repeats(run_pytest, pytester: pytest.P
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.slow
 def test_one_episode_in_two_items_is_refused_pointing_at_repeats(
     run_pytest, pytester: pytest.Pytester, workers: str
 ) -> None:
@@ -251,6 +261,7 @@ def test_one_episode_in_two_items_is_refused_pointing_at_repeats(
     assert not (pytester.path / "openenv-results" / "results.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_resume_skips_finished_episodes_failed_ones_too(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -284,6 +295,7 @@ def test_resume_skips_finished_episodes_failed_ones_too(
         ([TTT, "--openenv-output=blocker/sub"], "--openenv-output="),
     ],
 )
+@pytest.mark.slow
 def test_bad_input_is_a_usage_error(
     run_pytest, pytester: pytest.Pytester, args: list[str], needle: str
 ) -> None:
@@ -294,6 +306,7 @@ def test_bad_input_is_a_usage_error(
     assert not (pytester.path / "openenv-results").exists()
 
 
+@pytest.mark.slow
 def test_corrupt_results_on_resume_names_file_and_line(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -307,6 +320,7 @@ def test_corrupt_results_on_resume_names_file_and_line(
     assert (out / "results.jsonl").read_text().count("\n") == 3, "must not touch the file"
 
 
+@pytest.mark.slow
 def test_ini_keys_work_and_cli_wins(run_pytest, pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nopenenv_env = openspiel:tic_tac_toe\nopenenv_n = 3\n")
     result = run_pytest()

@@ -75,6 +75,7 @@ COMMON = ("--openenv-max-turns=4",)
     [("0.6", 0, "pass"), ("0.7", 0, "pass"), ("0.8", 1, "fail")],
     ids=["above", "at", "below"],
 )
+@pytest.mark.slow
 def test_pass_rate_gate_above_at_below(pytester, run_pytest, threshold, expected_exit, verdict):
     write_suite(pytester, passing=7)  # exactly 7 of 10 pass
     result = run_pytest(*COMMON, f"--openenv-min-pass-rate={threshold}")
@@ -96,6 +97,7 @@ def test_pass_rate_gate_above_at_below(pytester, run_pytest, threshold, expected
     assert "pass@1 = 70.0% (7/10)" in out
 
 
+@pytest.mark.slow
 def test_without_a_gate_failing_episodes_fail_the_run(pytester, run_pytest):
     write_suite(pytester, passing=9)
     result = run_pytest(*COMMON)
@@ -114,6 +116,7 @@ def wilson_lower(successes: int, n: int, confidence: float) -> float:
     return (centre - half) / (1 + z * z / n)
 
 
+@pytest.mark.slow
 def test_confidence_fails_a_small_sample_that_only_clears_the_point_estimate(pytester, run_pytest):
     write_suite(pytester, passing=9)  # 90% of 10: above 0.8, but the sample is small
     point = run_pytest(*COMMON, "--openenv-min-pass-rate=0.8")
@@ -129,6 +132,7 @@ def test_confidence_fails_a_small_sample_that_only_clears_the_point_estimate(pyt
     assert "lower 95% Wilson bound of pass@1 >= 0.8" in bounded.stdout.str()
 
 
+@pytest.mark.slow
 def test_errored_episodes_count_as_not_passed(pytester, run_pytest):
     write_suite(pytester, passing=7, errors=2)  # 7 pass, 2 error, 1 fails
     result = run_pytest(*COMMON, "--openenv-min-pass-rate=0.75")
@@ -143,6 +147,7 @@ def test_errored_episodes_count_as_not_passed(pytester, run_pytest):
     assert again.ret == 0, again.stdout.str()[-3000:]
 
 
+@pytest.mark.slow
 def test_a_failing_non_episode_test_still_fails_a_passing_gate(pytester, run_pytest):
     write_suite(
         pytester,
@@ -162,6 +167,7 @@ def test_a_failing_non_episode_test_still_fails_a_passing_gate(pytester, run_pyt
     assert "1 non-episode test(s) failed" in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_gate_with_xdist_decides_the_exit_code(pytester, run_pytest):
     write_suite(pytester, passing=8)
     ok = run_pytest(*COMMON, "-n", "2", "--openenv-min-pass-rate=0.8")
@@ -172,6 +178,7 @@ def test_gate_with_xdist_decides_the_exit_code(pytester, run_pytest):
     assert bad.ret == 1
 
 
+@pytest.mark.slow
 def test_mean_reward_gate_point_and_bound(pytester, run_pytest):
     write_suite(pytester, passing=8)  # 8 wins (reward 1), 2 unfinished (reward 0): mean 0.8
     assert run_pytest(*COMMON, "--openenv-min-mean-reward=0.8").ret == 0
@@ -188,6 +195,7 @@ def test_mean_reward_gate_point_and_bound(pytester, run_pytest):
     assert bounded.ret == 1
 
 
+@pytest.mark.slow
 def test_gate_verdict_goes_to_github_step_summary(pytester, run_pytest, monkeypatch, tmp_path):
     target = tmp_path / "step_summary.md"
     target.write_text("earlier step\n")
@@ -222,6 +230,7 @@ def test_bad_gate_options_are_usage_errors(pytester, run_pytest, option, expecte
     assert option.split("=")[0] in err and expected in err, err
 
 
+@pytest.mark.slow
 def test_junit_properties_per_episode(pytester, run_pytest):
     write_suite(pytester, passing=3, errors=1, period=5, n=5)
     for extra in ((), ("-n", "2")):
@@ -250,6 +259,7 @@ def test_junit_properties_per_episode(pytester, run_pytest):
         assert xml_path.stat().st_size < 8000
 
 
+@pytest.mark.slow
 def test_a_session_stopped_by_maxfail_is_not_passed_by_the_gate(pytester, run_pytest):
     # seed 0..2 win, 3 fails: -x stops there, at 3/4 = 75%, above the 0.5 threshold
     write_suite(pytester, passing=3, period=4, n=8)
@@ -263,6 +273,7 @@ def test_a_session_stopped_by_maxfail_is_not_passed_by_the_gate(pytester, run_py
     assert "gate: FAILED" in out and "gate: PASSED" not in out
 
 
+@pytest.mark.slow
 def test_a_session_stopped_by_x_under_xdist_has_one_verdict(pytester, run_pytest):
     """``-x -n 2`` printed ``gate: PASSED`` and then that the run fails."""
     write_suite(pytester, passing=3, period=4, n=12)
@@ -276,6 +287,7 @@ def test_a_session_stopped_by_x_under_xdist_has_one_verdict(pytester, run_pytest
 
 
 @pytest.mark.parametrize("threshold", ["0", "0.5"])
+@pytest.mark.slow
 def test_a_run_with_no_episode_judged_is_never_a_pass(pytester, run_pytest, threshold):
     """Every episode errored (endpoint down): a threshold of 0 passed it."""
     write_suite(pytester, passing=0, errors=10)

@@ -45,6 +45,7 @@ def checks(pytester: pytest.Pytester) -> dict[str, dict[str, Any]]:
     return {check["check"]: check for check in summary(pytester)["gate"]["checks"]}
 
 
+@pytest.mark.slow
 def test_gate_vs_naming_the_first_model_gates_the_next_one_and_says_so_at_start(
     run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer
 ) -> None:
@@ -70,6 +71,7 @@ def test_gate_vs_naming_the_first_model_gates_the_next_one_and_says_so_at_start(
     result.stdout.fnmatch_lines([f"*FAIL*vs*: {IDLE} not significantly worse than {FIRST}*"])
 
 
+@pytest.mark.slow
 def test_gate_vs_naming_the_only_model_is_no_passing_comparison(
     run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer
 ) -> None:
@@ -86,6 +88,7 @@ def test_gate_vs_naming_the_only_model_is_no_passing_comparison(
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
 def test_a_reference_that_judged_no_episode_fails_the_vs_check(
     run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer, workers: int
 ) -> None:
@@ -122,6 +125,7 @@ def test_models(episode):
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
 def test_a_marker_model_missing_from_the_price_table_is_refused_under_a_cost_budget(
     run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer, workers: int
 ) -> None:
@@ -150,6 +154,7 @@ def test_a_marker_model_missing_from_the_price_table_is_refused_under_a_cost_bud
     ],
     ids=["400-digit", "overflows-times-price"],
 )
+@pytest.mark.slow
 def test_absurd_usage_numbers_are_unreadable_usage_never_an_internal_error(
     run_pytest, pytester: pytest.Pytester, usage: dict[str, int]
 ) -> None:
@@ -181,6 +186,7 @@ def test_absurd_usage_numbers_are_unreadable_usage_never_an_internal_error(
     ids=["usage-null", "negative"],
 )
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
 def test_usage_a_budget_cannot_count_warns_at_once_and_the_summary_says_so(
     run_pytest, pytester: pytest.Pytester, usage: Any, workers: int
 ) -> None:
@@ -214,6 +220,7 @@ def test_usage_a_budget_cannot_count_warns_at_once_and_the_summary_says_so(
     assert stopped["not_started"] == 3
 
 
+@pytest.mark.slow
 def test_a_price_table_that_is_not_an_object_is_a_bad_value_not_a_missing_file(
     run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer
 ) -> None:
@@ -233,6 +240,7 @@ def test_a_price_table_that_is_not_an_object_is_a_bad_value_not_a_missing_file(
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
 def test_a_misspelt_gate_vs_with_one_model_is_refused_before_any_episode(
     run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer, workers: int
 ) -> None:
@@ -263,6 +271,7 @@ def test_models(episode):
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
 def test_marker_models_with_an_endpoint_need_no_model_option_and_metadata_names_who_played(
     run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer, workers: int
 ) -> None:
@@ -289,6 +298,7 @@ def test_marker_models_with_an_endpoint_need_no_model_option_and_metadata_names_
     assert "unused" not in text, text[max(0, text.find("unused") - 300) :][:400]
 
 
+@pytest.mark.slow
 def test_a_test_without_models_still_needs_the_model_option(
     run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer
 ) -> None:
@@ -315,6 +325,7 @@ def test_a_test_without_models_still_needs_the_model_option(
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
 def test_episodes_a_budget_kept_from_starting_are_skipped_in_pytests_line_and_junit(
     run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer, workers: int
 ) -> None:
@@ -349,6 +360,7 @@ def test_episodes_a_budget_kept_from_starting_are_skipped_in_pytests_line_and_ju
     assert summary(pytester)["figures"]["skipped"] == left
 
 
+@pytest.mark.slow
 def test_a_gate_over_the_episodes_lf_re_ran_says_so_and_cannot_pass(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -73,6 +73,7 @@ def wilson(passed: int, n: int) -> tuple[float, float]:
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
 def test_three_tests_in_one_file_give_a_line_a_summary_entry_and_a_gate_verdict_each(
     run_pytest, pytester: pytest.Pytester, workers: int
 ) -> None:
@@ -137,6 +138,7 @@ def test_three_tests_in_one_file_give_a_line_a_summary_entry_and_a_gate_verdict_
     assert 'id="groups"' in page and 'id="chart-group"' in page
 
 
+@pytest.mark.slow
 def test_the_pooled_gate_option_judges_every_group_together(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -167,6 +169,7 @@ def test_one_group_keeps_the_summary_as_it_was(run_pytest, pytester: pytest.Pyte
     assert "group" not in data["gate"]["checks"][0]
 
 
+@pytest.mark.slow
 def test_the_baseline_pairs_group_with_group_and_reports_a_new_one(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -208,6 +211,7 @@ def server_fixture() -> Any:
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
 def test_two_models_give_a_group_each_and_the_gate_judges_both(
     run_pytest,
     pytester: pytest.Pytester,

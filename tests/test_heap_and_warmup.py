@@ -94,6 +94,7 @@ def test_warmup_does_nothing_when_all_is_loaded(
     assert warmup.start(pytestconfig) is None
 
 
+@pytest.mark.slow
 def test_only_a_process_that_goes_on_after_the_run_is_thawed(pytester: pytest.Pytester) -> None:
     from pytest_openenv.util import heap
 
@@ -126,6 +127,7 @@ def pytest_sessionfinish(session):
 """
 
 
+@pytest.mark.slow
 def test_an_xdist_controller_loads_the_end_of_session_imports_while_episodes_run(
     run_pytest, pytester: pytest.Pytester
 ) -> None:

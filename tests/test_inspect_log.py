@@ -72,6 +72,7 @@ def two_group_run(pytester: pytest.Pytester, run_pytest: Any, *extra: str) -> Pa
     return pytester.path / "openenv-results"
 
 
+@pytest.mark.slow
 def test_every_group_gets_a_log_inspect_reads_with_one_sample_per_episode(
     pytester: pytest.Pytester, run_pytest: Any
 ) -> None:
@@ -148,6 +149,7 @@ def test_every_group_gets_a_log_inspect_reads_with_one_sample_per_episode(
         assert verdicts[row["test"], row["episode_id"]] == ("C" if row["passed"] else "I")
 
 
+@pytest.mark.slow
 def test_the_command_writes_the_same_logs_from_a_folder_a_resumed_run_grew(
     pytester: pytest.Pytester, run_pytest: Any
 ) -> None:
@@ -183,6 +185,7 @@ def test_the_command_refuses_a_folder_that_is_not_an_output_folder(tmp_path: Pat
     assert "not a pytest-openenv output folder" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_secret_a_row_echoed_never_reaches_the_log(
     pytester: pytest.Pytester, run_pytest: Any, tmp_path: Path
 ) -> None:
@@ -229,6 +232,7 @@ sys.modules["inspect_ai"] = None  # what Python makes of a package it cannot imp
     assert not (pytester.path / "openenv-results" / "results.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_a_folder_given_to_the_option_holds_the_logs_and_a_new_run_keeps_the_old_ones(
     pytester: pytest.Pytester, run_pytest: Any
 ) -> None:
@@ -250,6 +254,7 @@ def get(url: str) -> bytes:
         return response.read()
 
 
+@pytest.mark.slow
 def test_inspect_view_serves_a_written_log_and_its_samples_on_loopback(
     pytester: pytest.Pytester, run_pytest: Any
 ) -> None:
@@ -278,6 +283,7 @@ def test_inspect_view_serves_a_written_log_and_its_samples_on_loopback(
     assert [c["arguments"] for c in calls] == [t["arguments"] for t in row["tool_trace"]]
 
 
+@pytest.mark.slow
 def test_a_test_path_after_the_bare_option_is_a_usage_error_not_its_folder(
     pytester: pytest.Pytester, run_pytest: Any
 ) -> None:

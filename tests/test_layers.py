@@ -68,6 +68,7 @@ def test_the_package_keeps_its_layers() -> None:
     ],
     ids=["upward", "side-to-side", "envs-to-policies", "policies-to-envs"],
 )
+@pytest.mark.slow
 def test_a_planted_import_across_the_layers_breaks_the_contract(
     tmp_path: Path, module: str, planted: str, broken: str
 ) -> None:

@@ -112,6 +112,7 @@ def slow_suite(pytester: pytest.Pytester) -> Path:
 
 
 @pytest.mark.parametrize("dist", [(), ("-n", "2")], ids=["no-xdist", "xdist"])
+@pytest.mark.slow
 def test_in_place_on_a_terminal_without_garbling_pytest(slow_suite: Path, dist: tuple) -> None:
     shown = run_in_terminal(slow_suite, *dist)
     text = shown.decode("utf-8", "replace")
@@ -131,6 +132,7 @@ def test_in_place_on_a_terminal_without_garbling_pytest(slow_suite: Path, dist: 
     assert any("openenv" in line and "=" in line for line in screen)  # the summary follows
 
 
+@pytest.mark.slow
 def test_plain_line_at_an_interval_in_logs(slow_suite: Path, run_pytest) -> None:
     result = run_pytest(*RUN, "--openenv-progress=0.1", "--openenv-min-pass-rate=0.5")
     lines = [line for line in result.outlines if STATUS.search(line)]
@@ -145,6 +147,7 @@ def test_plain_line_at_an_interval_in_logs(slow_suite: Path, run_pytest) -> None
     assert not any(STATUS.search(line) for line in default.outlines)
 
 
+@pytest.mark.slow
 def test_ini_key_and_bad_values(slow_suite: Path, pytester: pytest.Pytester, run_pytest) -> None:
     pytester.makeini("[pytest]\nopenenv_progress = 0.05\n")
     result = run_pytest(*RUN)
@@ -206,6 +209,7 @@ def test_pinned_line_leaves_the_screen_as_without_it() -> None:
 
 
 @pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["one-process", "xdist"])
+@pytest.mark.slow
 def test_a_plain_status_line_starts_on_its_own_line(
     slow_suite: Path, run_pytest, workers: tuple[str, ...]
 ) -> None:

@@ -25,6 +25,7 @@ from servers.fake_model import Faults
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
 def test_anthropic_drives_episodes_and_stores_openai_format(
     run_pytest, pytester: pytest.Pytester, anthropic_server: AnthropicMessagesServer, workers: int
 ) -> None:
@@ -56,6 +57,7 @@ def test_anthropic_drives_episodes_and_stores_openai_format(
     assert answer["content"][0]["tool_use_id"] == assistant["content"][0]["id"]
 
 
+@pytest.mark.slow
 def test_anthropic_model_mistakes_are_tool_errors(run_pytest, pytester: pytest.Pytester) -> None:
     kinds = ("malformed", "no_tool_call", "unknown_tool", "illegal")
     faults = Faults(turn_faults=dict(enumerate(kinds, start=1)))
@@ -84,6 +86,7 @@ def test_anthropic_model_mistakes_are_tool_errors(run_pytest, pytester: pytest.P
     assert flagged
 
 
+@pytest.mark.slow
 def test_anthropic_transport_faults(run_pytest, pytester: pytest.Pytester) -> None:
     # a 429 burst within the retries passes; 500s past them error with status and message
     with serve_anthropic(statuses=[429, 500, 500], retry_after=0.05) as server:
@@ -104,6 +107,7 @@ def test_anthropic_transport_faults(run_pytest, pytester: pytest.Pytester) -> No
     assert rows["ep-000001"]["passed"]
 
 
+@pytest.mark.slow
 def test_anthropic_hang_errors_within_the_timeout(run_pytest, pytester: pytest.Pytester) -> None:
     with serve_anthropic(hang=True) as server:
         result = run_pytest(
@@ -117,6 +121,7 @@ def test_anthropic_hang_errors_within_the_timeout(run_pytest, pytester: pytest.P
     assert all(t < 1 + 1.5 for t in times.values()), times
 
 
+@pytest.mark.slow
 def test_anthropic_refused_key_is_detected_once(run_pytest, pytester: pytest.Pytester) -> None:
     with serve_anthropic(always_status=403) as server:
         result = run_pytest(*llm_args(server, n=3, policy="anthropic"))

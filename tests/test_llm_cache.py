@@ -40,6 +40,7 @@ def episodes(pytester: pytest.Pytester) -> dict[str, tuple[float, list]]:
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
 def test_record_then_replay_without_the_server(
     run_pytest, pytester: pytest.Pytester, workers: int
 ) -> None:
@@ -78,6 +79,7 @@ def test_record_then_replay_without_the_server(
     assert len(entries(cache)) == len(files)
 
 
+@pytest.mark.slow
 def test_a_replay_miss_is_an_episode_error_and_sends_nothing(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -105,6 +107,7 @@ def test_a_replay_miss_is_an_episode_error_and_sends_nothing(
     assert "--openenv-replay: no cached response for ep-000000 turn 1" in found["ep-000000"]
 
 
+@pytest.mark.slow
 def test_a_replay_miss_says_what_differs_from_the_stored_entries(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -146,6 +149,7 @@ def test_a_replay_miss_says_what_differs_from_the_stored_entries(
     ), said["episode"]
 
 
+@pytest.mark.slow
 def test_a_corrupt_entry_is_an_error_naming_the_file_on_replay(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -166,6 +170,7 @@ def test_a_corrupt_entry_is_an_error_naming_the_file_on_replay(
     assert json.loads(first.read_text())["reply"]["tool_calls"]
 
 
+@pytest.mark.slow
 def test_replay_usage_errors(run_pytest, pytester: pytest.Pytester) -> None:
     no_cache = run_pytest(ENV, "--openenv-replay")
     assert no_cache.ret == pytest.ExitCode.USAGE_ERROR
@@ -246,6 +251,7 @@ def pytest_configure(config):
 """
 
 
+@pytest.mark.slow
 def test_a_cache_that_cannot_be_written_names_its_path_and_stops_the_run(
     run_pytest, pytester: pytest.Pytester
 ) -> None:

@@ -70,6 +70,7 @@ def test_openai_endpoint_drives_episodes_like_the_scripted_policy(
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
 def test_model_mistakes_are_tool_errors_and_the_episode_goes_on(
     run_pytest, pytester: pytest.Pytester, workers: int
 ) -> None:
@@ -119,6 +120,7 @@ def test_a_model_that_never_calls_a_tool_fails_with_a_reason(
 
 
 @pytest.mark.parametrize("client", ["http", "sdk"])
+@pytest.mark.slow
 def test_429_bursts_are_retried_honouring_retry_after(
     run_pytest, pytester: pytest.Pytester, client: str
 ) -> None:
@@ -135,6 +137,7 @@ def test_429_bursts_are_retried_honouring_retry_after(
 
 
 @pytest.mark.parametrize("client", ["http", "sdk"])
+@pytest.mark.slow
 def test_500s_past_the_retries_are_an_error_with_status_and_message(
     run_pytest, pytester: pytest.Pytester, client: str
 ) -> None:
@@ -153,6 +156,7 @@ def test_500s_past_the_retries_are_an_error_with_status_and_message(
 
 
 @pytest.mark.parametrize("workers", [2])  # -n 0: test_llm_anthropic's hang test
+@pytest.mark.slow
 def test_a_hung_response_errors_within_the_timeout(
     run_pytest, pytester: pytest.Pytester, workers: int
 ) -> None:
@@ -187,6 +191,7 @@ def test_a_refused_key_is_detected_once(run_pytest, pytester: pytest.Pytester) -
     assert "first seen in ep-000000" in found["ep-000002"]
 
 
+@pytest.mark.slow
 def test_an_unreachable_endpoint_is_detected_once(run_pytest, pytester: pytest.Pytester) -> None:
     with serve_openai(drop=True) as server:
         result = run_pytest(*llm_args(server, "--openenv-max-retries=1", n=3))
@@ -198,6 +203,7 @@ def test_an_unreachable_endpoint_is_detected_once(run_pytest, pytester: pytest.P
     assert server.requests == 2  # one call and one retry, for the first episode only
 
 
+@pytest.mark.slow
 def test_a_closed_port_is_one_usage_error_not_a_crash(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -218,6 +224,7 @@ def test_a_closed_port_is_one_usage_error_not_a_crash(
     assert not (output(pytester) / "failures.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_reasoning_models_on_the_official_api_get_max_completion_tokens(
     run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

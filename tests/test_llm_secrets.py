@@ -43,6 +43,7 @@ def keys(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
 def test_keys_reach_no_output_of_a_run(
     run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, keys, workers: int
 ) -> None:
@@ -69,6 +70,7 @@ def test_keys_reach_no_output_of_a_run(
     assert leaks(pytester.path, result.stdout.str(), result.stderr.str()) == []
 
 
+@pytest.mark.slow
 def test_credentials_quoted_by_an_endpoint_are_scrubbed(
     run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, keys
 ) -> None:

@@ -90,6 +90,7 @@ def signed_rank_by_enumeration(differences: list[float]) -> float:
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
 def test_two_models_play_the_same_seeds_and_are_compared_pairwise(
     run_pytest,
     pytester: pytest.Pytester,
@@ -203,6 +204,7 @@ def test_model_names_sit_in_code_spans_in_the_card_and_the_step_summary(
     assert {"Models on the same seeds", "Files", "Loading"} <= set(headings)
 
 
+@pytest.mark.slow
 def test_a_significant_difference_and_the_gate_against_another_model(
     run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer
 ) -> None:
@@ -279,6 +281,7 @@ def all_rows_by_test(pytester: pytest.Pytester) -> dict[str, list[dict[str, Any]
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
 def test_a_run_budget_stops_cleanly_and_resume_completes_each_episode_once(
     run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer, workers: int
 ) -> None:
@@ -334,6 +337,7 @@ def test_an_episode_over_its_token_limit_fails_with_the_reason(
     assert summary(pytester)["figures"]["errored"] == 0
 
 
+@pytest.mark.slow
 def test_paired_baseline_against_an_earlier_folder_with_the_same_seeds(
     run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer
 ) -> None:
@@ -406,6 +410,7 @@ def test_bad_values_are_usage_errors_naming_the_option(
     assert server.requests == 0
 
 
+@pytest.mark.slow
 def test_a_resume_with_other_models_is_refused(
     run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer
 ) -> None:
@@ -416,6 +421,7 @@ def test_a_resume_with_other_models_is_refused(
     assert "(--openenv-model)" in refused.stderr.str()
 
 
+@pytest.mark.slow
 def test_models_from_an_ini_file_and_replay_per_model(
     run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer
 ) -> None:
@@ -489,6 +495,7 @@ def test_models(episode):
 """
 
 
+@pytest.mark.slow
 def test_a_marker_that_drops_a_model_is_refused_on_resume_not_duplicated(
     run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer
 ) -> None:
@@ -505,6 +512,7 @@ def test_a_marker_that_drops_a_model_is_refused_on_resume_not_duplicated(
     assert (output(pytester) / "results.jsonl").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_changed_sampling_is_refused_on_resume_even_without_metadata(
     run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer
 ) -> None:

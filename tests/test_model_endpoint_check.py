@@ -75,6 +75,7 @@ def test_a_refused_key_is_one_usage_error_that_shows_no_key(
     ],
     ids=["unknown-model", "forbidden"],
 )
+@pytest.mark.slow
 def test_anthropic_models_endpoint_refusals_are_usage_errors(
     run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, faults, said
 ) -> None:
@@ -91,6 +92,7 @@ def test_anthropic_models_endpoint_refusals_are_usage_errors(
     assert f"--openenv-model=claude-typo): {said}" in text
 
 
+@pytest.mark.slow
 def test_a_served_model_plays_and_is_checked_once_per_run(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -109,6 +111,7 @@ def test_a_served_model_plays_and_is_checked_once_per_run(
     assert completions > 0
 
 
+@pytest.mark.slow
 def test_a_replay_needs_no_endpoint(run_pytest, pytester: pytest.Pytester) -> None:
     cache = pytester.path / "cache"
     with serve_openai() as server:

@@ -123,6 +123,7 @@ def test_the_generic_env_config_is_sent_as_reset_fields(
         assert "legs" not in row["messages"][1]["content"]
 
 
+@pytest.mark.slow
 def test_a_task_given_only_in_reset_fields_reaches_the_env(
     run_pytest, pytester: pytest.Pytester, policies: None
 ) -> None:
@@ -226,6 +227,7 @@ def test_a_server_playing_another_opponent_is_one_usage_error(
     assert not (pytester.path / "openenv-results").exists()
 
 
+@pytest.mark.slow
 def test_the_server_s_opponent_is_what_prompts_and_records_say(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -301,6 +303,7 @@ def test_a_matching_openenv_server_gives_no_warning_and_records_its_game(
 
 
 # -- 4. a seed probe that cannot step says it could not tell -----------------------------------
+@pytest.mark.slow
 def test_the_generic_seed_probe_says_it_could_not_tell(
     run_pytest, pytester: pytest.Pytester, tictactoe_server: ThreadServer, policies: None
 ) -> None:
@@ -323,6 +326,7 @@ def test_the_generic_seed_probe_says_it_could_not_tell(
 
 
 # -- 5. the verdict, and every text about it ---------------------------------------------------
+@pytest.mark.slow
 def test_a_lost_game_with_partial_reward_does_not_pass(
     run_pytest, pytester: pytest.Pytester, policies: None
 ) -> None:
@@ -347,6 +351,7 @@ def test_a_lost_game_with_partial_reward_does_not_pass(
     result.stdout.fnmatch_lines(["*FAILED (reward=0.5 turns=3 fail)*"])
 
 
+@pytest.mark.slow
 def test_every_verdict_text_says_what_min_reward_decided(
     run_pytest, pytester: pytest.Pytester, policies: None
 ) -> None:
@@ -410,6 +415,7 @@ def test_a_reward_just_under_the_threshold_is_shown_in_full(
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.slow
 def test_rewards_that_sum_past_float_max_are_an_episode_error(
     run_pytest, pytester: pytest.Pytester, policies: None, workers: str
 ) -> None:
@@ -433,6 +439,7 @@ def test_rewards_that_sum_past_float_max_are_an_episode_error(
     assert "step 2 gave reward 1e+308 after a sum of 1e+308, making inf" in message, message
 
 
+@pytest.mark.slow
 def test_an_env_with_no_terminal_state_passes_when_judged_at_the_turn_limit(
     run_pytest, pytester: pytest.Pytester, policies: None
 ) -> None:
@@ -572,6 +579,7 @@ def test_a_generic_label_no_name_of_the_server_matches_says_its_names(run_pytest
 
 
 # -- 9. hints name only what would run ---------------------------------------------------------
+@pytest.mark.slow
 def test_a_failed_run_hints_no_teacher_the_family_does_not_have(
     run_pytest, pytester: pytest.Pytester, policies: None
 ) -> None:
@@ -607,6 +615,7 @@ def test_the_prompt_names_an_expert_opponent_in_good_english() -> None:
 
 
 # -- One schema per run ----------------------------------------------------------
+@pytest.mark.slow
 def test_workers_use_the_schema_the_controller_read(
     run_pytest, pytester: pytest.Pytester, policies: None
 ) -> None:
@@ -632,6 +641,7 @@ def test_workers_use_the_schema_the_controller_read(
 
 
 # -- The before-the-run session keeps to --openenv-timeout -----------------------
+@pytest.mark.slow
 def test_the_preflight_session_keeps_to_the_episode_timeout(
     run_pytest, pytester: pytest.Pytester
 ) -> None:

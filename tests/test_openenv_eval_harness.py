@@ -55,6 +55,7 @@ def test_run_from_config_gives_an_eval_result_whose_scores_are_summary_json(
     assert metadata["settings"]["seed"] == 3
 
 
+@pytest.mark.slow
 def test_a_suite_path_runs_its_tests_with_the_env_as_their_default(tmp_path: Path) -> None:
     (tmp_path / "test_suite.py").write_text(SUITE)
     harness = PytestOpenEnvHarness(output=tmp_path / "out", pytest_args=["-n", "0"], cwd=tmp_path)

@@ -41,6 +41,7 @@ SEEDS = range(4)
 
 
 # -- EpisodeRecord ------------------------------------------------------------------------
+@pytest.mark.slow
 def test_rows_of_a_run_round_trip_through_openenvs_episode_record(run_pytest, pytester) -> None:
     from openenv.core.harness.collect import EpisodeRecord, RolloutSerializer
 
@@ -250,6 +251,7 @@ def test_openenv_style_is_refused_for_a_family_openenv_has_no_harness_for(run_py
 
 
 # -- resume ---------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_resume_in_the_other_prompt_style_is_refused(run_pytest, pytester) -> None:
     first = run_pytest("--openenv-env=openspiel:tic_tac_toe", "--openenv-n=2")
     assert first.ret == 0, first.stdout.str()[-3000:]
@@ -268,6 +270,7 @@ def test_a_resume_in_the_other_prompt_style_is_refused(run_pytest, pytester) -> 
     )
 
 
+@pytest.mark.slow
 def test_a_resume_into_a_folder_of_the_first_row_schema_is_refused(run_pytest, pytester) -> None:
     first = run_pytest("--openenv-env=openspiel:tic_tac_toe", "--openenv-n=2")
     assert first.ret == 0, first.stdout.str()[-3000:]

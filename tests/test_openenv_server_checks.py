@@ -164,6 +164,7 @@ def test_a_config_field_the_reset_rewrites_is_not_refused(
 
 
 # -- a server that ignores the seed --------------------------------------------------------------
+@pytest.mark.slow
 def test_an_ignored_seed_and_identical_starting_states_are_said_in_card_summary_and_report(
     run_pytest, pytester: pytest.Pytester, policies: None
 ) -> None:
@@ -194,6 +195,7 @@ def test_an_ignored_seed_and_identical_starting_states_are_said_in_card_summary_
 
 
 # -- an opponent the server plays that the embedded engine does not ------------------------------
+@pytest.mark.slow
 def test_an_opponent_only_the_server_plays_is_accepted_and_recorded_as_the_server_s(
     run_pytest, pytester: pytest.Pytester
 ) -> None:

@@ -81,6 +81,7 @@ def test_a_goal_reached_behind_step_penalties_passes_on_its_last_step(
         assert "guessed" in row["extra"]["verdict_rule"]
 
 
+@pytest.mark.slow
 def test_a_run_judged_by_a_guessed_threshold_warns_at_start_with_the_option(
     run_pytest, policies: None
 ) -> None:

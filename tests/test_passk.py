@@ -103,6 +103,7 @@ def test_episode(episode):
 """
 
 
+@pytest.mark.slow
 def test_repeats_report_pass_at_k_and_gate_on_it(pytester, run_pytest):
     wins = {0: 0, 1: 1, 2: 3, 3: 2}  # c per seed with K = 3
     pytester.makeconftest(REPEAT_POLICY.format(wins=wins))
@@ -136,6 +137,7 @@ def test_repeats_report_pass_at_k_and_gate_on_it(pytester, run_pytest):
     assert "pass^3 >= 0.3 (point estimate)" in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_repeats_sample_distinct_streams(pytester, run_pytest):
     """Each repeat of a seed is a fresh sample: the random policy plays differently."""
     result = run_pytest(

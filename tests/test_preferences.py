@@ -76,6 +76,7 @@ def test_pairs_split_a_passing_and_a_failing_episode_of_one_seed_at_their_first_
     assert in_pairs == {r["episode_id"] for s in mixed for r in by_seed[s]}
 
 
+@pytest.mark.slow
 def test_the_pairs_load_as_the_preferences_config_and_train_two_dpo_steps(
     pytester: pytest.Pytester, run_pytest: Any, tmp_path: Path
 ) -> None:
@@ -127,6 +128,7 @@ def test_without_repeats_no_preferences_file_is_written_and_the_card_lists_none(
     assert "preferences" not in (folder / "README.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_new_run_moves_the_earlier_pairs_aside(
     pytester: pytest.Pytester, run_pytest: Any
 ) -> None:
@@ -137,6 +139,7 @@ def test_a_new_run_moves_the_earlier_pairs_aside(
     assert len(kept) == 1 and kept[0].read_text() == first
 
 
+@pytest.mark.slow
 def test_the_chat_template_check_renders_the_pairs_too(
     pytester: pytest.Pytester, run_pytest: Any, tmp_path: Path
 ) -> None:

@@ -20,6 +20,9 @@ from llm_helpers import (
 )
 from servers.openai_compat import serve_openai
 
+#: what each process loads is measured against every plugin a user's venv would load
+pytestmark = pytest.mark.every_plugin
+
 
 def ahead_of_pythonpath(folder: Path) -> str:
     """``folder`` first on the path, the PYTHONPATH the suite runs with after it."""
@@ -50,6 +53,7 @@ def pytest_sessionfinish(session):
         ("2", "sdk", {"controller": False, "gw0": True, "gw1": True}),
     ],
 )
+@pytest.mark.slow
 def test_the_sdk_is_imported_only_where_episodes_run_and_need_it(
     run_pytest, pytester: pytest.Pytester, workers: str, client: str, imported: dict[str, bool]
 ) -> None:
@@ -102,6 +106,7 @@ def test_an_sdk_that_fails_to_import_behind_the_response_cache_is_a_usage_error(
     )
 
 
+@pytest.mark.slow
 def test_an_sdk_that_fails_to_import_under_xdist_errors_each_episode_saying_why(
     run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -159,6 +164,7 @@ def test_a_property(value):
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.slow
 def test_the_bundled_run_leaves_idle_plugins_out_and_a_user_suite_keeps_them(
     run_pytest, pytester: pytest.Pytester, workers: str
 ) -> None:

@@ -83,6 +83,7 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_push_creates_the_repo_and_uploads_the_folder_in_one_commit(
     run_pytest, pytester: pytest.Pytester, hub: HubStandIn, token: str
 ) -> None:
@@ -130,6 +131,7 @@ def test_push_creates_the_repo_and_uploads_the_folder_in_one_commit(
     assert 'load_dataset("alice/ttt-episodes", split="train")' in card.text
 
 
+@pytest.mark.slow
 def test_failed_upload_keeps_the_files_fails_the_run_and_the_retry_uploads(
     run_pytest, pytester: pytest.Pytester, hub: HubStandIn, token: str
 ) -> None:
@@ -159,6 +161,7 @@ def test_failed_upload_keeps_the_files_fails_the_run_and_the_retry_uploads(
     assert_token_nowhere(token, pytester.path, out, result.stderr.str(), retried.stdout)
 
 
+@pytest.mark.slow
 def test_hub_down_then_back_the_retry_command_works(
     run_pytest, pytester: pytest.Pytester, hf_env: None, monkeypatch: pytest.MonkeyPatch, token: str
 ) -> None:
@@ -192,6 +195,7 @@ def test_missing_token_is_a_usage_error_before_any_episode(
 
 
 @pytest.mark.parametrize("repo", ["just-a-name", "a/b/c", "bad id/x", "alice/x--y", "-a/x"])
+@pytest.mark.slow
 def test_malformed_repo_id_is_a_usage_error(
     run_pytest, pytester: pytest.Pytester, hub: HubStandIn, repo: str
 ) -> None:
@@ -202,6 +206,7 @@ def test_malformed_repo_id_is_a_usage_error(
     assert hub.requests == []
 
 
+@pytest.mark.slow
 def test_cli_rejects_bad_input_with_exit_2(
     pytester: pytest.Pytester, hub: HubStandIn, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -222,6 +227,7 @@ def test_cli_rejects_bad_input_with_exit_2(
     assert hub.requests == []
 
 
+@pytest.mark.slow
 def test_cli_push_of_an_earlier_run_refreshes_a_generated_card_only(
     run_pytest, pytester: pytest.Pytester, hub: HubStandIn
 ) -> None:
@@ -281,6 +287,7 @@ def test_interrupted_run_is_not_pushed_and_says_how_to_push(
     assert (pytester.path / "out" / "results.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_cli_push_refuses_a_folder_a_live_run_holds_and_never_touches_its_card(
     run_pytest, pytester: pytest.Pytester, hub: HubStandIn
 ) -> None:

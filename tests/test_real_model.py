@@ -70,6 +70,7 @@ def assert_judged_by_the_env(rows: dict[str, dict[str, Any]], n: int) -> None:
         ("reasoning_gym:chain_sum", 0, 2),
     ],
 )
+@pytest.mark.slow
 def test_real_model_episodes_end_by_the_envs_verdict(
     run_pytest,
     pytester: pytest.Pytester,
@@ -90,6 +91,7 @@ def test_real_model_episodes_end_by_the_envs_verdict(
     assert "error" not in outcomes and "errors" not in outcomes, outcomes
 
 
+@pytest.mark.slow
 def test_record_then_replay_with_the_server_stopped(run_pytest, pytester: pytest.Pytester) -> None:
     server = LlamaServer().start()
     try:
@@ -119,6 +121,7 @@ def test_real_model_games(episode, openenv_snapshot):
 """
 
 
+@pytest.mark.slow
 def test_snapshots_of_the_real_model_are_stable_across_runs(
     run_pytest, pytester: pytest.Pytester, llama: LlamaServer
 ) -> None:
@@ -145,6 +148,7 @@ def test_snapshots_of_the_real_model_are_stable_across_runs(
     assert len(results(pytester)) == sum(r["verify_metrics"]["verdict"] for r in rows.values())
 
 
+@pytest.mark.slow
 def test_a_full_context_window_ends_the_episode_as_a_failure(
     run_pytest, pytester: pytest.Pytester
 ) -> None:

@@ -14,6 +14,7 @@ import urllib.request
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
 from helpers import SCRIPTED, read_jsonl
 
 from pytest_openenv.report.page import write_report
@@ -32,6 +33,7 @@ def page_data(html: str) -> dict:
     return json.loads(block.group(1))
 
 
+@pytest.mark.slow
 def test_every_folder_gets_a_report_and_the_card_shows_the_chart(pytester, run_pytest) -> None:
     result = run_pytest(*RUN, "-n", "2")
     assert result.ret == 1
@@ -113,6 +115,7 @@ def test_torn_last_line_is_shown_not_fatal(pytester, run_pytest) -> None:
     assert b'data-problem="torn-line"' in site.page
 
 
+@pytest.mark.slow
 def test_pytest_html_carries_each_transcript(pytester, run_pytest) -> None:
     pytester.makepyfile(
         hostile="""
@@ -153,6 +156,7 @@ def view(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_view_refuses_what_it_cannot_serve(pytester, run_pytest, tmp_path: Path) -> None:
     run_pytest(*RUN)
     folder = pytester.path / "openenv-results"

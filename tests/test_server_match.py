@@ -72,6 +72,7 @@ MISMATCHES = [
 
 
 @pytest.mark.parametrize(("env", "config", "server", "names"), MISMATCHES)
+@pytest.mark.slow
 def test_a_server_hosting_another_env_is_one_usage_error_before_any_episode(
     run_pytest,
     pytester: pytest.Pytester,
@@ -211,6 +212,7 @@ def openenv_policy():
     assert [reported(r) for r in found] == [{"name": "echo_env", "env_names": ["echo"]}] * 2
 
 
+@pytest.mark.slow
 def test_a_server_that_cannot_say_runs_with_one_warning(
     run_pytest, pytester: pytest.Pytester, servers: dict[str, ThreadServer]
 ) -> None:
@@ -366,6 +368,7 @@ def test_the_hint_shows_only_when_episodes_failed_and_no_gate_is_set() -> None:
     assert not [line for line in summary_lines(all_passed, "out") if "exits 1" in line]
 
 
+@pytest.mark.slow
 def test_the_hint_in_a_real_run_and_not_with_a_gate(run_pytest) -> None:
     # seeds 0..9: the first-legal teacher loses some games to the random opponent
     args = ("--openenv-env=openspiel:tic_tac_toe", "--openenv-n=10", "-n", "0", SCRIPTED)

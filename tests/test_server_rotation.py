@@ -181,6 +181,7 @@ def test_a_single_failing_server_errors_once_then_is_not_knocked_on(hang_up: Han
 
 
 # -- end to end ---------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_the_fast_server_gets_more_episodes_than_the_slow_one(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -231,6 +232,7 @@ def pytest_configure(config):
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.slow
 def test_a_server_killed_mid_run_costs_only_its_episodes_in_flight(
     run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: str
 ) -> None:

@@ -48,6 +48,7 @@ def snapshot_files(root: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_snapshot_lifecycle(pytester, run_pytest):
     pytester.makepyfile(test_snaps=SUITE)
     created = run_pytest("--snapshot-update")
@@ -90,6 +91,7 @@ def test_snapshot_lifecycle(pytester, run_pytest):
     assert run_pytest().ret == 0  # green against the rewritten files
 
 
+@pytest.mark.slow
 def test_snapshots_are_stable_across_runs_and_worker_counts(pytester, run_pytest):
     pytester.makepyfile(test_snaps=SUITE)
     assert run_pytest("--snapshot-update", "-n", "2").ret == 0
@@ -119,6 +121,7 @@ def test_extension_serializes_an_episode_or_its_trajectory_readably():
 
 
 @pytest.mark.parametrize("workers", [(), ("-n", "2")])
+@pytest.mark.slow
 def test_openenv_snapshot_fixture_outside_an_episode_test_needs_syrupy_only(
     pytester, run_pytest, workers
 ):

@@ -116,6 +116,7 @@ def test_default_writes_arguments_as_json_strings(
     )
 
 
+@pytest.mark.slow
 def test_object_mode_writes_the_parsed_objects_and_loads_with_datasets(
     run_pytest,
     pytester: pytest.Pytester,
@@ -148,6 +149,7 @@ def test_object_mode_writes_the_parsed_objects_and_loads_with_datasets(
     )
 
 
+@pytest.mark.slow
 def test_object_mode_writes_null_for_a_refused_call_and_still_loads(
     run_pytest,
     pytester: pytest.Pytester,
@@ -174,6 +176,7 @@ def test_object_mode_writes_null_for_a_refused_call_and_still_loads(
     assert len(load_json_rows(output(pytester) / "results.jsonl", datasets_offline)) == 2
 
 
+@pytest.mark.slow
 def test_a_tojson_chat_template_encodes_strings_twice_and_objects_once(
     run_pytest, pytester: pytest.Pytester, openai_server: OpenAICompatServer
 ) -> None:
@@ -195,6 +198,7 @@ def test_a_tojson_chat_template_encodes_strings_twice_and_objects_once(
     assert '\\"' not in rendered["object"]
 
 
+@pytest.mark.slow
 def test_resume_in_the_other_form_is_refused(
     run_pytest, pytester: pytest.Pytester, openai_server: OpenAICompatServer
 ) -> None:
@@ -214,6 +218,7 @@ def test_resume_in_the_other_form_is_refused(
     assert len(results(pytester)) == 3
 
 
+@pytest.mark.slow
 def test_a_folder_written_before_the_option_holds_strings(
     run_pytest, pytester: pytest.Pytester, openai_server: OpenAICompatServer
 ) -> None:

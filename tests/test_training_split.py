@@ -70,6 +70,7 @@ def test_the_readme_test_file_writes_no_verdict_failed_row_to_the_training_split
     assert "whose test passed and whose env verdict passed" in card
 
 
+@pytest.mark.slow
 def test_train_on_test_keeps_every_test_passed_episode(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -99,6 +100,7 @@ def test_a_negative_test_puts_no_wrong_answer_in_the_training_split(
     assert "verdict-failed" in outcomes
 
 
+@pytest.mark.slow
 def test_a_resume_under_the_other_rule_is_refused_and_keeps_the_rows(
     run_pytest, pytester: pytest.Pytester
 ) -> None:
@@ -111,6 +113,7 @@ def test_a_resume_under_the_other_rule_is_refused_and_keeps_the_rows(
     assert {name: rows(pytester, name) for name in before} == before
 
 
+@pytest.mark.slow
 def test_a_resume_keeps_the_verdict_failed_episodes_by_their_first_attempt(
     run_pytest, pytester: pytest.Pytester
 ) -> None:

@@ -104,6 +104,7 @@ def babbler(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("word", ["hermes", "llama_tag", "llama_json", "plain_json"])
+@pytest.mark.slow
 def test_each_format_the_model_emits_becomes_a_tool_call(taught: Path, word: str) -> None:
     reply = policy_for(taught).act(turn(conversation(word)))
     assert [(c.name, json.loads(c.arguments)) for c in reply.tool_calls] == [
@@ -113,6 +114,7 @@ def test_each_format_the_model_emits_becomes_a_tool_call(taught: Path, word: str
     assert reply.content == ("Centre." if word == "plain_json" else "")
 
 
+@pytest.mark.slow
 def test_prose_is_a_turn_without_a_call(taught: Path) -> None:
     reply = policy_for(taught).act(turn(conversation("prose")))
     assert reply.tool_calls == ()
@@ -242,6 +244,7 @@ def test_object_form_reaches_a_template_that_needs_it(tmp_path: Path) -> None:
     assert policy.act(turn(messages)).usage.prompt_tokens > 0  # renders without raising
 
 
+@pytest.mark.slow
 def test_a_template_that_drops_tools_warns_at_start(
     run_pytest, tmp_path: Path, monkeypatch
 ) -> None:
@@ -260,6 +263,7 @@ def test_a_template_that_drops_tools_warns_at_start(
     assert "drops or garbles the assistant's earlier tool calls" in err
 
 
+@pytest.mark.slow
 def test_weights_that_do_not_load_are_exit_4_at_start(run_pytest, tmp_path: Path) -> None:
     folder = random_checkpoint(tmp_path / "broken")
     (folder / "model.safetensors").write_bytes(b"not a safetensors file")
@@ -279,6 +283,7 @@ def rows(folder: Path) -> dict[str, dict[str, Any]]:
     return found
 
 
+@pytest.mark.slow
 def test_two_workers_play_and_a_cache_replays_them(run_pytest, babbler: Path, tmp_path) -> None:
     cache = tmp_path / "cache"
     args = [

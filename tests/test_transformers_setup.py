@@ -46,6 +46,7 @@ def test_a_missing_path(run_pytest, tmp_path: Path) -> None:
     assert "nowhere does not exist; pass a checkpoint folder, a .gguf file" in err
 
 
+@pytest.mark.slow
 def test_a_folder_that_is_not_a_model(run_pytest, tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hello")
     err = usage_error(run_pytest, f"--openenv-model={tmp_path}")
@@ -113,6 +114,7 @@ def test_the_bad_option_is_named_in_the_policy_list(run_pytest) -> None:
     assert "--openenv-policy='transformer' is unknown" in err and "transformers" in err
 
 
+@pytest.mark.slow
 def test_a_looping_chat_template_is_a_usage_error_within_its_render_bound(
     run_pytest, tmp_path: Path
 ) -> None:
@@ -129,6 +131,7 @@ def test_a_looping_chat_template_is_a_usage_error_within_its_render_bound(
     assert time.monotonic() - started < 60
 
 
+@pytest.mark.slow
 def test_a_checkpoint_that_needs_its_own_code_is_refused_unless_allowed(
     run_pytest, tmp_path: Path
 ) -> None:

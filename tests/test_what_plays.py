@@ -44,6 +44,7 @@ def refused_before_any_episode(result: pytest.RunResult, pytester: pytest.Pytest
         ("--openenv-env=reasoning_gym:chain_sum", "claude-sonnet-4-5", "scripted"),
     ],
 )
+@pytest.mark.slow
 def test_a_model_without_a_policy_that_plays_it_is_refused(
     run_pytest, pytester: pytest.Pytester, env: str, model: str, teacher: str
 ) -> None:
@@ -131,6 +132,7 @@ def test_metadata_records_no_sampling_for_a_policy_that_does_not_sample(
     assert "temperature" not in metadata["identity"]
 
 
+@pytest.mark.slow
 def test_metadata_records_sampling_for_a_model_that_played(
     run_pytest, pytester: pytest.Pytester, openai_server
 ) -> None:

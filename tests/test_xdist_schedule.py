@@ -70,6 +70,7 @@ def outcome_count(text: str) -> int:
 
 
 # -- end to end ----------------------------------------------------------------
+@pytest.mark.slow
 def test_each_worker_keeps_c_episodes_in_flight(run_pytest, pytester: pytest.Pytester) -> None:
     # 32 items: xdist's own scheduler hands each worker at most 6 at a time (so at most 12
     # episodes in flight); a worker with C=16 needs its whole share to keep 16 in flight
@@ -86,6 +87,7 @@ def test_each_worker_keeps_c_episodes_in_flight(run_pytest, pytester: pytest.Pyt
 
 
 @pytest.mark.parametrize("stop", [["-x"], ["--maxfail=1"]])
+@pytest.mark.slow
 def test_x_and_maxfail_still_stop_the_run_early(
     run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, stop: list[str]
 ) -> None:
@@ -115,6 +117,7 @@ def test_x_and_maxfail_still_stop_the_run_early(
     assert reported < failing + WINDOW_FACTOR * c + c, text[-2000:]
 
 
+@pytest.mark.slow
 def test_a_worker_dying_with_episodes_in_flight_loses_none_and_writes_none_twice(
     run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

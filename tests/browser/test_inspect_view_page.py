@@ -7,10 +7,12 @@ import time
 import urllib.parse
 from pathlib import Path
 
+import pytest
 from inspect_viewer import inspect_view
 from pages import chromium, rows, run_pytest
 
 
+@pytest.mark.slow
 def test_the_sample_page_of_inspect_view_shows_the_transcripts_tool_calls(tmp_path: Path) -> None:
     done = run_pytest(
         tmp_path,

@@ -63,6 +63,7 @@ def visible(driver: Any, element_id: str) -> bool:
     return driver.find_element(By.ID, element_id).is_displayed()
 
 
+@pytest.mark.slow
 def test_the_group_filter_shows_one_groups_episodes_and_its_charts(
     browser: Any, grouped: Path
 ) -> None:
@@ -108,6 +109,7 @@ def test_the_group_filter_shows_one_groups_episodes_and_its_charts(
     assert console_errors(browser) == []
 
 
+@pytest.mark.slow
 def test_an_episode_opens_on_its_own_view_with_previous_next_and_back(
     browser: Any, grouped: Path
 ) -> None:

@@ -116,6 +116,7 @@ def check_hostile_is_text(driver: Any) -> None:
     assert "secret=***" in text
 
 
+@pytest.mark.slow
 def test_report_file_in_chromium(browser: Any, hostile: Path) -> None:
     report = hostile / "report.html"
     assert PLANTED_SECRET not in report.read_text(encoding="utf-8")
@@ -131,6 +132,7 @@ def test_report_file_in_chromium(browser: Any, hostile: Path) -> None:
     assert console_errors(browser) == []
 
 
+@pytest.mark.slow
 def test_anchor_opens_the_episode(browser: Any, hostile: Path) -> None:
     episode = rows(hostile / "failures.jsonl")[-1]["episode_id"]
     open_page(browser, (hostile / "report.html").as_uri() + f"#{episode}")
@@ -141,6 +143,7 @@ def test_anchor_opens_the_episode(browser: Any, hostile: Path) -> None:
     assert console_errors(browser) == []
 
 
+@pytest.mark.slow
 def test_search_finds_an_episode_by_a_word_of_its_prompt(browser: Any, reasoning: Path) -> None:
     episodes = rows(reasoning / "results.jsonl")
     words = {r["episode_id"]: set(r["task"]["prompt"].split()) for r in episodes}
@@ -160,6 +163,7 @@ def test_search_finds_an_episode_by_a_word_of_its_prompt(browser: Any, reasoning
     assert console_errors(browser) == []
 
 
+@pytest.mark.slow
 def test_view_server_in_chromium(browser: Any, hostile: Path) -> None:
     with viewer(hostile) as url:
         open_page(browser, url)

@@ -74,6 +74,7 @@ def assert_the_same_run(pytester: pytest.Pytester, run_pytest: Any) -> dict[str,
 
 
 @pytest.mark.parametrize("table", TOML_TABLES)
+@pytest.mark.slow
 def test_toml_ints_floats_bools_and_inline_tables(
     pytester: pytest.Pytester, run_pytest: Any, table: str
 ) -> None:
@@ -81,12 +82,14 @@ def test_toml_ints_floats_bools_and_inline_tables(
     assert_the_same_run(pytester, run_pytest)
 
 
+@pytest.mark.slow
 def test_an_ini_file_means_the_same_run(pytester: pytest.Pytester, run_pytest: Any) -> None:
     pytester.makeini(f"[pytest]\n{INI_KEYS}")
     assert_the_same_run(pytester, run_pytest)
 
 
 @pytest.mark.parametrize("table", TOML_TABLES)
+@pytest.mark.slow
 def test_toml_arrays_are_repeated_values(
     pytester: pytest.Pytester, run_pytest: Any, table: str
 ) -> None:
@@ -102,6 +105,7 @@ def test_toml_arrays_are_repeated_values(
 
 
 @pytest.mark.parametrize("value", ['"auto"', "4", '"4"'])
+@pytest.mark.slow
 def test_concurrency_takes_a_number_or_auto(
     pytester: pytest.Pytester, run_pytest: Any, value: str
 ) -> None:
@@ -157,6 +161,7 @@ def test_a_bad_ini_value_names_the_option(
     assert option in error and "tox.ini" in error, error  # pytester.makeini writes tox.ini
 
 
+@pytest.mark.slow
 def test_a_bad_override_says_it_came_from_dash_o(
     pytester: pytest.Pytester, run_pytest: Any
 ) -> None:
@@ -166,6 +171,7 @@ def test_a_bad_override_says_it_came_from_dash_o(
     assert "--openenv-n='7x'" in result.stderr.str() and "given with -o" in result.stderr.str()
 
 
+@pytest.mark.slow
 def test_the_command_line_wins_over_the_file(pytester: pytest.Pytester, run_pytest: Any) -> None:
     pytester.makepyprojecttoml(f"[{TOML_TABLES[-1]}]\n{TOML_KEYS}")
     result = run_pytest("--openenv-n=2", "--openenv-env-config", '{"opponent": "random"}')

@@ -27,6 +27,7 @@ INT64_MAX = 2**63 - 1
         f"--openenv-baseline={LONG}/summary.json",
     ],
 )
+@pytest.mark.slow
 def test_a_path_component_over_255_bytes_is_a_usage_error(run_pytest: Any, option: str) -> None:
     flag = option.partition("=")[0]
     extra = ["--openenv-policy=openai", "--openenv-model=m"] if "cache" in flag else []
@@ -42,6 +43,7 @@ def test_a_path_component_counts_bytes_not_characters(run_pytest: Any) -> None:
     result.stderr.fnmatch_lines(["*256 bytes long*"])
 
 
+@pytest.mark.slow
 def test_a_tilde_in_the_ini_file_means_home(
     pytester: pytest.Pytester, run_pytest: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -100,6 +102,7 @@ def test_seeds_past_int64_are_refused(
     assert not (pytester.path / "openenv-results").exists()
 
 
+@pytest.mark.slow
 def test_a_marker_seed_past_int64_is_refused_at_collection(
     pytester: pytest.Pytester, run_pytest: Any
 ) -> None:
@@ -121,6 +124,7 @@ def test_a_marker_seed_past_int64_is_refused_at_collection(
     assert not (Path(pytester.path) / "openenv-results" / "results.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_the_largest_seeds_load_as_distinct_integers(
     pytester: pytest.Pytester, run_pytest: Any
 ) -> None:

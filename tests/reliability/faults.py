@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from helpers import CHILD_RUN_IDLE_PLUGINS
+
 ENV = "openspiel:tic_tac_toe"
 
 #: An episode test whose policy can be slowed down or made to kill its own process,
@@ -151,8 +153,9 @@ def default_sigint() -> None:
 class Launcher:
     """Starts pytest runs in one folder; kills whatever is left at teardown."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, addopts: str = CHILD_RUN_IDLE_PLUGINS) -> None:
         self.folder = folder
+        self.addopts = addopts  # PYTEST_ADDOPTS of every run (the outer shell's never)
         self.output = folder / "out"
         self.runs: list[Run] = []
 
@@ -171,6 +174,8 @@ class Launcher:
                 ("PYTEST_", "FAULT_", "GITHUB_STEP_SUMMARY", "OPENAI_", "ANTHROPIC_", "HF_")
             )
         }
+        if self.addopts:
+            full_env["PYTEST_ADDOPTS"] = self.addopts
         full_env.update(env or {})
         command = [
             sys.executable,

@@ -144,6 +144,7 @@ def play(url: str, policy: ScriptedPolicy | None = None) -> tuple[Any, float]:
 @settings(max_examples=80, deadline=None, database=None)
 @given(script=st.lists(reply, min_size=1, max_size=4))
 @example(script=[Reply(GOOD), Reply(silence=TIMEOUT + 2, payload=GOOD)])  # a silent server
+@pytest.mark.slow
 def test_bad_frames_make_an_episode_error_or_a_game(script: list[Reply]) -> None:
     with frame_server(script) as server:
         outcome, took = play(server.url)
@@ -202,6 +203,7 @@ def test_frame_over_the_size_limit_is_an_episode_error(monkeypatch: pytest.Monke
     assert took < TIMEOUT + 5
 
 
+@pytest.mark.slow
 def test_bad_frames_through_pytest_end_as_errored_items(launcher: Launcher) -> None:
     """The same faults end to end: items error with a reason, rows are written, no crash."""
     script = [

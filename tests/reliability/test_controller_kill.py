@@ -102,6 +102,7 @@ def ids_on_disk(output: Path) -> set[str]:
 @given(kills=st.lists(kill_point, min_size=1, max_size=2), workers=st.sampled_from(["0", "2"]))
 @example(kills=[("rows", 6), ("rows", N)], workers="2")  # mid-run, then before finalize
 @example(kills=[("rows", 0), ("seconds", 1.5), ("rows", 3)], workers="0")
+@pytest.mark.slow
 def test_killed_controller_then_resume_keeps_every_episode_once(
     tmp_path_factory: pytest.TempPathFactory,
     reference: dict[str, dict[str, Any]],

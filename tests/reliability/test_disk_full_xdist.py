@@ -16,6 +16,7 @@ from __future__ import annotations
 import resource
 import signal
 
+import pytest
 from faults import ENV, EPISODE_TEST, Launcher, episode_ids, read_rows
 
 N = 200
@@ -37,6 +38,7 @@ def played_log(request):
 )
 
 
+@pytest.mark.slow
 def test_first_write_error_stops_every_worker_at_once(launcher: Launcher) -> None:
     launcher.write_episode_test()
     (launcher.folder / "test_eps.py").write_text(LOGGING_EPISODE_TEST)

@@ -41,6 +41,7 @@ def test_folder_deleted_mid_run_rows_are_restored(launcher: Launcher) -> None:
     assert (launcher.output / "summary.json").exists()
 
 
+@pytest.mark.slow
 def test_folder_replaced_by_file_mid_run_rows_go_to_sibling(launcher: Launcher) -> None:
     launcher.write_episode_test()
     run = launcher.start(*RUN, env=SLOW)
@@ -59,6 +60,7 @@ def test_folder_replaced_by_file_mid_run_rows_go_to_sibling(launcher: Launcher) 
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.slow
 def test_writes_failing_mid_run_stop_cleanly_and_resume_finishes(
     launcher: Launcher, workers: str
 ) -> None:
@@ -90,6 +92,7 @@ def test_writes_failing_mid_run_stop_cleanly_and_resume_finishes(
     assert sorted(episode_ids(results) + episode_ids(failures)) == ALL_IDS
 
 
+@pytest.mark.slow
 def test_torn_last_line_is_repaired_on_resume(launcher: Launcher) -> None:
     launcher.write_episode_test()
     keep_all = "--openenv-min-reward=-1"  # every episode passes: all of them land in results
@@ -113,6 +116,7 @@ def test_torn_last_line_is_repaired_on_resume(launcher: Launcher) -> None:
     assert episode_ids(rows) == ALL_IDS
 
 
+@pytest.mark.slow
 def test_corrupt_middle_line_is_a_usage_error_naming_file_and_line(launcher: Launcher) -> None:
     launcher.write_episode_test()
     first = launcher.run(*RUN, "--openenv-min-reward=-1")
@@ -141,6 +145,7 @@ def test_output_that_is_a_file_is_a_usage_error_before_any_episode(launcher: Lau
     assert launcher.output.read_text() == "not a folder\n"
 
 
+@pytest.mark.slow
 def test_a_full_disk_at_the_final_sort_keeps_every_row_and_still_writes_summary_and_card(
     launcher: Launcher,
 ) -> None:

@@ -39,6 +39,7 @@ def own_episode_suite(launcher: Launcher) -> None:
     (launcher.folder / "test_suite.py").write_text(OWN_EPISODE_TESTS)
 
 
+@pytest.mark.slow
 def test_a_suites_own_episode_fixture_survives_the_plugin(launcher: Launcher) -> None:
     own_episode_suite(launcher)
     finished = launcher.run("test_suite.py", "-v")
@@ -53,6 +54,7 @@ def test_a_suites_own_episode_fixture_survives_the_plugin(launcher: Launcher) ->
     ]
 
 
+@pytest.mark.slow
 def test_an_env_on_the_command_line_does_not_parametrize_the_suites_fixture(
     launcher: Launcher,
 ) -> None:
@@ -62,6 +64,7 @@ def test_an_env_on_the_command_line_does_not_parametrize_the_suites_fixture(
     assert "3 passed" in finished.stdout  # test_ordinary once, test_agent twice (marker n=2)
 
 
+@pytest.mark.slow
 def test_the_bundled_test_runs_beside_a_suites_own_episode_fixture(launcher: Launcher) -> None:
     own_episode_suite(launcher)
     finished = launcher.run(f"--openenv-env={ENV}", "--openenv-n=3", "--openenv-min-reward=-1")
@@ -69,6 +72,7 @@ def test_the_bundled_test_runs_beside_a_suites_own_episode_fixture(launcher: Lau
     assert len(read_rows(launcher.output / "results.jsonl")) == 3
 
 
+@pytest.mark.slow
 def test_episode_still_names_the_episode_in_episode_tests(launcher: Launcher) -> None:
     (launcher.folder / "test_short.py").write_text(
         f'import pytest\n\n\n@pytest.mark.openenv("{ENV}", n=2)\n'
@@ -82,6 +86,7 @@ def test_episode_still_names_the_episode_in_episode_tests(launcher: Launcher) ->
 # -- the card of a run where nothing passed ------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_card_with_no_passing_rows_never_trains_on_failures(
     launcher: Launcher, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

@@ -188,6 +188,7 @@ def not_a_file(path: Path, kind: str) -> None:
 
 @pytest.mark.parametrize("kind", ["dev-zero", "fifo"])
 @pytest.mark.parametrize("name", ["results.jsonl", "failures.jsonl"])
+@pytest.mark.slow
 def test_resume_from_a_device_or_fifo_is_refused_before_reading_it(
     launcher: Launcher, kind: str, name: str
 ) -> None:
@@ -201,6 +202,7 @@ def test_resume_from_a_device_or_fifo_is_refused_before_reading_it(
 
 @pytest.mark.parametrize("kind", ["dev-zero", "fifo"])
 @pytest.mark.parametrize("name", ["results.jsonl", "summary.json"])
+@pytest.mark.slow
 def test_a_baseline_folder_holding_a_device_or_fifo_is_refused(
     launcher: Launcher, tmp_path: Path, kind: str, name: str
 ) -> None:
@@ -286,6 +288,7 @@ def test_a_marker_asking_for_too_many_items_is_a_collection_error(launcher: Laun
     assert "collected 0 items / 1 error" in finished.stdout
 
 
+@pytest.mark.slow
 def test_the_item_limit_collects_on_this_machine(tmp_path: Path) -> None:
     """The limit is one collection handles: exactly MAX_ITEMS items collect (no run)."""
     done = subprocess.run(
@@ -315,6 +318,7 @@ def test_the_item_limit_collects_on_this_machine(tmp_path: Path) -> None:
 ENDLESS = {"min_terms": 100_000_000, "max_terms": 100_000_000}
 
 
+@pytest.mark.slow
 def test_a_reasoning_gym_config_that_never_generates_is_a_usage_error(
     launcher: Launcher,
 ) -> None:
@@ -331,6 +335,7 @@ def test_a_reasoning_gym_config_that_never_generates_is_a_usage_error(
     assert "PYTEST_OPENENV_GENERATION_TIMEOUT" in finished.stderr
 
 
+@pytest.mark.slow
 def test_a_marker_config_that_never_generates_is_a_collection_error(launcher: Launcher) -> None:
     (launcher.folder / "test_endless.py").write_text(
         "import pytest\n\n"
@@ -344,6 +349,7 @@ def test_a_marker_config_that_never_generates_is_a_collection_error(launcher: La
     assert "test_endless.py" in finished.stdout and "no question after 1s" in finished.stdout
 
 
+@pytest.mark.slow
 def test_a_question_that_takes_too_long_during_the_run_is_that_episodes_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -399,6 +405,7 @@ def test_explained(episode):
 """
 
 
+@pytest.mark.slow
 def test_model_text_reaches_the_terminal_without_its_control_characters(
     run_pytest, pytester: pytest.Pytester
 ) -> None:

@@ -85,6 +85,7 @@ def finish(proc: subprocess.Popen[bytes]) -> Finished:
     return Finished(proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
 
 
+@pytest.mark.slow
 def test_a_run_pushing_to_a_silent_hub_ends_with_the_retry_command(
     launcher: Launcher, hub: HubStandIn, token: str
 ) -> None:
@@ -111,6 +112,7 @@ def test_a_run_pushing_to_a_silent_hub_ends_with_the_retry_command(
     assert len(hub.requests) == 1  # create_repo: not retried, bounded
 
 
+@pytest.mark.slow
 def test_the_push_command_against_a_silent_hub_ends_with_the_retry_command(
     launcher: Launcher, hub: HubStandIn, token: str
 ) -> None:
@@ -125,6 +127,7 @@ def test_the_push_command_against_a_silent_hub_ends_with_the_retry_command(
     assert "Traceback" not in finished.stderr
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_the_push_command_prints_the_retry_command(
     launcher: Launcher, hub: HubStandIn, token: str
 ) -> None:
@@ -147,6 +150,7 @@ def test_ctrl_c_during_the_push_command_prints_the_retry_command(
     assert "Traceback" not in finished.stderr
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_the_runs_push_prints_the_retry_command(
     launcher: Launcher, hub: HubStandIn, token: str
 ) -> None:

@@ -22,6 +22,7 @@ ALL_IDS = [f"ep-{i:06d}" for i in range(N)]
 @pytest.mark.parametrize(
     ("workers", "target"), [("0", "group"), ("2", "group"), ("2", "controller")]
 )
+@pytest.mark.slow
 def test_ctrl_c_ends_promptly_keeps_what_finished_and_resume_completes(
     launcher: Launcher, workers: str, target: str
 ) -> None:

@@ -28,6 +28,7 @@ CLIENTS = [("anthropic", "auto"), ("openai", "http"), ("openai", "sdk")]
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 @pytest.mark.parametrize(("provider", "client"), CLIENTS)
+@pytest.mark.slow
 def test_a_stalled_answer_errors_the_episode_without_openenv_timeout(
     launcher: Launcher, provider: str, client: str, fault: str
 ) -> None:

@@ -135,6 +135,7 @@ def no_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
 @example(cases=[("model", os.fsdecode(b"m\xff"), True)])
 @example(cases=[("n", "1000001", False)])
 @example(cases=[("baseline", "x" * 5000, False)])  # a name too long: was an INTERNALERROR
+@pytest.mark.slow
 def test_any_value_configures_or_is_a_usage_error(
     pytester: pytest.Pytester, no_secrets: None, cases: list[tuple[str, str, bool]]
 ) -> None:
@@ -195,6 +196,7 @@ run_cases = st.lists(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(cases=run_cases)
+@pytest.mark.slow
 def test_fuzzed_runs_end_cleanly(
     tmp_path_factory: pytest.TempPathFactory, cases: list[tuple[str, str, bool]]
 ) -> None:

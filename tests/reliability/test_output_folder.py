@@ -40,6 +40,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
         ({"summary.json": "{}\n", "results.jsonl": "", "paper.pdf": "%PDF"}, ["paper.pdf"]),
     ],
 )
+@pytest.mark.slow
 def test_folder_with_foreign_files_is_refused_untouched(
     launcher: Launcher, files: dict[str, str], named: list[str]
 ) -> None:
@@ -58,6 +59,7 @@ def test_folder_with_foreign_files_is_refused_untouched(
     assert "test_ep[" not in finished.stdout  # no episode ran
 
 
+@pytest.mark.slow
 def test_output_dot_in_a_project_keeps_its_readme(launcher: Launcher) -> None:
     launcher.write_episode_test()
     readme = launcher.folder / "README.md"
@@ -73,6 +75,7 @@ def test_output_dot_in_a_project_keeps_its_readme(launcher: Launcher) -> None:
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.slow
 def test_rerun_moves_every_earlier_file_aside(launcher: Launcher, workers: str) -> None:
     launcher.write_episode_test()
     first = launcher.run("-n", workers, *RUN)
@@ -99,6 +102,7 @@ def test_rerun_moves_every_earlier_file_aside(launcher: Launcher, workers: str) 
     assert third.returncode in (0, 1), third.stdout[-3000:]
 
 
+@pytest.mark.slow
 def test_a_killed_rerun_never_shows_the_earlier_card(launcher: Launcher) -> None:
     """The card and report describe the earlier run's data, so they go aside
     with it; a rerun killed before its end left the old card beside the new metadata."""
@@ -127,6 +131,7 @@ def test_a_killed_rerun_never_shows_the_earlier_card(launcher: Launcher) -> None
     assert (launcher.output / "README.md").exists()
 
 
+@pytest.mark.slow
 def test_hand_edited_card_is_kept(launcher: Launcher) -> None:
     launcher.write_episode_test()
     assert launcher.run(*RUN).returncode in (0, 1)
@@ -162,6 +167,7 @@ def test_stale_temp_cleanup_deletes_only_our_temp_files(tmp_path: Path) -> None:
     assert all(path.read_text() == "data\n" for path in others)
 
 
+@pytest.mark.slow
 def test_files_this_run_is_told_to_write_may_sit_inside(launcher: Launcher) -> None:
     launcher.write_episode_test()
     inside = ("--junitxml=out/junit.xml", "--openenv-output=out")
@@ -173,6 +179,7 @@ def test_files_this_run_is_told_to_write_may_sit_inside(launcher: Launcher) -> N
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.slow
 def test_a_symlinked_results_file_is_written_through_and_stays_a_link(
     launcher: Launcher, workers: str
 ) -> None:

@@ -65,6 +65,7 @@ def socket_servers(tmp_path: Path) -> Iterator[list[SocketServer]]:
             server.stop()
 
 
+@pytest.mark.slow
 def test_socket_gateways_write_one_dataset_on_the_controller(
     launcher: Launcher, socket_servers: list[SocketServer]
 ) -> None:
@@ -101,6 +102,7 @@ def test_socket_gateways_write_one_dataset_on_the_controller(
     assert [row["episode_id"] for row in again] == ids
 
 
+@pytest.mark.slow
 def test_socket_gateways_share_env_servers_within_workers_times_concurrency(
     launcher: Launcher, socket_servers: list[SocketServer]
 ) -> None:

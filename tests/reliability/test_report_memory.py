@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 from faults import ENV, Launcher
 
 #: a probe in the run's folder: what the controller still holds once the session is over
@@ -51,6 +52,7 @@ def held(launcher: Launcher) -> dict[str, int]:
     return json.loads((launcher.folder / "held.json").read_text())
 
 
+@pytest.mark.slow
 def test_passed_reports_are_slimmed_and_shared_under_xdist(launcher: Launcher) -> None:
     (launcher.folder / "held_probe.py").write_text(PROBE)
     finished = launcher.run("-n", "2", *RUN, env=probe_env(launcher))
@@ -74,6 +76,7 @@ def test_durations_keep_every_phase_report(launcher: Launcher) -> None:
     assert finished.stdout.count(" setup ") >= N  # episodes run in setup: their time shows
 
 
+@pytest.mark.slow
 def test_an_episode_s_reports_from_a_worker_share_one_node_id_and_location(
     launcher: Launcher,
 ) -> None:

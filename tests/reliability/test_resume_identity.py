@@ -39,6 +39,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
         (["--openenv-min-reward=1"], "min_reward=null", "min_reward=1.0"),
     ],
 )
+@pytest.mark.slow
 def test_resume_with_another_identity_is_refused(
     launcher: Launcher, change: list[str], recorded: str, now: str
 ) -> None:
@@ -58,6 +59,7 @@ def test_resume_with_another_identity_is_refused(
     assert "test_ep[" not in resumed.stdout  # no episode ran
 
 
+@pytest.mark.slow
 def test_resume_with_the_same_identity_extends_the_run(launcher: Launcher) -> None:
     launcher.write_episode_test()
     assert launcher.run(*FIRST, KEEP_ALL).returncode == 0
@@ -72,6 +74,7 @@ def test_resume_with_the_same_identity_extends_the_run(launcher: Launcher) -> No
     assert sorted(episode_ids(rows)) == [f"ep-{i:06d}" for i in range(5)]
 
 
+@pytest.mark.slow
 def test_killed_run_records_its_identity_before_the_first_episode(launcher: Launcher) -> None:
     launcher.write_episode_test()
     run = launcher.start(*FIRST[:1], "--openenv-n=40", "test_eps.py", env={"FAULT_DELAY": "0.02"})
@@ -88,6 +91,7 @@ def test_killed_run_records_its_identity_before_the_first_episode(launcher: Laun
     assert "seed=0" in resumed.stderr and "seed=3" in resumed.stderr
 
 
+@pytest.mark.slow
 def test_folder_of_an_earlier_version_is_checked_from_its_settings(launcher: Launcher) -> None:
     launcher.write_episode_test()
     assert launcher.run(*FIRST).returncode in (0, 1)
@@ -110,6 +114,7 @@ def tear_last_line(results: Path) -> bytes:
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.slow
 def test_collect_only_and_a_refused_resume_change_no_byte(launcher: Launcher, workers: str) -> None:
     """Both cut the torn line off results.jsonl; neither may write at all."""
     launcher.write_episode_test()

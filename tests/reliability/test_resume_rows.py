@@ -87,6 +87,7 @@ def test_a_marker_edited_since_the_rows_were_played_is_refused(
     assert snapshot(launcher.output) == kept
 
 
+@pytest.mark.slow
 def test_the_same_marker_resumes_and_extends(launcher: Launcher) -> None:
     marker = '"openspiel:tic_tac_toe", n={n}, policy="random", seed=7, min_reward=-1'
     write_test(launcher, marker.format(n=3))
@@ -103,6 +104,7 @@ def test_the_same_marker_resumes_and_extends(launcher: Launcher) -> None:
     "damage",
     ["missing", "identity is not a dict", "no identity, no settings"],
 )
+@pytest.mark.slow
 def test_without_a_recorded_identity_the_rows_are_checked(launcher: Launcher, damage: str) -> None:
     write_test(launcher, FIRST)
     assert launcher.run("test_marked.py").returncode == 0
@@ -132,6 +134,7 @@ def test_without_a_recorded_identity_the_rows_are_checked(launcher: Launcher, da
     assert snapshot(launcher.output) == kept
 
 
+@pytest.mark.slow
 def test_a_truncated_metadata_json_is_named_as_damaged(launcher: Launcher) -> None:
     write_test(launcher, FIRST)
     assert launcher.run("test_marked.py").returncode == 0
@@ -156,6 +159,7 @@ def test_ep(episode):
 """
 
 
+@pytest.mark.slow
 def test_a_judge_point_edited_since_is_refused_and_a_lenient_test_is_not(
     launcher: Launcher,
 ) -> None:
@@ -190,6 +194,7 @@ def test_a_judge_point_edited_since_is_refused_and_a_lenient_test_is_not(
 RANDOM = '"openspiel:tic_tac_toe", n=10, policy="random", seed=3'
 
 
+@pytest.mark.slow
 def test_resume_plays_only_episodes_that_never_finished_and_replaying_failures_is_best_of_n(
     launcher: Launcher,
 ) -> None:
@@ -239,6 +244,7 @@ def test_resume_plays_only_episodes_that_never_finished_and_replaying_failures_i
         ("--openenv-prompt-style=openenv", "prompt_style"),
     ],
 )
+@pytest.mark.slow
 def test_without_metadata_every_identity_field_the_rows_show_is_checked(
     launcher: Launcher, option: str, field: str
 ) -> None:
@@ -260,6 +266,7 @@ def test_without_metadata_every_identity_field_the_rows_show_is_checked(
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.slow
 def test_dropping_an_arm_from_a_marker_is_refused_not_played_twice(
     launcher: Launcher, workers: str
 ) -> None:
@@ -277,6 +284,7 @@ def test_dropping_an_arm_from_a_marker_is_refused_not_played_twice(
     assert snapshot(launcher.output) == kept
 
 
+@pytest.mark.slow
 def test_a_renamed_test_file_is_refused_not_played_beside_its_old_rows(
     launcher: Launcher,
 ) -> None:

@@ -70,6 +70,7 @@ def assert_describes_the_folder(
     assert f"the last run played {played} |" in card
 
 
+@pytest.mark.slow
 def test_last_failed_resume_gates_on_the_whole_folder(
     pytester: pytest.Pytester, earlier: dict[str, Any]
 ) -> None:
@@ -84,6 +85,7 @@ def test_last_failed_resume_gates_on_the_whole_folder(
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.slow
 def test_a_k_subset_on_resume_counts_the_rows_it_did_not_select(
     pytester: pytest.Pytester, earlier: dict[str, Any], workers: str
 ) -> None:
@@ -104,6 +106,7 @@ def test_a_k_subset_on_resume_counts_the_rows_it_did_not_select(
     assert_describes_the_folder(pytester, again, earlier, played=0)
 
 
+@pytest.mark.slow
 def test_a_smaller_n_on_resume_keeps_counting_the_episodes_past_it(
     pytester: pytest.Pytester, earlier: dict[str, Any]
 ) -> None:

@@ -39,6 +39,7 @@ def pytest_sessionfinish(session):
 
 
 @pytest.mark.parametrize("second", [(), ("--openenv-resume",), ("-n", "2")])
+@pytest.mark.slow
 def test_second_run_into_a_busy_folder_is_refused(
     launcher: Launcher, second: tuple[str, ...]
 ) -> None:
@@ -67,6 +68,7 @@ def test_second_run_into_a_busy_folder_is_refused(
     assert not (launcher.output / ".openenv.lock").exists()
 
 
+@pytest.mark.slow
 def test_lock_of_a_killed_run_is_taken_over_with_a_warning(launcher: Launcher) -> None:
     launcher.write_episode_test()
     killed = launcher.start(*RUN, env=SLOW)

@@ -104,6 +104,7 @@ def leaks(texts: dict[str, str]) -> list[str]:
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.slow
 def test_echoed_credentials_are_scrubbed_everywhere(
     launcher: Launcher, echoing_env_server: ThreadServer, workers: str
 ) -> None:
@@ -155,6 +156,7 @@ def test_echoed_credentials_are_scrubbed_everywhere(
     [("u", "pass1"), ("cache-user", "ECHOcachePassw0rd")],
     ids=["short", "long"],
 )
+@pytest.mark.slow
 def test_the_response_cache_holds_no_echoed_url_credentials_and_replay_writes_none(
     launcher: Launcher, user: str, password: str
 ) -> None:

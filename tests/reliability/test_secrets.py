@@ -67,6 +67,7 @@ def secret_env(tmp_path: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_no_marker_in_any_output(launcher: Launcher, secret_env: dict[str, str]) -> None:
     work, outputs = launcher.folder, []
     common = (f"--openenv-env={ENV}", "--openenv-n=4", f"--openenv-model={MODEL}", "-v", "-rA")
@@ -165,6 +166,7 @@ def leak(messages, tools):
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.slow
 def test_cloud_credentials_in_a_callable_policys_exception_reach_no_output(
     launcher: Launcher, workers: str
 ) -> None:

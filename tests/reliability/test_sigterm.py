@@ -22,6 +22,7 @@ RUN = (f"--openenv-env={ENV}", f"--openenv-n={N}", "test_eps.py")
 @pytest.mark.parametrize(
     ("workers", "target"), [("0", "controller"), ("2", "controller"), ("2", "group")]
 )
+@pytest.mark.slow
 def test_sigterm_finishes_the_files_and_exits_as_an_interrupt(
     launcher: Launcher, workers: str, target: str
 ) -> None:

@@ -57,6 +57,7 @@ def run(launcher: Launcher, provider: str, faults: Faults, *extra: str) -> tuple
 
 @pytest.mark.parametrize("body", sorted(BODIES))
 @pytest.mark.parametrize("provider", sorted(SERVERS))
+@pytest.mark.slow
 def test_a_200_that_is_not_a_model_turn_errors_the_episode(
     launcher: Launcher, provider: str, body: str
 ) -> None:
@@ -113,6 +114,7 @@ def test_messages_shapes() -> None:
 
 
 @pytest.mark.parametrize("provider", sorted(SERVERS))
+@pytest.mark.slow
 def test_a_long_retry_after_says_what_happened(launcher: Launcher, provider: str) -> None:
     server = SERVERS[provider](Faults(always_status=429, retry_after=3600)).start()
     try:
@@ -169,6 +171,7 @@ BAD_USAGE = {
 
 @pytest.mark.parametrize("value", sorted(BAD_USAGE))
 @pytest.mark.parametrize("provider", sorted(SERVERS))
+@pytest.mark.slow
 def test_usage_that_is_not_a_count_is_no_traceback_and_never_negative(
     launcher: Launcher, provider: str, value: str
 ) -> None:
@@ -205,6 +208,7 @@ def pytest_unconfigure(config):
 
 @pytest.mark.parametrize("length", [True, False], ids=["content-length", "no-length"])
 @pytest.mark.parametrize("provider", sorted(SERVERS))
+@pytest.mark.slow
 def test_a_huge_model_answer_is_an_episode_error_read_no_further(
     launcher: Launcher, provider: str, length: bool
 ) -> None:

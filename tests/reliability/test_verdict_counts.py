@@ -79,6 +79,7 @@ def figures(launcher: Launcher) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.slow
 def test_a_rerun_that_passes_counts_by_its_first_attempt(launcher: Launcher, workers: str) -> None:
     """With --reruns the attempt that finally passed made pass@1 best-of-N.
 
@@ -116,6 +117,7 @@ def test_a_rerun_that_fails_again_counts_once_as_failed(launcher: Launcher) -> N
     assert row["episode_id"] == "ep-000003"
 
 
+@pytest.mark.slow
 def test_resume_gates_and_cards_the_whole_dataset(launcher: Launcher) -> None:
     suite(launcher)
     first = run(launcher, FAIL_SEEDS="2,3")
@@ -179,6 +181,7 @@ def test_junit_keeps_failures_when_the_gate_fails(launcher: Launcher) -> None:
     assert cases["test_ep[ep-000001]"].findall("failure")
 
 
+@pytest.mark.slow
 def test_a_skip_in_the_test_body_counts_as_skipped(launcher: Launcher) -> None:
     """``pytest.skip()`` in the body was a failed episode with a tuple repr."""
     suite(launcher)
@@ -192,6 +195,7 @@ def test_a_skip_in_the_test_body_counts_as_skipped(launcher: Launcher) -> None:
     assert "episodes: 1 passed, 0 failed, 0 errored, 3 skipped" in finished.stdout
 
 
+@pytest.mark.slow
 def test_the_summary_says_pytest_exits_1_only_when_it_does(launcher: Launcher) -> None:
     """Under xfail (exit 0) and Ctrl-C (exit 2) the summary said "exits 1"."""
     suite(launcher)

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from faults import ENV, Launcher, read_rows
 
 N = 12
 EXIT_SEED, SEGV_SEED = 3, 8
 
 
+@pytest.mark.slow
 def test_dead_workers_are_replaced_and_their_episodes_recorded_as_errors(
     launcher: Launcher,
 ) -> None:

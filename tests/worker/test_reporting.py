@@ -77,6 +77,7 @@ def test_an_episode_s_message_only_failure_skips_the_walk(pytester: pytest.Pytes
     assert "Captured stdout call" in episode["sections"]  # the rest of the report is kept
 
 
+@pytest.mark.slow
 def test_fulltrace_keeps_pytest_s_own_path(pytester: pytest.Pytester) -> None:
     _, reports = run(pytester, "--fulltrace")
     episode = next(r for r in reports if "episode" in r["name"])

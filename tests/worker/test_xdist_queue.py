@@ -44,6 +44,7 @@ def test_after():
 """
 
 
+@pytest.mark.slow
 def test_a_worker_sees_the_items_it_was_handed(run_pytest, pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_queue=QUEUE_TEST)
     result = run_pytest("-n", "1", "--dist", "each")
