@@ -152,3 +152,70 @@ def test_the_real_smollm2_gguf_plays_as_a_policy(run_pytest, tmp_path: Path) -> 
     assert {row["model"] for row in rows} == {str(gguf)}
     assert all(row["metrics"]["prompt_tokens"] > 0 for row in rows)
     assert all(0 < row["metrics"]["completion_tokens"] <= 8 for row in rows)
+
+
+def test_the_loop_collects_trains_with_trl_evaluates_and_gates_a_tiny_student(
+    tmp_path: Path,
+) -> None:
+    """bench/sft_loop.py end to end on a tiny Llama: the expert collects, TRL trains two
+    LoRA steps, base and student play through ``--openenv-policy=transformers`` beside the
+    non-learned baselines and the teacher on the same seeds, and the student is gated with
+    ``--openenv-gate-vs`` against the strongest non-learned baseline of the base run."""
+    import subprocess
+
+    base = random_checkpoint(tmp_path / "tiny")
+    work = tmp_path / "loop"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLE.parent.parent / "bench" / "sft_loop.py"),
+            f"--work={work}",
+            f"--base={base}",
+            "--train-episodes=4",
+            "--eval-episodes=3",
+            "--max-steps=2",
+            "--batch-size=2",
+            "--max-tokens=6",
+            "--max-turns=5",
+            "--workers=0",
+            "--train-threads=1",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    trained = json.loads(next(line for line in out.splitlines() if line.startswith("train: {")))
+    assert trained["steps"] == 2 and trained["rows"] == 4
+    summary = json.loads((work / "eval-student" / "summary.json").read_text())
+    names = [model["name"] for model in summary["models"]]
+    assert names == ["base", "student", "random", "scripted", "expert"]
+    assert all(model["ran"] == 3 for model in summary["models"])
+    # the gate's reference is the better of the two legal-only baselines of the base run
+    before = {
+        model["name"]: model["passed"]
+        for model in json.loads((work / "eval-base" / "summary.json").read_text())["models"]
+    }
+    strongest = max(("random", "scripted"), key=lambda name: before[name])
+    (vs,) = [check for check in summary["gate"]["checks"] if check["check"] == "vs"]
+    assert (vs["model"], vs["vs"], vs["paired_episodes"]) == ("student", strongest, 3)
+    assert (done.returncode == 0) == summary["gate"]["passed"]
+
+    # the base replayed from the cache in the student's run: the same episodes, the same verdicts
+    def verdicts(folder: Path) -> dict[int, bool]:
+        rows = []
+        for name in ("results.jsonl", "failures.jsonl"):
+            path = work / folder / name
+            if path.exists():
+                rows += [json.loads(line) for line in path.read_text().splitlines()]
+        return {row["seed"]: row["passed"] for row in rows if row["model"] == "base"}
+
+    assert verdicts(Path("eval-base")) == verdicts(Path("eval-student")) != {}
+    # the table: one row per policy, each paired with the student but the student itself
+    table = [line for line in out.splitlines() if line.startswith("| ")]
+    assert len(table) == 1 + 5
+    assert all("p(student worse)" in line for line in table[1:] if "**student**" not in line)
+    assert f"--openenv-gate-vs={strongest}" in out
