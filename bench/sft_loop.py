@@ -1,6 +1,6 @@
 """The whole loop on one CPU: collect with the teacher, fine-tune, compare with baselines, gate.
 
-    python bench/sft_loop.py [--train-episodes 432] [--eval-episodes 100] [--work DIR]
+    python bench/sft_loop.py [--train-episodes 48] [--eval-episodes 100] [--work DIR]
     python bench/sft_loop.py --curve 16,48,144,432        # a learning curve instead
     python bench/sft_loop.py --env reasoning_gym:chain_sum --env-config '{...}'
 
@@ -226,6 +226,14 @@ def gate_lines(folder: Path) -> list[str]:
     return lines
 
 
+def last_json(text: str) -> str:
+    """train.py's closing JSON line (rows, steps, losses), or what it printed last."""
+    lines = text.splitlines()
+    return next(
+        (line for line in reversed(lines) if line.startswith("{")), lines[-1] if lines else ""
+    )
+
+
 def pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
@@ -277,14 +285,14 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=None, help="folder for every stage's files")
     parser.add_argument("--env", default="openspiel:tic_tac_toe")
     parser.add_argument("--env-config", default=None, help="--openenv-env-config for every run")
-    parser.add_argument("--train-episodes", type=int, default=432)
+    parser.add_argument("--train-episodes", type=int, default=48)
     parser.add_argument("--eval-episodes", type=int, default=100)
     parser.add_argument("--eval-seed", type=int, default=100_000, help="first held-out seed")
     parser.add_argument("--max-turns", type=int, default=6)
     parser.add_argument("--max-tokens", type=int, default=40)
     parser.add_argument("--workers", type=int, default=2, help="xdist workers per eval run")
     parser.add_argument("--epochs", type=float, default=1.0)
-    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=2)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--lora-rank", type=int, default=16)
     parser.add_argument(
@@ -299,8 +307,8 @@ def main() -> int:
     parser.add_argument(
         "--train-threads",
         type=int,
-        default=2,
-        help="torch threads for training (1 where other jobs hold the cores)",
+        default=1,
+        help="torch threads for training (1: robust on a shared machine; 2 on an idle one)",
     )
     parser.add_argument(
         "--gate-vs",
@@ -468,7 +476,7 @@ class Loop:
             print(problem)
             return 1
         print(f"\nwork folder: {self.work}")
-        print("train:", *next(s for s in self.stages if s.name == "train").tail.splitlines()[-2:])
+        print(f"train: {last_json(next(s for s in self.stages if s.name == 'train').tail)}")
         print_stages(self.stages)
         figures = figures_of(self.work / "eval-student")
         pairs = pairs_with(self.work / "eval-student", "student")
@@ -479,6 +487,8 @@ class Loop:
         }
         if self.family == "openspiel":
             roles |= {"random": "random legal move", "scripted": "first legal move (`scripted`)"}
+        elif self.teacher == "scripted":
+            roles["scripted"] = "oracle answer (`scripted`, the teacher)"
         print_table(figures, pairs, roles, self.legal_word)
         teacher = pairs.get(self.teacher)
         if teacher is not None:
@@ -497,7 +507,8 @@ class Loop:
         self.prepare()
         points: list[tuple[int, Figures]] = []
         for size in sizes:
-            self.train(f"student-{size}", size, name=f"train {size}")
+            trained = self.train(f"student-{size}", size, name=f"train {size}")
+            print(f"train {size}: {last_json(trained.tail)}", flush=True)
             self.stage(
                 f"eval {size}",
                 self.evaluate(

@@ -188,7 +188,8 @@ def test_the_loop_collects_trains_with_trl_evaluates_and_gates_a_tiny_student(
     )
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
-    trained = json.loads(next(line for line in out.splitlines() if line.startswith("train: {")))
+    trained = next(line for line in out.splitlines() if line.startswith("train: {"))
+    trained = json.loads(trained.partition(": ")[2])
     assert trained["steps"] == 2 and trained["rows"] == 4
     summary = json.loads((work / "eval-student" / "summary.json").read_text())
     names = [model["name"] for model in summary["models"]]
@@ -219,3 +220,51 @@ def test_the_loop_collects_trains_with_trl_evaluates_and_gates_a_tiny_student(
     assert len(table) == 1 + 5
     assert all("p(student worse)" in line for line in table[1:] if "**student**" not in line)
     assert f"--openenv-gate-vs={strongest}" in out
+
+
+def test_the_learning_curve_trains_one_student_per_size_on_the_first_games(
+    tmp_path: Path,
+) -> None:
+    """``--curve``: one collection of the largest size, one student per size trained on
+    that many of its games, each evaluated alone; one curve row per size with its
+    intervals, read from each student's own run."""
+    import subprocess
+
+    base = random_checkpoint(tmp_path / "tiny")
+    work = tmp_path / "curve"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLE.parent.parent / "bench" / "sft_loop.py"),
+            f"--work={work}",
+            f"--base={base}",
+            "--curve=1,2",
+            "--eval-episodes=2",
+            "--max-steps=1",
+            "--batch-size=1",
+            "--max-tokens=4",
+            "--max-turns=1",
+            "--workers=0",
+            "--train-threads=1",
+        ],
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    collected = (work / "collected" / "results.jsonl").read_text().splitlines()
+    assert len(collected) == 2
+    curve = done.stdout.partition("== learning curve")[2].splitlines()
+    points = [line for line in curve if line.startswith("| ") and line[2].isdigit()]
+    assert [line.split(" | ")[0] for line in points] == ["| 1", "| 2"]
+    for size in (1, 2):
+        summary = json.loads((work / f"eval-student-{size}" / "summary.json").read_text())
+        assert summary["figures"]["ran"] == 2
+        rows = (work / f"eval-student-{size}" / "failures.jsonl").read_text().splitlines()
+        assert {json.loads(row)["model"] for row in rows} == {f"student-{size}"}
+        trained = next(
+            line for line in done.stdout.splitlines() if line.startswith(f"train {size}: {{")
+        )
+        assert json.loads(trained.partition(": ")[2])["rows"] == size
+        assert "0/2 (0-66%)" in points[size - 1]  # a 1-turn game is never finished
