@@ -234,6 +234,11 @@ def last_json(text: str) -> str:
     )
 
 
+def p_text(p: float) -> str:
+    """A p-value as the table shows it: one below double precision's step is not zero."""
+    return f"= {p:.2g}" if p > 1e-15 else "< 1e-15"
+
+
 def pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
@@ -270,8 +275,8 @@ def print_table(
         else:
             paired = (
                 f"student alone passed {pair.student_alone}, {name} alone {pair.other_alone} "
-                f"of {pair.paired}: p(student better) = {pair.p_student_better:.2g}, "
-                f"p(student worse) = {pair.p_student_worse:.2g} -> {pair.verdict()}"
+                f"of {pair.paired}: p(student better) {p_text(pair.p_student_better)}, "
+                f"p(student worse) {p_text(pair.p_student_worse)} -> {pair.verdict()}"
             )
         print(
             f"| {roles.get(name, name)} | {fig.passed}/{fig.ran} ({interval(fig.pass_ci)})"
@@ -482,7 +487,7 @@ class Loop:
         pairs = pairs_with(self.work / "eval-student", "student")
         roles = {
             "base": "base (SmolLM2-135M-Instruct)",
-            "student": f"**student** ({args.train_episodes} teacher games)",
+            "student": f"**student** ({args.train_episodes} teacher episodes)",
             self.teacher: f"{self.teacher} (the teacher)",
         }
         if self.family == "openspiel":
@@ -496,7 +501,7 @@ class Loop:
             said = "not significantly worse: matches its teacher" if matched else "worse"
             print(
                 f"\nstudent vs its teacher ({self.teacher}): one-sided exact McNemar p(student "
-                f"worse) = {teacher.p_student_worse:.2g} -> "
+                f"worse) {p_text(teacher.p_student_worse)} -> "
                 f"{said}"
             )
         print(*gate_lines(self.work / "eval-student"), sep="\n")
