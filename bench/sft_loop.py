@@ -327,6 +327,14 @@ def main() -> int:
         help="comma-separated training-set sizes: train and evaluate one student per size",
     )
     args = parser.parse_args()
+    sizes: list[int] = []
+    if args.curve:
+        try:
+            sizes = sorted({int(n) for n in args.curve.split(",")})
+        except ValueError:
+            parser.error(f"--curve={args.curve!r}: give training-set sizes such as 16,48,144")
+        if sizes[0] < 1:
+            parser.error(f"--curve={args.curve!r}: every size must be at least 1 game")
     work = args.work or Path(tempfile.mkdtemp(prefix="sft-loop-"))
     work.mkdir(parents=True, exist_ok=True)
     env = user_env("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
@@ -334,8 +342,8 @@ def main() -> int:
     env["TOKENIZERS_PARALLELISM"] = "false"
     family = args.env.partition(":")[0]
     loop = Loop(args, work, env, family)
-    if args.curve:
-        return loop.curve(sorted({int(n) for n in args.curve.split(",")}))
+    if sizes:
+        return loop.curve(sizes)
     return loop.compare()
 
 

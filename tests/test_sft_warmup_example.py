@@ -268,3 +268,23 @@ def test_the_learning_curve_trains_one_student_per_size_on_the_first_games(
         )
         assert json.loads(trained.partition(": ")[2])["rows"] == size
         assert "0/2 (0-66%)" in points[size - 1]  # a 1-turn game is never finished
+
+
+@pytest.mark.parametrize("sizes", ["16,x", "0,4"])
+def test_a_curve_of_no_sizes_is_refused_before_any_stage(sizes: str, tmp_path: Path) -> None:
+    import subprocess
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLE.parent.parent / "bench" / "sft_loop.py"),
+            f"--work={tmp_path / 'w'}",
+            f"--curve={sizes}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert f"--curve='{sizes}'" in done.stderr
+    assert not (tmp_path / "w").exists()
