@@ -152,3 +152,139 @@ def test_the_real_smollm2_gguf_plays_as_a_policy(run_pytest, tmp_path: Path) -> 
     assert {row["model"] for row in rows} == {str(gguf)}
     assert all(row["metrics"]["prompt_tokens"] > 0 for row in rows)
     assert all(0 < row["metrics"]["completion_tokens"] <= 8 for row in rows)
+
+
+def test_the_loop_collects_trains_with_trl_evaluates_and_gates_a_tiny_student(
+    tmp_path: Path,
+) -> None:
+    """bench/sft_loop.py end to end on a tiny Llama: the expert collects, TRL trains two
+    LoRA steps, base and student play through ``--openenv-policy=transformers`` beside the
+    non-learned baselines and the teacher on the same seeds, and the student is gated with
+    ``--openenv-gate-vs`` against the strongest non-learned baseline of the base run."""
+    import subprocess
+
+    base = random_checkpoint(tmp_path / "tiny")
+    work = tmp_path / "loop"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLE.parent.parent / "bench" / "sft_loop.py"),
+            f"--work={work}",
+            f"--base={base}",
+            "--train-episodes=4",
+            "--eval-episodes=3",
+            "--max-steps=2",
+            "--batch-size=2",
+            "--max-tokens=6",
+            "--max-turns=5",
+            "--workers=0",
+            "--train-threads=1",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    trained = next(line for line in out.splitlines() if line.startswith("train: {"))
+    trained = json.loads(trained.partition(": ")[2])
+    assert trained["steps"] == 2 and trained["rows"] == 4
+    summary = json.loads((work / "eval-student" / "summary.json").read_text())
+    names = [model["name"] for model in summary["models"]]
+    assert names == ["base", "student", "random", "scripted", "expert"]
+    assert all(model["ran"] == 3 for model in summary["models"])
+    # the gate's reference is the better of the two legal-only baselines of the base run
+    before = {
+        model["name"]: model["passed"]
+        for model in json.loads((work / "eval-base" / "summary.json").read_text())["models"]
+    }
+    strongest = max(("random", "scripted"), key=lambda name: before[name])
+    (vs,) = [check for check in summary["gate"]["checks"] if check["check"] == "vs"]
+    assert (vs["model"], vs["vs"], vs["paired_episodes"]) == ("student", strongest, 3)
+    assert (done.returncode == 0) == summary["gate"]["passed"]
+
+    # the base replayed from the cache in the student's run: the same episodes, the same verdicts
+    def verdicts(folder: Path) -> dict[int, bool]:
+        rows = []
+        for name in ("results.jsonl", "failures.jsonl"):
+            path = work / folder / name
+            if path.exists():
+                rows += [json.loads(line) for line in path.read_text().splitlines()]
+        return {row["seed"]: row["passed"] for row in rows if row["model"] == "base"}
+
+    assert verdicts(Path("eval-base")) == verdicts(Path("eval-student")) != {}
+    # the table: one row per policy, each paired with the student but the student itself
+    table = [line for line in out.splitlines() if line.startswith("| ")]
+    assert len(table) == 1 + 5
+    assert all("p(student worse)" in line for line in table[1:] if "**student**" not in line)
+    assert f"--openenv-gate-vs={strongest}" in out
+
+
+def test_the_learning_curve_trains_one_student_per_size_on_the_first_games(
+    tmp_path: Path,
+) -> None:
+    """``--curve``: one collection of the largest size, one student per size trained on
+    that many of its games, each evaluated alone; one curve row per size with its
+    intervals, read from each student's own run."""
+    import subprocess
+
+    base = random_checkpoint(tmp_path / "tiny")
+    work = tmp_path / "curve"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLE.parent.parent / "bench" / "sft_loop.py"),
+            f"--work={work}",
+            f"--base={base}",
+            "--curve=1,2",
+            "--eval-episodes=2",
+            "--max-steps=1",
+            "--batch-size=1",
+            "--max-tokens=4",
+            "--max-turns=1",
+            "--workers=0",
+            "--train-threads=1",
+        ],
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    collected = (work / "collected" / "results.jsonl").read_text().splitlines()
+    assert len(collected) == 2
+    curve = done.stdout.partition("== learning curve")[2].splitlines()
+    points = [line for line in curve if line.startswith("| ") and line[2].isdigit()]
+    assert [line.split(" | ")[0] for line in points] == ["| 1", "| 2"]
+    for size in (1, 2):
+        summary = json.loads((work / f"eval-student-{size}" / "summary.json").read_text())
+        assert summary["figures"]["ran"] == 2
+        rows = (work / f"eval-student-{size}" / "failures.jsonl").read_text().splitlines()
+        assert {json.loads(row)["model"] for row in rows} == {f"student-{size}"}
+        trained = next(
+            line for line in done.stdout.splitlines() if line.startswith(f"train {size}: {{")
+        )
+        assert json.loads(trained.partition(": ")[2])["rows"] == size
+        assert "0/2 (0-66%)" in points[size - 1]  # a 1-turn game is never finished
+
+
+@pytest.mark.parametrize("sizes", ["16,x", "0,4"])
+def test_a_curve_of_no_sizes_is_refused_before_any_stage(sizes: str, tmp_path: Path) -> None:
+    import subprocess
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLE.parent.parent / "bench" / "sft_loop.py"),
+            f"--work={tmp_path / 'w'}",
+            f"--curve={sizes}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert f"--curve='{sizes}'" in done.stderr
+    assert not (tmp_path / "w").exists()
