@@ -200,6 +200,27 @@ def test_the_baseline_pairs_group_with_group_and_reports_a_new_one(
     result.stdout.fnmatch_lines([f"*[[]n/a []] baseline [[]{chain}[]]*not compared*"])
 
 
+def test_a_baseline_that_holds_none_of_the_runs_groups_fails_the_gate(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    two_tests = "\n@pytest.mark".join(THREE_TESTS.split("\n@pytest.mark")[:3])  # no chain
+    pytester.makepyfile(test_three=two_tests)
+    run_pytest("--openenv-output=before")
+    # the same games under new test names: every group is new to the baseline
+    renamed = two_tests.replace("def test_expert", "def test_teacher")
+    pytester.makepyfile(test_three=renamed.replace("def test_random", "def test_coin"))
+    result = run_pytest("--openenv-baseline=before", "--openenv-min-pass-rate=0")
+    assert result.ret == 1, result.stdout.str()
+    checks = [c for c in summary(pytester)["gate"]["checks"] if c["check"] == "baseline"]
+    assert [c.get("not_compared", False) for c in checks] == [True, True, False]
+    assert checks[2]["passed"] is False
+    assert sorted(checks[2]["not_compared_groups"]) == sorted(c["group"] for c in checks[:2])
+    result.stdout.fnmatch_lines(
+        ["*[[]FAIL[]] baseline*nothing compared*has none of this run's groups*test_coin*"]
+    )
+    assert "test_expert" in checks[2]["detail"]  # the baseline's own groups are named
+
+
 FIRST, LAST = "first/model", "last-model"
 
 

@@ -760,12 +760,42 @@ def evaluate(
             check if check.group or one.group is None else replace(check, group=one.group)
             for check in group_checks(config, one)
         )
+    nothing_compared = check_baseline_compared_something(config, checks)
+    if nothing_compared is not None:
+        checks.append(nothing_compared)
     return Verdict(
         config=config,
         checks=checks,
         other_failures=other_failures,
         stopped_early=stopped_early,
         subset=subset,
+    )
+
+
+def check_baseline_compared_something(config: GateConfig, checks: list[Check]) -> Check | None:
+    """A baseline none of whose groups is this run's compares nothing: the gate cannot pass.
+
+    Each group the baseline lacks is reported and left to its other checks; but when that
+    is every group, ``--openenv-baseline`` would pass a run it never compared with anything
+    (a renamed test, another model's name, a baseline of a different suite).
+    """
+    baseline = config.baseline
+    compared = [check for check in checks if check.name == "baseline"]
+    if baseline is None or not compared or not all(check.not_compared for check in compared):
+        return None
+    ours = ", ".join(str(check.group) for check in compared)
+    theirs = ", ".join(group.label for group in baseline.groups.values()) or "none"
+    return Check(
+        "baseline",
+        "the baseline holds at least one of this run's groups (test, env and model/policy)",
+        None,
+        None,
+        None,
+        False,
+        f"nothing compared: {baseline.path} has none of this run's groups ({ours}); its "
+        f"groups: {theirs}. Point --openenv-baseline at a run of the same tests, envs and "
+        "models or policies (a group is compared with the group of the same three names)",
+        {"not_compared_groups": [check.group for check in compared]},
     )
 
 
