@@ -224,53 +224,40 @@ def run_plugin(side: Side, folder: Path, args: argparse.Namespace, extra: list[s
     side.rewards = plugin_rewards(out)
 
 
-def run_inspect(side: Side, folder: Path, args: argparse.Namespace) -> None:
+def run_peer(side: Side, folder: Path, args: argparse.Namespace, script: Path, *argv: str) -> None:
+    """One round of a peer: its own process against a fresh model server, timed; the
+    server's CPU is counted apart (it is this process's, not the peer's)."""
     from servers.openai_compat import serve_openai
 
     with serve_openai(delay=args.delay) as server:
         own = cpu_self()
-        wall, cpu, done = timed(
-            [
-                sys.executable,
-                str(HERE),
-                "--side=inspect",
-                f"--n={args.n}",
-                f"--concurrency={args.concurrency}",
-                f"--model-url={server.base_url}",
-                f"--log-dir={folder / 'inspect-logs'}",
-            ],
-            folder,
-        )
+        command = [sys.executable, str(script), f"--n={args.n}", *argv]
+        wall, cpu, done = timed([*command, f"--model-url={server.base_url}"], folder)
         side.server_cpu.append(cpu_self() - own)
-    figures = figures_of(done, "inspect-ai")
+    figures = figures_of(done, side.label)
     side.wall.append(wall)
     side.cpu.append(cpu)
     side.rewards = figures["rewards"]
+
+
+def run_inspect(side: Side, folder: Path, args: argparse.Namespace) -> None:
+    run_peer(
+        side,
+        folder,
+        args,
+        HERE,
+        "--side=inspect",
+        f"--concurrency={args.concurrency}",
+        f"--log-dir={folder / 'inspect-logs'}",
+    )
 
 
 def run_collect_runner(side: Side, folder: Path, args: argparse.Namespace, env_url: str) -> None:
-    from servers.openai_compat import serve_openai
-
     output = folder / f"openenv-collect-{len(side.wall)}"
-    with serve_openai(delay=args.delay) as server:
-        own = cpu_self()
-        wall, cpu, done = timed(
-            [
-                sys.executable,
-                str(HERE.parent / "vs_openenv.py"),
-                "--side=openenv",
-                f"--n={args.n}",
-                f"--env-url={env_url}",
-                f"--model-url={server.base_url}",
-                f"--output={output}",
-            ],
-            folder,
-        )
-        side.server_cpu.append(cpu_self() - own)
-    figures = figures_of(done, "OpenEnv CollectRunner")
-    side.wall.append(wall)
-    side.cpu.append(cpu)
-    side.rewards = figures["rewards"]
+    script = HERE.parent / "vs_openenv.py"
+    run_peer(
+        side, folder, args, script, "--side=openenv", f"--env-url={env_url}", f"--output={output}"
+    )
 
 
 def installed(module: str) -> bool:
