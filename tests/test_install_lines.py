@@ -127,3 +127,30 @@ def test_the_checker_catches_a_line_no_new_user_can_run() -> None:
     ]
     assert problems_in(fine, ROOT) == []
     assert install_targets(fine[0]) == [".[test]"]
+
+
+def extra_requirements(extras: dict[str, list[str]], name: str) -> set[str]:
+    """The distribution names an extra installs, through its references to other extras."""
+    found: set[str] = set()
+    for requirement in extras[name]:
+        head = re.match(r"^\s*([A-Za-z0-9_.-]+)(\[([^\]]*)\])?", requirement)
+        assert head is not None, requirement
+        if OUR_NAME.match(head.group(1)):
+            for inner in (head.group(3) or "").split(","):
+                found |= extra_requirements(extras, inner.strip())
+        else:
+            found.add(head.group(1).lower().replace("_", "-"))
+    return found
+
+
+def test_the_test_extra_installs_every_package_of_the_extras_the_suite_runs() -> None:
+    """The suite runs the training example (TRL with LoRA through peft), the real-server
+    examples and the in-process checkpoint policy: a package one of those extras needs and
+    the test extra lacks fails only on a machine that never had it, as CI's does."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"
+    ]
+    installed = extra_requirements(extras, "test")
+    for needed in ("train", "examples", "transformers", "all"):
+        missing = extra_requirements(extras, needed) - installed
+        assert not missing, f"the test extra lacks {sorted(missing)} of [{needed}]"
