@@ -322,6 +322,18 @@ def main() -> int:
         "strongest non-learned baseline of the base run; the base where the env has none)",
     )
     parser.add_argument(
+        "--bf16",
+        action="store_true",
+        help="train under bfloat16 autocast (about 1.35x faster on a CPU with AVX512-BF16)",
+    )
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="the response cache (default WORK/cache); share one between loops on the same "
+        "base and the base's eval replays its replies instead of generating them again",
+    )
+    parser.add_argument(
         "--curve",
         default=None,
         help="comma-separated training-set sizes: train and evaluate one student per size",
@@ -436,6 +448,7 @@ class Loop:
                 f"--lora-rank={args.lora_rank}",
                 f"--threads={args.train_threads}",
                 *([f"--max-steps={args.max_steps}"] if args.max_steps else []),
+                *(["--bf16"] if args.bf16 else []),
             ],
         )
 
@@ -449,7 +462,7 @@ class Loop:
 
     def compare(self) -> int:
         args = self.args
-        cache = f"--openenv-cache={self.work / 'cache'}"
+        cache = f"--openenv-cache={args.cache or self.work / 'cache'}"
         self.collect(args.train_episodes)
         self.prepare()
         self.stage(

@@ -226,8 +226,8 @@ def test_the_learning_curve_trains_one_student_per_size_on_the_first_games(
     tmp_path: Path,
 ) -> None:
     """``--curve``: one collection of the largest size, one student per size trained on
-    that many of its games, each evaluated alone; one curve row per size with its
-    intervals, read from each student's own run."""
+    that many of its games (here under ``--bf16``), each evaluated alone; one curve row per
+    size with its intervals, read from each student's own run."""
     import subprocess
 
     base = random_checkpoint(tmp_path / "tiny")
@@ -246,6 +246,7 @@ def test_the_learning_curve_trains_one_student_per_size_on_the_first_games(
             "--max-turns=1",
             "--workers=0",
             "--train-threads=1",
+            "--bf16",
         ],
         env={**os.environ, "OMP_NUM_THREADS": "1"},
         capture_output=True,
@@ -267,6 +268,10 @@ def test_the_learning_curve_trains_one_student_per_size_on_the_first_games(
             line for line in done.stdout.splitlines() if line.startswith(f"train {size}: {{")
         )
         assert json.loads(trained.partition(": ")[2])["rows"] == size
+        command = next(
+            line for line in done.stdout.splitlines() if line.startswith(f"[train {size}] ")
+        )
+        assert command.endswith(" --bf16")  # trained under bfloat16 autocast, as asked
         assert "0/2 (0-66%)" in points[size - 1]  # a 1-turn game is never finished
 
 

@@ -342,3 +342,52 @@ def test_one_load_serves_every_thread(babbler: Path) -> None:
         replies = list(pool.map(lambda s: policy.act(turn(conversation("a"), seed=s)), range(4)))
     assert policy._ensure_loaded() is loaded
     assert len(set(replies)) == 1  # greedy: the same prompt, the same reply, whatever the thread
+
+
+def later_turn(messages: list[dict[str, Any]], reply_text: str) -> list[dict[str, Any]]:
+    """The conversation one turn on: the model's reply, then the env's answer."""
+    return [
+        *messages,
+        {"role": "assistant", "content": reply_text},
+        {"role": "user", "content": "The board changed; your move again, please."},
+    ]
+
+
+def test_a_prompt_gets_the_same_reply_from_a_cold_and_a_warm_prefix_store(
+    babbler: Path,
+) -> None:
+    cold = policy_for(babbler, max_tokens=8)
+    wanted = cold.act(turn(later_turn(conversation("a"), "first")))
+    warm = policy_for(babbler, max_tokens=8)
+    for word in ("a", "b", "c"):  # other conversations fill the store with their blocks
+        warm.act(turn(conversation(word)))
+        warm.act(turn(later_turn(conversation(word), "other")))
+    assert warm.prefixes is not None and warm.prefixes.reused_tokens > 0
+    assert warm.act(turn(later_turn(conversation("a"), "first"))) == wanted
+
+
+def test_a_later_turn_encodes_only_what_the_turn_added(babbler: Path) -> None:
+    policy = policy_for(babbler, max_tokens=4)
+    store = policy.prefixes
+    assert store is not None
+    messages = conversation("a")
+    first = policy.act(turn(messages))
+    computed_before = store.computed_tokens
+    second = policy.act(turn(later_turn(messages, first.content or "x"), number=2))
+    added = store.computed_tokens - computed_before
+    assert store.reused_tokens >= first.usage.prompt_tokens - store.block
+    assert added < second.usage.prompt_tokens - first.usage.prompt_tokens + store.block
+
+
+def test_the_prefix_store_stays_within_its_budget(babbler: Path) -> None:
+    from pytest_openenv.policies.llm.prefix_cache import PrefixStore
+
+    policy = policy_for(babbler, max_tokens=2)
+    policy.act(turn(conversation("a")))  # sizes one block of this model
+    assert policy.prefixes is not None and policy.prefixes._blocks
+    one_block = next(iter(policy.prefixes._blocks.values()))[1].nbytes()
+    policy.prefixes = PrefixStore(budget_bytes=3 * one_block)
+    for word in ("a", "b", "c", "d", "e"):
+        policy.act(turn(later_turn(conversation(word), word * 40)))
+    assert 0 < policy.prefixes.held_bytes <= 3 * one_block
+    assert len(policy.prefixes._blocks) == 3

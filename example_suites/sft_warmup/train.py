@@ -93,6 +93,9 @@ def train(args: argparse.Namespace) -> None:
             # recomputing activations saves memory a 135M model does not need, at a third
             # more compute
             gradient_checkpointing=False,
+            # bfloat16 autocast: on a CPU with AVX512-BF16 or AMX the matrix products run at
+            # about twice the float32 rate; the merged student is saved in float32 either way
+            bf16=args.bf16,
         )
         lora = LoraConfig(
             r=args.lora_rank,
@@ -141,6 +144,9 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=1024)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument(
+        "--bf16", action="store_true", help="train under bfloat16 autocast (fp32 weights kept)"
+    )
     args = parser.parse_args()
     started = time.monotonic()
     train(args)

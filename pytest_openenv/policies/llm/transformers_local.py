@@ -12,6 +12,8 @@ pytest process loads the model once (``load``, at configure), so ``-n 2`` holds 
   (``--openenv-concurrency``) queue for the model; on CPU that loses nothing, since one
   generation already uses the cores given to this process. Under xdist each worker takes
   its share of the cores (``torch.set_num_threads``).
+- Prompts are encoded block by block through a ``PrefixStore`` that keeps earlier blocks,
+  so a turn encodes only what the last one added (``prefix_cache``).
 - A conversation longer than the model's context window ends the episode as a failure
   (``ContextExhausted``), like a server's HTTP 400 saying so; a generation that outlives
   ``--openenv-request-timeout`` or the episode's ``--openenv-timeout`` is an error.
@@ -37,6 +39,7 @@ from ..base import ContextExhausted, Policy, PolicyUnavailable, Reply, ToolCall,
 from .checkpoint import Checkpoint, CheckpointProblem, find_checkpoint
 from .deadline import seconds_left
 from .openai_chat import sampling_seed
+from .prefix_cache import PrefixStore, cache_argument, supports_block_prefill
 from .template_fit import TemplateFit, in_form, probe, render_with_transformers
 from .tool_text import parse_tool_calls
 
@@ -84,6 +87,8 @@ class TransformersPolicy(Policy):
         self._lock = threading.Lock()
         self._loaded: tuple[Any, Any, Any] | None = None  # torch, tokenizer, model
         self._load_error: str | None = None
+        #: the loaded model's prompt blocks; None where blocks cannot be put together
+        self.prefixes: PrefixStore | None = None
 
     # -- loading -------------------------------------------------------------
     def load(self, *, strict: bool) -> None:
@@ -145,6 +150,7 @@ class TransformersPolicy(Policy):
             self.fit = probe(render)
         except RenderTimeout as exc:
             raise PolicyUnavailable(f"--openenv-model={checkpoint.spec}: {exc}") from None
+        self.prefixes = PrefixStore() if supports_block_prefill(model) else None
         return torch, tokenizer, model
 
     # -- one turn ------------------------------------------------------------
@@ -227,6 +233,13 @@ class TransformersPolicy(Policy):
             config.temperature = self.sampling.temperature
             torch.manual_seed(turn_seed(turn))
         inputs = {key: value.to(model.device) for key, value in ids.items()}
+        if self.prefixes is not None:
+            started = time.monotonic()
+            prefill = self.prefixes.prefill(torch, model, inputs["input_ids"])
+            if prefill.cache is not None:
+                inputs[cache_argument(model)] = prefill.cache
+            # the blocks' time counts against the same budget as the reply's
+            config.max_time = max(budget - (time.monotonic() - started), 0.001)
         with torch.inference_mode():
             output = model.generate(**inputs, generation_config=config)
         return output[0, inputs["input_ids"].shape[1] :].cpu()
@@ -262,6 +275,8 @@ class TransformersPolicy(Policy):
     def close(self) -> None:
         with self._lock:
             self._loaded = None
+            if self.prefixes is not None:
+                self.prefixes.clear()
 
 
 def context_window(model: Any) -> int | None:
