@@ -13,6 +13,10 @@ thread, and only over the default handler (a handler someone else set is theirs)
 
 from __future__ import annotations
 
+# the C module under ``signal``: its getsignal/signal take and give plain ints, where
+# ``signal``'s wrappers turn every number into an enum member and back, which was most of a
+# held section's cost (the controller holds one per test report)
+import _signal
 import signal
 import threading
 from types import FrameType
@@ -60,7 +64,7 @@ class InterruptsHeld:
     holds nothing.
     """
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    SIGNUMS = (int(signal.SIGINT), int(signal.SIGTERM))
 
     def __init__(self) -> None:
         self._previous: dict[int, Any] = {}
@@ -69,16 +73,16 @@ class InterruptsHeld:
     def __enter__(self) -> InterruptsHeld:
         if threading.current_thread() is not threading.main_thread():
             return self
-        for signum in self.SIGNALS:
-            current = signal.getsignal(signum)
+        for signum in self.SIGNUMS:
+            current = _signal.getsignal(signum)
             if callable(current):  # a Python handler: ours to defer; SIG_DFL/SIG_IGN stay
-                self._previous[signum] = signal.signal(signum, self._note)
+                self._previous[signum] = _signal.signal(signum, self._note)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         previous, self._previous = self._previous, {}
         for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            _signal.signal(signum, handler)
         pending, self._pending = self._pending, []
         for signum, frame in pending[:1]:  # one interrupt, as the first signal would have been
             previous[signum](signum, frame)
