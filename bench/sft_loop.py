@@ -3,6 +3,11 @@
     python bench/sft_loop.py [--train-episodes 48] [--eval-episodes 100] [--work DIR]
     python bench/sft_loop.py --curve 16,48,144,432        # a learning curve instead
     python bench/sft_loop.py --env reasoning_gym:chain_sum --env-config '{...}'
+    python bench/sft_loop.py --cache SHARED --bf16 ...   # the base's replies from an earlier loop
+
+``--cache DIR`` shares the response cache between loops: the base (and any LLM policy) is
+then replayed, not generated again, wherever base, env and eval options are the same, so only
+the first loop on a base pays for its eval. ``--bf16`` trains under bfloat16 autocast.
 
 Runs example_suites/sft_warmup/'s steps as separate processes, each measured on its own
 (wall time, CPU time, peak resident memory of the process and its children):
