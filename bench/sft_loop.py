@@ -42,6 +42,7 @@ trl, peft, gguf).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -327,6 +328,14 @@ def main() -> int:
         "strongest non-learned baseline of the base run; the base where the env has none)",
     )
     parser.add_argument(
+        "--collect-opponent",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="collect the teacher's games against this opponent (repeat it for a mix; the "
+        "eval keeps --env-config's); tic-tac-toe: random, first, last, expert",
+    )
+    parser.add_argument(
         "--bf16",
         action="store_true",
         help="train under bfloat16 autocast (about 1.35x faster on a CPU with AVX512-BF16)",
@@ -412,16 +421,40 @@ class Loop:
         return [f"--openenv-policy={name}" for name in dict.fromkeys(names)]
 
     def collect(self, episodes: int) -> Stage:
-        return self.stage(
-            "collect",
-            [
-                *PYTEST_QUIET,
-                *self.env_options,
-                f"--openenv-n={episodes}",
-                f"--openenv-output={self.work / 'collected'}",
-                f"--openenv-chat-template={EXAMPLE / 'chat_template.jinja'}",
-            ],
-        )
+        opponents = self.args.collect_opponent
+        if not opponents:
+            return self.stage("collect", self.collection(episodes, "collected", self.env_options))
+        # the teacher's games against each opponent in turn, seeds apart, then one file whose
+        # rows alternate between them, so the first N rows (a curve's point) mix them too
+        share = -(-episodes // len(opponents))
+        config = json.loads(self.args.env_config) if self.args.env_config else {}
+        files = []
+        for k, opponent in enumerate(opponents):
+            folder = f"collected-{opponent}"
+            options = [
+                f"--openenv-env={self.args.env}",
+                f"--openenv-env-config={json.dumps({**config, 'opponent': opponent})}",
+                f"--openenv-seed={k * share}",
+            ]
+            stage = self.stage(f"collect {opponent}", self.collection(share, folder, options))
+            if stage.returncode != 0:
+                return stage
+            files.append((self.work / folder / "results.jsonl").read_text().splitlines())
+        mixed = [row for rows in itertools.zip_longest(*files) for row in rows if row]
+        target = self.work / "collected"
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "results.jsonl").write_text("\n".join(mixed[:episodes]) + "\n")
+        print(f"[collect] {min(len(mixed), episodes)} rows, alternating {', '.join(opponents)}")
+        return stage
+
+    def collection(self, episodes: int, folder: str, env_options: list[str]) -> list[str]:
+        return [
+            *PYTEST_QUIET,
+            *env_options,
+            f"--openenv-n={episodes}",
+            f"--openenv-output={self.work / folder}",
+            f"--openenv-chat-template={EXAMPLE / 'chat_template.jinja'}",
+        ]
 
     def prepare(self) -> Stage:
         base = self.work / "base"

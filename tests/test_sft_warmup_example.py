@@ -226,8 +226,9 @@ def test_the_learning_curve_trains_one_student_per_size_on_the_first_games(
     tmp_path: Path,
 ) -> None:
     """``--curve``: one collection of the largest size, one student per size trained on
-    that many of its games (here under ``--bf16``), each evaluated alone; one curve row per
-    size with its intervals, read from each student's own run."""
+    that many of its games (here under ``--bf16``, the games alternating between two
+    opponents), each evaluated alone; one curve row per size with its intervals, read from
+    each student's own run."""
     import subprocess
 
     base = random_checkpoint(tmp_path / "tiny")
@@ -247,6 +248,8 @@ def test_the_learning_curve_trains_one_student_per_size_on_the_first_games(
             "--workers=0",
             "--train-threads=1",
             "--bf16",
+            "--collect-opponent=random",
+            "--collect-opponent=expert",
         ],
         env={**os.environ, "OMP_NUM_THREADS": "1"},
         capture_output=True,
@@ -256,6 +259,9 @@ def test_the_learning_curve_trains_one_student_per_size_on_the_first_games(
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     collected = (work / "collected" / "results.jsonl").read_text().splitlines()
     assert len(collected) == 2
+    openings = [json.loads(row)["messages"][1]["content"] for row in collected]
+    assert "against a random opponent" in openings[0]  # one game per opponent, alternating
+    assert "against an expert opponent" in openings[1]
     curve = done.stdout.partition("== learning curve")[2].splitlines()
     points = [line for line in curve if line.startswith("| ") and line[2].isdigit()]
     assert [line.split(" | ")[0] for line in points] == ["| 1", "| 2"]

@@ -38,17 +38,6 @@ class Block:
         return sum(t.element_size() * t.nelement() for t in (*self.keys, *self.values))
 
 
-@dataclass(frozen=True)
-class Prefill:
-    """A cache ready for ``generate``: the prompt's leading blocks, and what it took."""
-
-    cache: Any
-    #: prompt tokens the cache covers (generate encodes only the rest)
-    covered: int
-    #: of those, tokens found in the store rather than computed now
-    reused: int
-
-
 def supports_block_prefill(model: Any) -> bool:
     """Whether blocks can be put together for this model: a decoder whose every layer
     attends to the whole past (a sliding window or a recurrent state would make a block's
@@ -77,8 +66,9 @@ class PrefixStore:
         self.reused_tokens = 0
         self.computed_tokens = 0
 
-    def prefill(self, torch: Any, model: Any, input_ids: Any) -> Prefill:
-        """The cache of ``input_ids``' whole blocks, leaving at least one token to encode."""
+    def prefill(self, torch: Any, model: Any, input_ids: Any) -> Any | None:
+        """A cache of ``input_ids``' whole blocks for ``generate``, which then encodes only the
+        rest (at least one token); None for a prompt shorter than a block and one token."""
         from transformers import DynamicCache
 
         tokens = input_ids[0].tolist()
@@ -117,7 +107,7 @@ class PrefixStore:
                 covered += self.block
         self.reused_tokens += reused
         self.computed_tokens += covered - reused
-        return Prefill(cache=cache if covered else None, covered=covered, reused=reused)
+        return cache if covered else None
 
     def _keep(self, parent: int, chunk: tuple[int, ...], block: Block) -> int:
         key = (parent, chunk)

@@ -235,9 +235,9 @@ class TransformersPolicy(Policy):
         inputs = {key: value.to(model.device) for key, value in ids.items()}
         if self.prefixes is not None:
             started = time.monotonic()
-            prefill = self.prefixes.prefill(torch, model, inputs["input_ids"])
-            if prefill.cache is not None:
-                inputs[cache_argument(model)] = prefill.cache
+            cache = self.prefixes.prefill(torch, model, inputs["input_ids"])
+            if cache is not None:
+                inputs[cache_argument(model)] = cache
             # the blocks' time counts against the same budget as the reply's
             config.max_time = max(budget - (time.monotonic() - started), 0.001)
         with torch.inference_mode():
