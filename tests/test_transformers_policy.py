@@ -386,7 +386,8 @@ def test_the_prefix_store_stays_within_its_budget(babbler: Path) -> None:
     policy.act(turn(conversation("a")))  # sizes one block of this model
     assert policy.prefixes is not None and policy.prefixes._blocks
     one_block = next(iter(policy.prefixes._blocks.values()))[1].nbytes()
-    policy.prefixes = PrefixStore(budget_bytes=3 * one_block)
+    keyword = policy.prefixes.cache_keyword
+    policy.prefixes = PrefixStore(keyword, budget_bytes=3 * one_block)
     for word in ("a", "b", "c", "d", "e"):
         policy.act(turn(later_turn(conversation(word), word * 40)))
     assert 0 < policy.prefixes.held_bytes <= 3 * one_block

@@ -54,7 +54,14 @@ def supports_block_prefill(model: Any) -> bool:
 class PrefixStore:
     """Blocks keyed by the whole token prefix they end, in least-recently-used order."""
 
-    def __init__(self, budget_bytes: int = DEFAULT_BUDGET_BYTES, block: int = BLOCK_TOKENS):
+    def __init__(
+        self,
+        cache_keyword: str = "past_key_values",
+        budget_bytes: int = DEFAULT_BUDGET_BYTES,
+        block: int = BLOCK_TOKENS,
+    ):
+        #: the keyword the model's forward and generate take the cache by (``cache_argument``)
+        self.cache_keyword = cache_keyword
         self.block = block
         self.budget_bytes = budget_bytes
         #: (id of the previous block's node, this block's tokens) -> node id
@@ -98,7 +105,7 @@ class PrefixStore:
                 positions = torch.arange(covered, covered + self.block, device=model.device)
                 model(
                     input_ids=piece,
-                    **{cache_argument(model): cache},
+                    **{self.cache_keyword: cache},
                     use_cache=True,
                     cache_position=positions,
                     position_ids=positions.unsqueeze(0),

@@ -150,7 +150,9 @@ class TransformersPolicy(Policy):
             self.fit = probe(render)
         except RenderTimeout as exc:
             raise PolicyUnavailable(f"--openenv-model={checkpoint.spec}: {exc}") from None
-        self.prefixes = PrefixStore() if supports_block_prefill(model) else None
+        self.prefixes = (
+            PrefixStore(cache_argument(model)) if supports_block_prefill(model) else None
+        )
         return torch, tokenizer, model
 
     # -- one turn ------------------------------------------------------------
@@ -237,7 +239,7 @@ class TransformersPolicy(Policy):
             started = time.monotonic()
             cache = self.prefixes.prefill(torch, model, inputs["input_ids"])
             if cache is not None:
-                inputs[cache_argument(model)] = cache
+                inputs[self.prefixes.cache_keyword] = cache
             # the blocks' time counts against the same budget as the reply's
             config.max_time = max(budget - (time.monotonic() - started), 0.001)
         with torch.inference_mode():
