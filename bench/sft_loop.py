@@ -19,7 +19,8 @@ Runs example_suites/sft_warmup/'s steps as separate processes, each measured on 
 3. eval base: the base through ``--openenv-policy=transformers`` on held-out seeds, beside the
    non-learned baselines (random legal move, first legal move) and the teacher, every reply
    stored in a response cache;
-4. train: TRL's SFTTrainer with LoRA on the collected rows, merged into student/;
+4. train: TRL's SFTTrainer with LoRA on the collected rows, merged into student/
+   (``--lora-rank 0``: every weight trained);
 5. eval student: one run of base (replayed from the cache: the same replies, no generation),
    student, baselines and teacher on the same seeds, gated with ``--openenv-gate-vs``
    against the strongest non-learned baseline of step 3.
@@ -305,7 +306,9 @@ def main() -> int:
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--batch-size", type=int, default=2)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--lora-rank", type=int, default=16)
+    parser.add_argument(
+        "--lora-rank", type=int, default=16, help="LoRA rank; 0 trains every weight instead"
+    )
     parser.add_argument(
         "--max-steps", type=int, default=None, help="stop training after N optimizer steps"
     )

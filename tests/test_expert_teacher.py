@@ -51,6 +51,88 @@ def moves(row: dict[str, Any]) -> list[int]:
     ]
 
 
+LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
+
+
+def completing_cells(state: Any, player: int) -> set[int]:
+    """The empty cells where ``player``'s mark would finish a line of three."""
+    marks = [None] * 9
+    for turn, cell in enumerate(state.history()):
+        marks[cell] = turn % 2
+    return {
+        cell
+        for cell in range(9)
+        if marks[cell] is None
+        and any(
+            cell in line and all(marks[c] == player for c in line if c != cell) for line in LINES
+        )
+    }
+
+
+def expert_against_random(games: int) -> Iterator[tuple[Any, int]]:
+    """(position, the expert's move there) for every move X made in ``games`` games."""
+    import random
+
+    import pyspiel
+
+    from pytest_openenv.envs.openspiel.expert import ExpertSearch
+
+    game = pyspiel.load_game("tic_tac_toe")
+    search = ExpertSearch(game)
+    rng = random.Random(7)
+    for _ in range(games):
+        state = game.new_initial_state()
+        while not state.is_terminal():
+            if state.current_player() == 0:
+                move = search.choose(state, seed=0)
+                yield state.clone(), move
+            else:
+                move = rng.choice(state.legal_actions())
+            state.apply_action(move)
+
+
+def test_the_expert_takes_a_win_on_the_board_rather_than_a_later_one() -> None:
+    # plain minimax takes the lowest-numbered winning move, so in about one position of
+    # six with a win on the board it plays a move that wins two turns later instead
+    positions = 0
+    for state, move in expert_against_random(200):
+        wins_now = completing_cells(state, 0)
+        if wins_now:
+            positions += 1
+            assert move in wins_now, (state.history(), move, wins_now)
+    assert positions > 100
+
+
+def test_the_expert_blocks_a_line_when_it_has_no_win_and_prefers_the_lowest_id() -> None:
+    import pyspiel
+
+    from pytest_openenv.envs.openspiel.expert import quickest_best_move
+
+    game = pyspiel.load_game("tic_tac_toe")
+    state = game.new_initial_state()
+    for cell in (4, 0, 8, 2):  # X centre and corner, O threatens 0-1-2 through 1
+        state.apply_action(cell)
+    assert completing_cells(state, 0) == set() and completing_cells(state, 1) == {1}
+    assert quickest_best_move(game, state) == 1
+    # an empty board: every move draws with best play, so the lowest id
+    assert quickest_best_move(game, game.new_initial_state()) == 0
+
+
+def test_a_lost_position_is_played_out_as_long_as_it_can_be() -> None:
+    import pyspiel
+
+    from pytest_openenv.envs.openspiel.expert import quickest_best_move
+
+    game = pyspiel.load_game("tic_tac_toe")
+    state = game.new_initial_state()
+    for cell in (0, 1, 4):  # X threatens 0-4-8; blocking at 8 still loses to the fork at 6
+        state.apply_action(cell)
+    assert completing_cells(state, 0) == {8}
+    # every O move loses, so plain minimax plays the lowest id, 2, and loses at once; the
+    # block makes X play two more moves
+    assert quickest_best_move(game, state) == 8
+
+
 @pytest.mark.slow
 def test_tic_tac_toe_expert_never_loses_to_random(run_pytest, pytester: pytest.Pytester) -> None:
     result = run_pytest(TTT, "--openenv-policy=expert", "--openenv-n=40", "-n", "0")

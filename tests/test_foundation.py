@@ -89,13 +89,14 @@ def test_same_seed_same_episodes_across_worker_counts_and_runs(
 
 
 SLOW_SUITE = """
+import os
 import time
 import pytest
 from pytest_openenv.policies.scripted import ScriptedPolicy
 
 class SlowScripted(ScriptedPolicy):
     def act(self, turn):
-        time.sleep(0.02)
+        time.sleep(float(os.environ.get("SLOW_MOVE_S", "0")))
         return super().act(turn)
 
 @pytest.fixture
@@ -113,8 +114,10 @@ def test_sigkill_leaves_whole_lines_and_resume_completes(pytester: pytest.Pytest
     pytester.makepyfile(test_slow=SLOW_SUITE)
     results = pytester.path / "openenv-results" / "results.jsonl"
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_slow.py"]
+    # slow moves while the run is killed mid-way; the resumed run plays the rest at full speed
+    slow = {**os.environ, "SLOW_MOVE_S": "0.02"}
     proc = subprocess.Popen(
-        cmd, cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        cmd, cwd=pytester.path, env=slow, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

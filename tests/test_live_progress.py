@@ -21,6 +21,7 @@ from pytest_openenv.report.tally import Tally
 N = 40
 #: the first-legal teacher, slowed so the line is redrawn several times during the run
 SLOW_SUITE = """
+import os
 import time
 
 import pytest
@@ -30,7 +31,7 @@ from pytest_openenv.policies.scripted import ScriptedPolicy
 
 class Slow(ScriptedPolicy):
     def act(self, turn):
-        time.sleep(0.02)
+        time.sleep(float(os.environ.get("SLOW_MOVE_S", "0.02")))
         return super().act(turn)
 
 
@@ -133,7 +134,9 @@ def test_in_place_on_a_terminal_without_garbling_pytest(slow_suite: Path, dist: 
 
 
 @pytest.mark.slow
-def test_plain_line_at_an_interval_in_logs(slow_suite: Path, run_pytest) -> None:
+def test_plain_line_at_an_interval_in_logs(
+    slow_suite: Path, run_pytest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     result = run_pytest(*RUN, "--openenv-progress=0.1", "--openenv-min-pass-rate=0.5")
     lines = [line for line in result.outlines if STATUS.search(line)]
     assert len(lines) >= 2, result.stdout.str()[-3000:]
@@ -143,15 +146,19 @@ def test_plain_line_at_an_interval_in_logs(slow_suite: Path, run_pytest) -> None
     assert any(STATUS.search(line) for line in quiet.outlines)  # -q keeps it
     silent = run_pytest(*RUN, "-qq", "--openenv-progress=0.1")
     assert not any(STATUS.search(line) for line in silent.outlines)
+    monkeypatch.setenv("SLOW_MOVE_S", "0")  # a run with no line to draw need not be slow
     default = run_pytest(*RUN)  # every 30 s by default: a short run prints none
     assert not any(STATUS.search(line) for line in default.outlines)
 
 
 @pytest.mark.slow
-def test_ini_key_and_bad_values(slow_suite: Path, pytester: pytest.Pytester, run_pytest) -> None:
+def test_ini_key_and_bad_values(
+    slow_suite: Path, pytester: pytest.Pytester, run_pytest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytester.makeini("[pytest]\nopenenv_progress = 0.05\n")
     result = run_pytest(*RUN)
     assert any(STATUS.search(line) for line in result.outlines)
+    monkeypatch.setenv("SLOW_MOVE_S", "0")  # the line is off: nothing to wait for
     off = run_pytest(*RUN, "--openenv-progress=off")  # the command line wins
     assert not any(STATUS.search(line) for line in off.outlines)
     bad = run_pytest(*RUN, "--openenv-progress=soon")

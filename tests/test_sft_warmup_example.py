@@ -226,8 +226,8 @@ def test_the_learning_curve_trains_one_student_per_size_on_the_first_games(
     tmp_path: Path,
 ) -> None:
     """``--curve``: one collection of the largest size, one student per size trained on
-    that many of its games (here under ``--bf16``, the games alternating between two
-    opponents), each evaluated alone; one curve row per size with its intervals, read from
+    that many of its games (here under ``--bf16``, every weight trained, the games
+    alternating between two opponents), each evaluated alone; one curve row per size with its intervals, read from
     each student's own run."""
     import subprocess
 
@@ -248,6 +248,7 @@ def test_the_learning_curve_trains_one_student_per_size_on_the_first_games(
             "--workers=0",
             "--train-threads=1",
             "--bf16",
+            "--lora-rank=0",
             "--collect-opponent=random",
             "--collect-opponent=expert",
         ],
@@ -278,6 +279,9 @@ def test_the_learning_curve_trains_one_student_per_size_on_the_first_games(
             line for line in done.stdout.splitlines() if line.startswith(f"[train {size}] ")
         )
         assert command.endswith(" --bf16")  # trained under bfloat16 autocast, as asked
+        assert " --lora-rank=0 " in command  # every weight trained: no adapters to merge
+        assert (work / f"student-{size}" / "model.safetensors").exists()
+        assert not (work / f"student-{size}" / "adapter_config.json").exists()
         assert "0/2 (0-66%)" in points[size - 1]  # a 1-turn game is never finished
 
 

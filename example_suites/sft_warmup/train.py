@@ -9,7 +9,9 @@ with ``{% generation %}``). Before training, one row is rendered and checked: ev
 call must come out with its arguments intact, and the prompt the policy will send at
 evaluation must be a prefix of the training text, so the model learns the format it is
 asked in. LoRA adapters (peft) keep the optimizer small; they are merged into the weights
-at the end, so ``student/`` is a plain checkpoint folder like ``base/``.
+at the end, so ``student/`` is a plain checkpoint folder like ``base/``. ``--lora-rank 0``
+trains every weight instead (a 135M model's optimizer state is about 1 GB; give it a
+learning rate near 1e-4, not LoRA's 1e-3).
 """
 
 from __future__ import annotations
@@ -97,12 +99,16 @@ def train(args: argparse.Namespace) -> None:
             # about twice the float32 rate; the merged student is saved in float32 either way
             bf16=args.bf16,
         )
-        lora = LoraConfig(
-            r=args.lora_rank,
-            lora_alpha=2 * args.lora_rank,
-            lora_dropout=0.0,
-            target_modules="all-linear",
-            task_type="CAUSAL_LM",
+        lora = (
+            LoraConfig(
+                r=args.lora_rank,
+                lora_alpha=2 * args.lora_rank,
+                lora_dropout=0.0,
+                target_modules="all-linear",
+                task_type="CAUSAL_LM",
+            )
+            if args.lora_rank
+            else None
         )
         trainer = SFTTrainer(
             model=model,
@@ -112,7 +118,7 @@ def train(args: argparse.Namespace) -> None:
             peft_config=lora,
         )
         result = trainer.train()
-    merged = trainer.model.merge_and_unload()
+    merged = trainer.model.merge_and_unload() if lora is not None else trainer.model
     args.out.mkdir(parents=True, exist_ok=True)
     merged.save_pretrained(args.out)
     tokenizer.save_pretrained(args.out)
@@ -140,7 +146,9 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=-1, help="stop after N steps")
     parser.add_argument("--batch-size", type=int, default=2)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--lora-rank", type=int, default=16)
+    parser.add_argument(
+        "--lora-rank", type=int, default=16, help="LoRA adapters of this rank; 0: every weight"
+    )
     parser.add_argument("--max-length", type=int, default=1024)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")

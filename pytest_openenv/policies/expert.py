@@ -1,4 +1,4 @@
-"""The ``expert`` teacher: plays the env's expert move (OpenSpiel's own search bots)."""
+"""The ``expert`` teacher: plays the env's expert move (exact search or OpenSpiel's bots)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,11 @@
-"""The expert: choose a move for a pyspiel state with OpenSpiel's own search bots.
+"""The expert: choose a move for a pyspiel state by exact search or OpenSpiel's own bots.
 
-- Exact ``open_spiel.python.algorithms.minimax.alpha_beta_search`` for small
-  two-player zero-sum perfect-information deterministic games. "Small" means
+- An exact alpha-beta search for small two-player zero-sum perfect-information
+  deterministic games that scores a win by how soon it comes: of the moves with the best
+  outcome it takes the quickest win (or, lost, the slowest loss), ties to the lowest action
+  id. Plain minimax (OpenSpiel's ``alpha_beta_search``) treats every winning move alike and
+  takes the lowest id, so it often passes up a win on the board for one a few moves later:
+  a teacher that does so makes data a student cannot read a rule off. "Small" means
   alpha-beta's best-case node count ``A ** ceil(L / 2)`` (A distinct actions, L the
   longest game) is at most ``EXACT_NODE_BUDGET``: tic-tac-toe (9 ** 5 = 59049) is in,
   connect four (7 ** 21) is not. Best moves are kept per position by the game's
@@ -95,14 +99,40 @@ class ExpertSearch:
         known = self.exact_moves.get(key)
         if known is not None:
             return known
-        from open_spiel.python.algorithms.minimax import alpha_beta_search
-
         # Searched without a lock: two threads on one new position both search it and
         # agree (the search is deterministic), which beats making every thread wait.
-        _, action = alpha_beta_search(
-            self.game, state=state.clone(), maximizing_player_id=state.current_player()
-        )
-        return self.exact_moves.keep(key, int(action))
+        return self.exact_moves.keep(key, quickest_best_move(self.game, state))
+
+
+def quickest_best_move(game: Any, state: Any) -> int:
+    """The move of the player to move in ``state`` with the best outcome, a win as soon
+    as it can be had and a loss as late, ties to the lowest action id (exact search)."""
+    player = state.current_player()
+    longest = game.max_game_length()
+    best_value, best_action = -math.inf, None
+    for action in state.legal_actions():
+        value = _alpha_beta(state.child(action), best_value, math.inf, player, longest)
+        if value > best_value:  # strictly: an equal later move keeps the earlier one
+            best_value, best_action = value, action
+    if best_action is None:
+        raise ExpertError("the expert was asked for a move where there is none")
+    return int(best_action)
+
+
+def _alpha_beta(state: Any, alpha: float, beta: float, player: int, longest: int) -> float:
+    """``player``'s value of ``state``: the outcome, weighted by the moves left unplayed."""
+    if state.is_terminal():
+        return state.returns()[player] * (1 + longest - state.move_number())
+    maximizing = state.current_player() == player
+    for action in state.legal_actions():
+        value = _alpha_beta(state.child(action), alpha, beta, player, longest)
+        if maximizing:
+            alpha = max(alpha, value)
+        else:
+            beta = min(beta, value)
+        if alpha >= beta:
+            break
+    return alpha if maximizing else beta
 
 
 def decide_plan(game: Any) -> Plan:
