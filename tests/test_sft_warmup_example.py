@@ -227,8 +227,8 @@ def test_the_learning_curve_trains_one_student_per_size_on_the_first_games(
 ) -> None:
     """``--curve``: one collection of the largest size, one student per size trained on
     that many of its games (here under ``--bf16``, every weight trained, the games
-    alternating between two opponents), each evaluated alone; one curve row per size with its intervals, read from
-    each student's own run."""
+    alternating between two opponents), each evaluated alone; one curve row per size with
+    its intervals, read from each student's own run."""
     import subprocess
 
     base = random_checkpoint(tmp_path / "tiny")
