@@ -301,7 +301,12 @@ def table(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=200)
+    parser.add_argument(
+        "--n",
+        type=int,
+        default=None,
+        help="episodes per run (default 200; 400 for --table, the workload of its targets)",
+    )
     parser.add_argument("--delay", type=float, default=0.05)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=3)
@@ -321,6 +326,8 @@ def main() -> None:
         "--extra", action="append", default=[], help="a flag for every run, e.g. --extra=-p"
     )
     args = parser.parse_args()
+    if args.n is None:
+        args.n = 400 if args.table else 200
     n, delay, c = args.n, args.delay, args.concurrency
     if args.table:
         table(args)
