@@ -46,6 +46,7 @@ import argparse
 import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -79,16 +80,28 @@ class Stage:
     tail: str
 
 
+#: lines of a stage's output shown as it runs: the trainer's logs (every few steps, and its
+#: closing figures) and the plugin's plain status line, so a stage of half an hour is never
+#: silent
+PROGRESS_LINE = re.compile(r"^(\{'|openenv \d+(/\d+)? \|)")
+
+
 def run_stage(name: str, argv: list[str], cwd: Path, env: dict[str, str]) -> Stage:
     """Run one step as its own process; its rusage covers it and every child it waited for."""
     print(f"[{name}] {' '.join(argv[1:])}", flush=True)
     started = time.monotonic()
-    with tempfile.TemporaryFile(mode="w+") as log:
-        process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(process.pid, 0)
-        process.returncode = os.waitstatus_to_exitcode(status)
-        log.seek(0)
-        output = log.read()
+    lines: list[str] = []
+    process = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        lines.append(line.rstrip("\n"))
+        if PROGRESS_LINE.match(line):
+            print(f"[{name}] {time.monotonic() - started:.0f} s: {line.rstrip()}", flush=True)
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    output = "\n".join(lines)
     stage = Stage(
         name=name,
         wall_s=time.monotonic() - started,

@@ -191,6 +191,10 @@ def test_the_loop_collects_trains_with_trl_evaluates_and_gates_a_tiny_student(
     trained = next(line for line in out.splitlines() if line.startswith("train: {"))
     trained = json.loads(trained.partition(": ")[2])
     assert trained["steps"] == 2 and trained["rows"] == 4
+    # the trainer's own log lines reach the terminal while the stage runs, not only after it
+    assert any(
+        line.startswith("[train] ") and "{'train_runtime'" in line for line in out.splitlines()
+    )
     summary = json.loads((work / "eval-student" / "summary.json").read_text())
     names = [model["name"] for model in summary["models"]]
     assert names == ["base", "student", "random", "scripted", "expert"]
