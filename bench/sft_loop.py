@@ -91,8 +91,10 @@ def run_stage(name: str, argv: list[str], cwd: Path, env: dict[str, str]) -> Sta
     print(f"[{name}] {' '.join(argv[1:])}", flush=True)
     started = time.monotonic()
     lines: list[str] = []
+    # a child writing to a pipe holds its prints in a buffer until it exits
+    unbuffered = {**env, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
-        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        argv, cwd=cwd, env=unbuffered, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     assert process.stdout is not None
     for line in process.stdout:
