@@ -17,10 +17,15 @@ SCRIPTED = "--openenv-policy=scripted"
 XDIST_WORKER_VARS = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
 
 #: installed plugins a child run of the suite leaves out unless its test is marked
-#: ``every_plugin``: hypothesis' terminal summary imports all of hypothesis and anyio's plugin
-#: imports trio (selenium's), about 1.2 s of CPU together in each of the suite's ~1,000 child
-#: runs that use neither (measured with ``/usr/bin/time`` on a one-test run)
-CHILD_RUN_IDLE_PLUGINS = "-p no:hypothesispytest -p no:anyio"
+#: ``every_plugin`` (or names one with ``-p``): hypothesis' terminal summary imports all of
+#: hypothesis and anyio's plugin imports trio (selenium's), about 1.2 s of CPU together in each
+#: of the suite's ~1,000 child runs that use neither (measured with ``/usr/bin/time`` on a
+#: one-test run); pytest-html with the metadata plugin it needs, pytest-rerunfailures and
+#: platformdirs' plugin cost another 4-8% of a short child run, in every process of it
+CHILD_RUN_IDLE_PLUGINS = (
+    "-p no:hypothesispytest -p no:anyio -p no:html -p no:html_fixtures -p no:metadata"
+    " -p no:rerunfailures -p no:platformdirs"
+)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

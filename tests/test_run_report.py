@@ -116,6 +116,7 @@ def test_torn_last_line_is_shown_not_fatal(pytester, run_pytest) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.every_plugin  # pytest-html
 def test_pytest_html_carries_each_transcript(pytester, run_pytest) -> None:
     pytester.makepyfile(
         hostile="""
@@ -281,6 +282,7 @@ def html_rows(page: str) -> dict[str, list[str]]:
     return {nodeid: entry[0]["resultsTableRow"] for nodeid, entry in tests.items()}
 
 
+@pytest.mark.every_plugin  # pytest-html
 def test_pytest_html_rows_show_the_episode_duration_and_link_to_it(pytester, run_pytest) -> None:
     pytester.makepyfile(slow=SLOW_POLICY)
     result = run_pytest(

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-IDLE = ("hypothesispytest", "anyio")
+IDLE = (
+    "hypothesispytest",
+    "anyio",
+    "html",
+    "html_fixtures",
+    "metadata",
+    "rerunfailures",
+    "platformdirs",
+)
 
 
 def loaded(pytester: pytest.Pytester) -> dict[str, bool]:
