@@ -43,6 +43,7 @@ trl, peft, gguf).
 from __future__ import annotations
 
 import argparse
+import collections
 import itertools
 import json
 import os
@@ -90,7 +91,8 @@ def run_stage(name: str, argv: list[str], cwd: Path, env: dict[str, str]) -> Sta
     """Run one step as its own process; its rusage covers it and every child it waited for."""
     print(f"[{name}] {' '.join(argv[1:])}", flush=True)
     started = time.monotonic()
-    lines: list[str] = []
+    # the closing lines of the output are where a failure says why
+    last_lines: collections.deque[str] = collections.deque(maxlen=40)
     # a child writing to a pipe holds its prints in a buffer until it exits
     unbuffered = {**env, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
@@ -98,19 +100,18 @@ def run_stage(name: str, argv: list[str], cwd: Path, env: dict[str, str]) -> Sta
     )
     assert process.stdout is not None
     for line in process.stdout:
-        lines.append(line.rstrip("\n"))
+        last_lines.append(line.rstrip("\n"))
         if PROGRESS_LINE.match(line):
             print(f"[{name}] {time.monotonic() - started:.0f} s: {line.rstrip()}", flush=True)
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
-    output = "\n".join(lines)
     stage = Stage(
         name=name,
         wall_s=time.monotonic() - started,
         cpu_s=usage.ru_utime + usage.ru_stime,
         peak_rss_mb=usage.ru_maxrss / 1024,  # kB on Linux; the largest process, not the sum
         returncode=process.returncode,
-        tail="\n".join(line for line in output.splitlines()[-40:] if "it/s]" not in line),
+        tail="\n".join(line for line in last_lines if "it/s]" not in line),
     )
     print(
         f"[{name}] exit {stage.returncode}, {stage.wall_s:.0f} s wall, {stage.cpu_s:.0f} s CPU, "
