@@ -49,3 +49,31 @@ headline() {
 report_time() {
     echo "== $2 wall time: $((SECONDS - $1)) s"
 }
+
+# Start COMMAND... in the background as job NAME, its output kept in PREFIX.log; then
+# wait_for NAME PREFIX prints that output and the job's wall time, and fails as it failed.
+in_background() {
+    local name=$1 prefix=$2
+    shift 2
+    echo "== $name: started in the background"
+    (
+        start=$SECONDS
+        code=0
+        "$@" >"$prefix.log" 2>&1 || code=$?
+        echo "$code $((SECONDS - start))" >"$prefix.result"
+    ) &
+    echo $! >"$prefix.pid"
+}
+
+wait_for() {
+    local name=$1 prefix=$2 code seconds
+    wait "$(cat "$prefix.pid")" || true
+    read -r code seconds <"$prefix.result"
+    echo "== $name (in the background), exit $code:"
+    sed 's/^/  /' "$prefix.log"
+    echo "== $name wall time: $seconds s"
+    if [ "$code" -ne 0 ]; then
+        echo "FAILED: $name" >&2
+        return "$code"
+    fi
+}

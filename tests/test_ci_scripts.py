@@ -109,3 +109,59 @@ def test_the_headline_check_wants_exit_0_and_200_rows(
     )
     assert f"headline: exit {code}, {rows} rows" in result.stdout, result.stdout + result.stderr
     assert (result.returncode == 0) == passes, result.stdout + result.stderr
+
+
+def requirement_names(lines: list[str]) -> set[str]:
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    return {canonicalize_name(Requirement(line).name) for line in lines}
+
+
+def test_the_background_install_asks_for_what_the_test_extra_installs() -> None:
+    """.ci/run installs these beside the other jobs; the last line then finds them in place."""
+    from importlib.metadata import requires
+
+    from packaging.requirements import Requirement
+
+    listed = subprocess.run(
+        [sys.executable, str(CI / "requirements.py"), "test"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    own = "pytest-openenv"
+    # what pip installs for .[test]: the core, and every extra the test extra names, however
+    # deep; read from the installed metadata, not from the file the script reads
+    declared = [Requirement(line) for line in requires(own) or []]
+    wanted, extras, seen = set(), ["test"], set()
+    while extras:
+        extra = extras.pop()
+        seen.add(extra)
+        for requirement in declared:
+            marker = requirement.marker
+            if marker is None or not marker.evaluate({"extra": extra}):
+                continue
+            if requirement.name == own:
+                extras += [name for name in requirement.extras if name not in seen]
+            else:
+                wanted.add(str(requirement.name))
+    core = {str(r.name) for r in declared if r.marker is None}
+    assert requirement_names(listed) == requirement_names([*wanted, *core])
+    assert "torch" in requirement_names(listed) and own not in requirement_names(listed)
+
+
+def test_a_background_job_that_fails_fails_the_run_and_shows_its_output(tmp_path: Path) -> None:
+    script = (
+        "set -euo pipefail; source .ci/lib.sh\n"
+        f'in_background "good" {tmp_path}/good bash -c "echo fine"\n'
+        f'in_background "bad" {tmp_path}/bad bash -c "echo broken; exit 3"\n'
+        f"wait_for good {tmp_path}/good\n"
+        f"wait_for bad {tmp_path}/bad\n"
+        "echo not reached\n"
+    )
+    result = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "== good (in the background), exit 0:\n  fine" in result.stdout
+    assert "== bad (in the background), exit 3:\n  broken" in result.stdout
+    assert "FAILED: bad" in result.stderr and "not reached" not in result.stdout

@@ -93,7 +93,7 @@ def test_x_and_maxfail_still_stop_the_run_early(
 ) -> None:
     n, c, failing = 400, 16, 100
     pytester.makepyfile(agents=AGENTS)
-    monkeypatch.setenv("AGENT_DELAY", "0.02")
+    monkeypatch.setenv("AGENT_DELAY", "0.1")
     monkeypatch.setenv("AGENT_FAIL_SEED", str(failing))  # the only episode that fails
     result = run_pytest(
         ENV,
