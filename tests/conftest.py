@@ -6,11 +6,16 @@ from __future__ import annotations
 # pytester run is dropped from sys.modules at its teardown, and the next import of it fails
 # ("cannot load module more than once per process", seen for numpy.fft under transformers).
 # Imported here, they are in every pytester snapshot.
+import os
+import subprocess
+from collections.abc import Iterator
+
 import numpy
 import numpy.fft
 import numpy.linalg
 import numpy.random
 import pytest
+from fork_server import ForkServer
 from helpers import CHILD_RUN_IDLE_PLUGINS, XDIST_WORKER_VARS, assert_clean
 
 pytest_plugins = ["pytester"]
@@ -66,14 +71,51 @@ def pytest_report_header() -> str:
     return "dependencies: " + ", ".join(f"{n}-{installed(n)}" for n in HEADER_PACKAGES)
 
 
+@pytest.fixture(scope="session")
+def fork_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
+    server = ForkServer(tmp_path_factory.getbasetemp() / "fork-server.log")
+    yield server
+    server.stop()
+
+
 @pytest.fixture
 def pytester(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+    fork_server: ForkServer,
 ) -> pytest.Pytester:
-    """pytest's own, with ``CHILD_RUN_IDLE_PLUGINS`` left out of its child runs (in-process too)."""
+    """pytest's own, with ``CHILD_RUN_IDLE_PLUGINS`` left out of its child runs (in-process too),
+    and its ``python -m pytest`` processes forked from a warm interpreter (``fork_server.py``)
+    unless the test is marked ``child_process``."""
     if request.node.get_closest_marker("every_plugin") is None:
         monkeypatch.setenv("PYTEST_ADDOPTS", CHILD_RUN_IDLE_PLUGINS)
+    forks = os.environ.get("SUITE_CHILD_RUNS", "forked") == "forked"  # "fresh": Popen for all
+    if forks and request.node.get_closest_marker("child_process") is None:
+        monkeypatch.setattr(pytester, "popen", forking_popen(pytester, fork_server))
     return pytester
+
+
+def forking_popen(pytester: pytest.Pytester, server: ForkServer):
+    started = pytester.popen
+
+    def popen(cmdargs, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=None, **kw):
+        if stdin is None:
+            stdin = pytester.CLOSE_STDIN
+        cmdargs = tuple(os.fspath(arg) for arg in cmdargs)
+        # what pytester.popen gives its process: the folder it runs in on PYTHONPATH
+        env = os.environ.copy()
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH", "")]))
+        if (
+            kw
+            or stdin is not pytester.CLOSE_STDIN
+            or not (hasattr(stdout, "fileno") and hasattr(stderr, "fileno"))
+            or not server.handles(cmdargs, env, stdin)
+        ):
+            return started(cmdargs, stdout=stdout, stderr=stderr, stdin=stdin, **kw)
+        return server.popen(cmdargs, env, stdout, stderr)
+
+    return popen
 
 
 @pytest.fixture

@@ -128,6 +128,7 @@ def pytest_sessionfinish(session):
 
 
 @pytest.mark.slow
+@pytest.mark.child_process  # a fork of the suite's warm interpreter has loaded the renderer
 def test_an_xdist_controller_loads_the_end_of_session_imports_while_episodes_run(
     run_pytest, pytester: pytest.Pytester
 ) -> None:

@@ -20,8 +20,9 @@ from llm_helpers import (
 )
 from servers.openai_compat import serve_openai
 
-#: what each process loads is measured against every plugin a user's venv would load
-pytestmark = pytest.mark.every_plugin
+#: what each process loads is measured against every plugin a user's venv would load, in a
+#: process started as a user's is (a fork of the suite's warm interpreter has loaded more)
+pytestmark = [pytest.mark.every_plugin, pytest.mark.child_process]
 
 
 def ahead_of_pythonpath(folder: Path) -> str:

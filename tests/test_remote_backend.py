@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -131,6 +132,46 @@ def test_capacity_that_never_frees_is_an_episode_error_within_the_time_limit(
         holder.close()
         waiting.close()
     assert time.monotonic() - started < 5
+
+
+@pytest.fixture
+def full_then_stalled() -> Iterator[str]:
+    """A /ws endpoint that refuses its first session as full (OpenEnv's CAPACITY_REACHED
+    frame) and never finishes the handshake of any later one."""
+    from websockets.sync.server import serve
+
+    handshakes: list[int] = []
+
+    def stall_after_the_first(connection, request):
+        handshakes.append(1)
+        if len(handshakes) > 1:
+            time.sleep(1.5)
+
+    def refuse(connection) -> None:
+        connection.recv()
+        full = {"code": "CAPACITY_REACHED", "message": "all 1 sessions are in use"}
+        connection.send(json.dumps({"type": "error", "data": full}))
+
+    with serve(refuse, "127.0.0.1", 0, process_request=stall_after_the_first) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        yield f"http://127.0.0.1:{server.socket.getsockname()[1]}"
+        server.shutdown()
+
+
+def test_a_retry_that_runs_out_of_time_in_the_handshake_still_names_the_capacity(
+    full_then_stalled: str,
+) -> None:
+    waiting = RemoteBackend(full_then_stalled)
+    waiting.limit_time(0.6)
+    try:
+        with pytest.raises(EnvUnavailable) as raised:
+            waiting.reset(seed=1, episode_id="waiting")
+    finally:
+        waiting.close()
+    message = str(raised.value)
+    assert "stayed at capacity" in message and "all 1 sessions are in use" in message
+    assert "the last retry: cannot open a session" in message
+    assert waiting.capacity_retries == 1
 
 
 def test_a_silent_server_times_out_instead_of_hanging(slow: ThreadServer) -> None:

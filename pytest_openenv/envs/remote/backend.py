@@ -51,6 +51,8 @@ DEFAULT_MESSAGE_TIMEOUT = 300.0
 DEFAULT_CONNECT_TIMEOUT = 10.0
 FIRST_BACKOFF = 0.05
 MAX_BACKOFF = 2.0
+#: how near the time limit a failed connect counts as having run out of time
+DEADLINE_SLACK = 0.05
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 #: how long closing may wait for a silent server's goodbye before dropping the socket
 CLOSE_TIMEOUT = 2.0
@@ -209,6 +211,7 @@ class RemoteBackend(Backend):
             give_up = self._deadline
         delay = FIRST_BACKOFF
         rng = random.Random()
+        last_refusal = ""
         while True:
             try:
                 self._connect_somewhere()
@@ -218,16 +221,28 @@ class RemoteBackend(Backend):
                 self.remote.sessions.crowded(self.server)
                 self.remote.overload.fire()  # --openenv-concurrency auto: fewer in flight
                 self.capacity_retries += 1
+                last_refusal = str(exc)
                 pause = rng.uniform(delay / 2, delay)
-                now = time.monotonic()
-                if now + pause >= give_up:
-                    raise EnvUnavailable(
-                        f"{self.location} stayed at capacity for {now - started:.1f}s "
-                        f"({self.capacity_retries} refused session(s)); the episode's time "
-                        f"ran out: {exc}"
-                    ) from None
+                if time.monotonic() + pause >= give_up:
+                    raise self._stayed_at_capacity(started, last_refusal) from None
                 time.sleep(pause)
                 delay = min(MAX_BACKOFF, delay * 2)
+            except EnvUnavailable as exc:
+                # The retry's own connect gets only what is left of the episode's time, so
+                # a full server's last retry may run out in the handshake: the cause is
+                # still the capacity, which the bare timeout would hide.
+                if self.capacity_retries and time.monotonic() >= give_up - DEADLINE_SLACK:
+                    raise self._stayed_at_capacity(
+                        started, f"{last_refusal}; the last retry: {exc}"
+                    ) from None
+                raise
+
+    def _stayed_at_capacity(self, started: float, refusal: str) -> EnvUnavailable:
+        return EnvUnavailable(
+            f"{self.location} stayed at capacity for {time.monotonic() - started:.1f}s "
+            f"({self.capacity_retries} refused session(s)); the episode's time "
+            f"ran out: {refusal}"
+        )
 
     def session_problem(self) -> str | None:
         """Why no WebSocket session can be opened at ``/ws`` now, or None when one can
