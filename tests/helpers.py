@@ -21,10 +21,11 @@ XDIST_WORKER_VARS = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST
 #: hypothesis and anyio's plugin imports trio (selenium's), about 1.2 s of CPU together in each
 #: of the suite's ~1,000 child runs that use neither (measured with ``/usr/bin/time`` on a
 #: one-test run); pytest-html with the metadata plugin it needs, pytest-rerunfailures and
-#: platformdirs' plugin cost another 4-8% of a short child run, in every process of it
+#: platformdirs' plugin cost another 4-8% of a short child run, in every process of it;
+#: pytest-benchmark, where a machine's image carries it, 7-10% of a one-test run
 CHILD_RUN_IDLE_PLUGINS = (
     "-p no:hypothesispytest -p no:anyio -p no:html -p no:html_fixtures -p no:metadata"
-    " -p no:rerunfailures -p no:platformdirs"
+    " -p no:rerunfailures -p no:platformdirs -p no:benchmark"
 )
 
 

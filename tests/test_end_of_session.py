@@ -182,6 +182,7 @@ def pytest_configure(config):
 """
 
 
+@pytest.mark.slow
 def test_the_files_are_written_while_the_workers_exit(
     run_pytest, pytester: pytest.Pytester
 ) -> None:

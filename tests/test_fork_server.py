@@ -135,6 +135,7 @@ def test_the_marker_gives_a_test_fresh_processes(probe: pytest.Pytester) -> None
     assert not isinstance(probe.popen([sys.executable, "-c", "pass"]), ForkedProcess)
 
 
+@pytest.mark.slow
 def test_a_forked_run_past_its_timeout_is_killed(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_slow="import time\n\ndef test_slow():\n    time.sleep(60)\n")
     with pytest.raises(pytester.TimeoutExpired):

@@ -226,6 +226,7 @@ def test_the_loop_collects_trains_with_trl_evaluates_and_gates_a_tiny_student(
     assert f"--openenv-gate-vs={strongest}" in out
 
 
+@pytest.mark.slow
 def test_the_learning_curve_trains_one_student_per_size_on_the_first_games(
     tmp_path: Path,
 ) -> None:

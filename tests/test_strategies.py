@@ -103,6 +103,7 @@ def broken_machine(bug: str) -> type[EnvStateMachine]:
     return Broken
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("bug", "message"),
     [

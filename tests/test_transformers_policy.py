@@ -121,6 +121,7 @@ def test_prose_is_a_turn_without_a_call(taught: Path) -> None:
     assert reply.content == FORMATS["prose"]
 
 
+@pytest.mark.slow
 def test_usage_counts_the_prompt_and_the_reply_tokens(taught: Path) -> None:
     from transformers import AutoTokenizer
 
