@@ -217,7 +217,14 @@ def table(args: argparse.Namespace) -> None:
         ("-n 2, C=64", ["-n", "2"], 64, args.n_xdist),
     ]
     if args.only:
-        wanted = {label.strip() for label in args.only.split(",")}
+        # a row's own label holds ", " ("-n 2, C=32"): only a comma without a space splits
+        wanted = {label.strip() for label in re.split(r",(?! )", args.only)}
+        unknown = wanted - {config[0] for config in configs}
+        if unknown:
+            known = ", ".join(repr(config[0]) for config in configs)
+            raise SystemExit(
+                f"--only: no row {', '.join(map(repr, sorted(unknown)))}; rows: {known}"
+            )
         configs = [config for config in configs if config[0] in wanted]
     runs: dict[str, list[Run]] = {label: [] for label, *_ in configs}
     baseline: dict[str, list[Run]] = {label: [] for label, *_ in configs}
@@ -316,7 +323,9 @@ def main() -> None:
     parser.add_argument("--table", action="store_true", help="the latency table (see above)")
     parser.add_argument("--n-serial", type=int, default=100, help="episodes at C=1 (--table)")
     parser.add_argument("--n-xdist", type=int, default=2000, help="episodes with -n 2 (--table)")
-    parser.add_argument("--only", help="comma-separated rows of --table to run, e.g. 'C=64,C=128'")
+    parser.add_argument(
+        "--only", help="comma-separated rows of --table to run, e.g. 'C=64,-n 2, C=32'"
+    )
     parser.add_argument(
         "--baseline",
         help="a folder holding another checkout's pytest_openenv (e.g. from git archive): "
