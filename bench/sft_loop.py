@@ -319,6 +319,13 @@ def main() -> int:
     parser.add_argument("--max-turns", type=int, default=6)
     parser.add_argument("--max-tokens", type=int, default=40)
     parser.add_argument("--workers", type=int, default=2, help="xdist workers per eval run")
+    parser.add_argument(
+        "--eval-concurrency",
+        type=int,
+        default=4,
+        help="episodes in flight per eval worker: a local model generates their greedy turns "
+        "as one batch (bench/local_batch.py: 1.68x faster at 4 than at 1 on 2 cores)",
+    )
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--batch-size", type=int, default=2)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
@@ -430,6 +437,7 @@ class Loop:
             "--openenv-request-timeout=900",
             "-n",
             str(args.workers),
+            f"--openenv-concurrency={args.eval_concurrency}",
             f"--openenv-output={self.work / output}",
             *extra,
         ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +83,11 @@ def turn(messages: list[dict[str, Any]], *, seed: int = 0, number: int = 1) -> T
     return Turn(messages=messages, tools=[TOOL], episode_id="ep-000000", seed=seed, turn=number)
 
 
-def policy_for(folder: Path, *, temperature: float = 0.0, max_tokens: int = 64) -> Any:
+def policy_for(
+    folder: Path, *, temperature: float = 0.0, max_tokens: int = 64, concurrency: int = 1
+) -> Any:
     settings = Settings(
-        run=RunSettings(),
+        run=RunSettings(concurrency=concurrency),
         llm=LLMSettings(model=str(folder), temperature=temperature, max_tokens=max_tokens),
     )
     policy = build_transformers_policy(settings)
@@ -393,3 +396,75 @@ def test_the_prefix_store_stays_within_its_budget(babbler: Path) -> None:
         policy.act(turn(later_turn(conversation(word), word * 40)))
     assert 0 < policy.prefixes.held_bytes <= 3 * one_block
     assert len(policy.prefixes._blocks) == 3
+
+
+# -- turns of episodes in flight generated together ----------------------------------------
+
+
+def act_all_at_once(policy: Any, prompts: list[list[dict[str, Any]]]) -> list[Any]:
+    """Every turn queued before the first generation starts (the model held meanwhile)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(prompts)) as pool:
+        with policy._model_lock:
+            futures = [pool.submit(policy.act, turn(m, seed=i)) for i, m in enumerate(prompts)]
+            while len(policy.batcher._queued) < len(prompts):
+                assert not any(f.done() for f in futures), [f.exception() for f in futures]
+                time.sleep(0.005)
+        return [f.result() for f in futures]
+
+
+def test_greedy_turns_in_flight_are_generated_together_with_the_tokens_they_get_alone(
+    taught: Path,
+) -> None:
+    # first turns of each format and later turns, two blocks of the prefix store longer:
+    # the batch holds rows of different cached and uncached lengths
+    firsts = [conversation(word) for word in FORMATS]
+    laters = [later_turn(conversation(word), "x " * 30 * n) for n, word in enumerate(FORMATS)]
+    prompts = [*firsts, *laters]
+    alone = policy_for(taught)
+    assert alone.batcher is None
+    solo = alone._generate
+    expected_tokens: dict[tuple[int, ...], list[int]] = {}
+
+    def generate_alone(torch_: Any, tokenizer: Any, model: Any, ids: Any, *rest: Any) -> Any:
+        tokens = solo(torch_, tokenizer, model, ids, *rest)
+        expected_tokens[tuple(ids["input_ids"][0].tolist())] = tokens
+        return tokens
+
+    alone._generate = generate_alone
+    expected = [alone.act(turn(m, seed=i)) for i, m in enumerate(prompts)]
+
+    shared = policy_for(taught, concurrency=len(prompts))
+    batched = shared.batcher._generate
+    batches: list[dict[tuple[int, ...], list[int]]] = []
+
+    def generate_together(batch: Any) -> Any:
+        tokens = batched(batch)
+        batches.append({tuple(w.ids): t for w, t in zip(batch, tokens, strict=True)})
+        return tokens
+
+    shared.batcher._generate = generate_together
+    replies = act_all_at_once(shared, prompts)
+
+    assert [len(b) for b in batches] == [len(prompts)]
+    assert batches[0] == expected_tokens
+    assert replies == expected
+    # each format its own taught reply: a batch that mixed up or shifted rows would show
+    assert replies[0].tool_calls[0].name == "play_move"
+    assert len({tuple(t) for t in expected_tokens.values()}) > len(FORMATS)
+
+
+def test_sampled_turns_are_generated_alone_to_keep_their_seeds(babbler: Path) -> None:
+    sampled = policy_for(babbler, temperature=1.0, max_tokens=12, concurrency=4)
+    assert sampled.batcher is None
+    alone = policy_for(babbler, temperature=1.0, max_tokens=12)
+    messages = conversation("a")
+    assert sampled.act(turn(messages, seed=5)) == alone.act(turn(messages, seed=5))
+
+
+def test_a_batch_holds_at_most_the_episodes_in_flight_and_the_cap(babbler: Path) -> None:
+    from pytest_openenv.policies.llm.transformers_local import MAX_BATCH
+
+    assert policy_for(babbler, concurrency=3).batcher.limit == 3
+    assert policy_for(babbler, concurrency=64).batcher.limit == MAX_BATCH

@@ -8,10 +8,12 @@ pytest process loads the model once (``load``, at configure), so ``-n 2`` holds 
 - Sampling: ``--openenv-temperature`` 0 is greedy decoding; above 0 the process's torch
   generator is seeded per episode, repeat and turn, so a run samples alike every time and
   on any number of workers. ``--openenv-max-tokens`` bounds each reply.
-- Concurrency: one generation at a time per process (a lock). Episodes in flight
-  (``--openenv-concurrency``) queue for the model; on CPU that loses nothing, since one
-  generation already uses the cores given to this process. Under xdist each worker takes
-  its share of the cores (``torch.set_num_threads``).
+- Concurrency: one generation at a time per process (a lock). With greedy decoding the
+  turns of episodes in flight (``--openenv-concurrency``) that wait for the model are
+  generated together, up to ``MAX_BATCH`` in one left-padded batch (``local_batch``): on CPU
+  a small model's step costs much the same for 8 sequences as for one. Sampled turns, and a
+  turn whose reply the context window would clip, are generated alone. Under xdist each
+  worker takes its share of the cores (``torch.set_num_threads``).
 - Prompts are encoded block by block through a ``PrefixStore`` that keeps earlier blocks,
   so a turn encodes only what the last one added (``prefix_cache``).
 - A conversation longer than the model's context window ends the episode as a failure
@@ -27,25 +29,31 @@ import os
 import threading
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pytest
 
+from ...config.convert import concurrency_ceiling
 from ...config.settings import Settings
 from ...errors import RenderTimeout
 from ...util.render_bound import bounded_render
 from ..base import ContextExhausted, Policy, PolicyUnavailable, Reply, ToolCall, Turn, Usage
 from .checkpoint import Checkpoint, CheckpointProblem, find_checkpoint
 from .deadline import seconds_left
+from .local_batch import TurnBatcher, Waiting
 from .openai_chat import sampling_seed
-from .prefix_cache import PrefixStore, cache_argument, supports_block_prefill
+from .prefix_cache import PrefixStore, cache_argument, layer_tensors, supports_block_prefill
 from .template_fit import TemplateFit, in_form, probe, render_with_transformers
 from .tool_text import parse_tool_calls
 
 EXTRA = "pip install 'pytest-openenv[transformers]'"
 #: what the policy imports, by the name pip knows it under
 NEEDED = {"torch": "torch", "transformers": "transformers"}
+#: most turns in one batched generation: each sequence holds its own attention cache
+#: (SmolLM2-135M: 46 KB a token, so 16 turns of 1,000 tokens take 0.7 GB)
+MAX_BATCH = 16
 
 
 @dataclass(frozen=True)
@@ -75,7 +83,10 @@ class TransformersPolicy(Policy):
         fit: TemplateFit | None,
         *,
         trust_remote_code: bool = False,
+        batch: int = 1,
     ) -> None:
+        """``batch``: most greedy turns generated together (the episodes a process keeps in
+        flight, at most ``MAX_BATCH``); 1 generates each turn alone."""
         self.checkpoint = checkpoint
         #: ``--openenv-trust-remote-code``: given to transformers explicitly, never left to its
         #: interactive prompt (which ``pytest -s`` would show, and a "y" would run the code)
@@ -84,7 +95,16 @@ class TransformersPolicy(Policy):
         self.model = checkpoint.spec
         #: None until loaded (the probe then runs on the real tokenizer)
         self.fit = fit
+        #: the tokenizer and loading: a fast tokenizer shared between threads can fail
+        #: ("Already borrowed")
         self._lock = threading.Lock()
+        #: the model: one generation, alone or batched, at a time
+        self._model_lock = threading.Lock()
+        self.batcher = (
+            TurnBatcher(min(batch, MAX_BATCH), self._model_lock, self._generate_batch)
+            if batch > 1 and sampling.temperature <= 0
+            else None
+        )
         self._loaded: tuple[Any, Any, Any] | None = None  # torch, tokenizer, model
         self._load_error: str | None = None
         #: the loaded model's prompt blocks; None where blocks cannot be put together
@@ -159,28 +179,39 @@ class TransformersPolicy(Policy):
     def act(self, turn: Turn) -> Reply:
         torch, tokenizer, model = self._ensure_loaded()
         prompt = self._prompt(tokenizer, turn)
-        # one turn at a time through tokenizer and model: a fast tokenizer shared between
-        # threads can fail ("Already borrowed"), and on CPU generations would only contend
         with self._lock:
             ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt")
-            prompt_tokens = int(ids["input_ids"].shape[1])
-            window = context_window(model)
-            if window is not None and prompt_tokens >= window:
-                raise ContextExhausted(
-                    f"the prompt is {prompt_tokens} tokens, the context window of {self.model} "
-                    f"is {window}"
-                )
-            max_new = self.sampling.max_tokens
-            if window is not None:
-                max_new = min(max_new, window - prompt_tokens)
-            budget = self._budget(turn)
-            started = time.monotonic()
-            tokens = self._generate(torch, tokenizer, model, ids, turn, max_new, budget).tolist()
-            elapsed = time.monotonic() - started
-            stops = stop_ids(tokenizer, model)
-            ended = next((i for i, token in enumerate(tokens) if token in stops), None)
-            if ended is None and len(tokens) < max_new and elapsed >= budget:
+        prompt_tokens = int(ids["input_ids"].shape[1])
+        window = context_window(model)
+        if window is not None and prompt_tokens >= window:
+            raise ContextExhausted(
+                f"the prompt is {prompt_tokens} tokens, the context window of {self.model} "
+                f"is {window}"
+            )
+        max_new = self.sampling.max_tokens
+        if window is not None:
+            max_new = min(max_new, window - prompt_tokens)
+        budget = self._budget(turn)
+        started = time.monotonic()
+        if self.batcher is not None and max_new == self.sampling.max_tokens:
+            waiting = self.batcher.reply(
+                Waiting(ids["input_ids"][0].tolist(), max_new, started + budget)
+            )
+            if isinstance(waiting.error, TimeoutError):
                 raise PolicyUnavailable(self._out_of_time(budget, turn))
+            if waiting.error is not None:
+                raise waiting.error
+            tokens = waiting.tokens or []
+            elapsed = waiting.finished_at - started
+        else:
+            with self._model_lock:
+                tokens = self._generate(torch, tokenizer, model, ids, turn, max_new, budget)
+            elapsed = time.monotonic() - started
+        stops = stop_ids(tokenizer, model)
+        ended = next((i for i, token in enumerate(tokens) if token in stops), None)
+        if ended is None and len(tokens) < max_new and elapsed >= budget:
+            raise PolicyUnavailable(self._out_of_time(budget, turn))
+        with self._lock:
             text = tokenizer.decode(tokens if ended is None else tokens[:ended])
         parsed = parse_tool_calls(text)
         calls = tuple(
@@ -213,26 +244,30 @@ class TransformersPolicy(Policy):
                 f"({type(exc).__name__}: {str(exc)[:300]})"
             ) from None
 
+    def _config(self, model: Any, tokenizer: Any, max_new: int, budget: float) -> Any:
+        config = copy.deepcopy(model.generation_config)
+        config.max_new_tokens = max_new
+        config.max_time = budget
+        if config.pad_token_id is None:
+            config.pad_token_id = tokenizer.pad_token_id or tokenizer.eos_token_id
+        config.do_sample = self.sampling.temperature > 0
+        if config.do_sample:
+            config.temperature = self.sampling.temperature
+        return config
+
     def _generate(
         self,
         torch: Any,
         tokenizer: Any,
         model: Any,
         ids: Any,
-        turn: Turn,
+        turn: Turn | None,
         max_new: int,
         budget: float,
-    ) -> Any:
-        config = copy.deepcopy(model.generation_config)
-        config.max_new_tokens = max_new
-        config.max_time = budget
-        if config.pad_token_id is None:
-            config.pad_token_id = tokenizer.pad_token_id or tokenizer.eos_token_id
-        if self.sampling.temperature <= 0:
-            config.do_sample = False
-        else:
-            config.do_sample = True
-            config.temperature = self.sampling.temperature
+    ) -> list[int]:
+        """One turn's new tokens (``turn`` seeds a sampled reply)."""
+        config = self._config(model, tokenizer, max_new, budget)
+        if config.do_sample and turn is not None:
             torch.manual_seed(turn_seed(turn))
         inputs = {key: value.to(model.device) for key, value in ids.items()}
         if self.prefixes is not None:
@@ -244,7 +279,58 @@ class TransformersPolicy(Policy):
             config.max_time = max(budget - (time.monotonic() - started), 0.001)
         with torch.inference_mode():
             output = model.generate(**inputs, generation_config=config)
-        return output[0, inputs["input_ids"].shape[1] :].cpu()
+        return list(output[0, inputs["input_ids"].shape[1] :].cpu().tolist())
+
+    def _generate_batch(self, batch: Sequence[Waiting]) -> list[list[int]]:
+        """Greedy turns together (``local_batch``).
+
+        Each turn's whole blocks come from the prefix store, as they would alone; the
+        batch then holds, row by row, its blocks' keys and values right-aligned in one
+        cache and the rest of its prompt right-aligned after it, every gap masked. The
+        positions generate derives from the mask are each row's own, so each row's
+        attention sees what it would alone.
+        """
+        torch, tokenizer, model = self._ensure_loaded()
+        budget = max(w.deadline for w in batch) - time.monotonic()
+        if len(batch) == 1:  # alone: the lone turn's own path
+            ids = torch.tensor([batch[0].ids])
+            inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+            return [self._generate(torch, tokenizer, model, inputs, None, batch[0].max_new, budget)]
+        config = self._config(model, tokenizer, max(w.max_new for w in batch), budget)
+        pad = int(config.pad_token_id)
+        layers: list[list[tuple[Any, Any]]] = []
+        for waiting in batch:
+            cache = None
+            if self.prefixes is not None:
+                cache = self.prefixes.prefill(torch, model, torch.tensor([waiting.ids]))
+            layers.append(layer_tensors(cache) if cache is not None else [])
+        cached = [int(found[0][0].shape[2]) if found else 0 for found in layers]
+        past = max(cached)
+        rest = max(len(w.ids) - c for w, c in zip(batch, cached, strict=True))
+        input_ids = torch.full((len(batch), past + rest), pad)
+        mask = torch.zeros((len(batch), past + rest), dtype=torch.long)
+        for row, (waiting, c) in enumerate(zip(batch, cached, strict=True)):
+            tail = len(waiting.ids) - c
+            input_ids[row, past - c : past] = torch.tensor(waiting.ids[:c], dtype=torch.long)
+            input_ids[row, past + rest - tail :] = torch.tensor(waiting.ids[c:])
+            mask[row, past - c : past] = 1
+            mask[row, past + rest - tail :] = 1
+        inputs: dict[str, Any] = {
+            "input_ids": input_ids.to(model.device),
+            "attention_mask": mask.to(model.device),
+        }
+        if past and self.prefixes is not None:
+            inputs[self.prefixes.cache_keyword] = padded_cache(torch, layers, cached, past)
+        config.max_time = max(max(w.deadline for w in batch) - time.monotonic(), 0.001)
+        with torch.inference_mode():
+            output = model.generate(**inputs, generation_config=config)
+        stops = stop_ids(tokenizer, model)
+        # a finished row goes on with padding until the batch's longest reply ends: each
+        # keeps what it would get alone, up to and with its end token
+        return [
+            through_first_stop(tokens[: w.max_new], stops)
+            for tokens, w in zip(output[:, past + rest :].cpu().tolist(), batch, strict=True)
+        ]
 
     def _budget(self, turn: Turn) -> float:
         """Seconds this generation may take: the request bound, or what the episode has left."""
@@ -275,7 +361,7 @@ class TransformersPolicy(Policy):
         }
 
     def close(self) -> None:
-        with self._lock:
+        with self._model_lock, self._lock:
             self._loaded = None
             if self.prefixes is not None:
                 self.prefixes.clear()
@@ -295,6 +381,32 @@ def stop_ids(tokenizer: Any, model: Any) -> set[int]:
         elif isinstance(value, (list, tuple)):
             found.update(v for v in value if isinstance(v, int))
     return found
+
+
+def padded_cache(
+    torch: Any, layers: list[list[tuple[Any, Any]]], cached: list[int], past: int
+) -> Any:
+    """One cache for a batch: each row's keys and values right-aligned in ``past``
+    positions, zeros (masked) before them."""
+    from transformers import DynamicCache
+
+    template = next(found for found in layers if found)
+    cache = DynamicCache()
+    for layer, (keys, values) in enumerate(template):
+        shape = (len(layers), keys.shape[1], past, keys.shape[3])
+        batch_keys = keys.new_zeros(shape)
+        batch_values = values.new_zeros((len(layers), values.shape[1], past, values.shape[3]))
+        for row, found in enumerate(layers):
+            if found:
+                batch_keys[row, :, past - cached[row] :] = found[layer][0][0]
+                batch_values[row, :, past - cached[row] :] = found[layer][1][0]
+        cache.update(batch_keys, batch_values, layer)
+    return cache
+
+
+def through_first_stop(tokens: list[int], stops: set[int]) -> list[int]:
+    ended = next((i for i, token in enumerate(tokens) if token in stops), None)
+    return tokens if ended is None else tokens[: ended + 1]
 
 
 def without_special_tokens(text: str, tokenizer: Any) -> str:
@@ -373,4 +485,10 @@ def build_transformers_policy(settings: Settings) -> TransformersPolicy:
         request_timeout=llm.request_timeout,
         timeout=settings.run.timeout,
     )
-    return TransformersPolicy(checkpoint, sampling, fit, trust_remote_code=llm.trust_remote_code)
+    return TransformersPolicy(
+        checkpoint,
+        sampling,
+        fit,
+        trust_remote_code=llm.trust_remote_code,
+        batch=concurrency_ceiling(settings.run.concurrency),
+    )
