@@ -77,6 +77,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if collects_items(config):
         resumed = controller.output.resumed if controller is not None else None
         WorkerPlugin.start(config, service, bundled=runs_bundled_test, resumed=resumed)
+    if is_worker(config):
+        from .worker import snapshot_writes
+
+        snapshot_writes.register_if_needed(config)
     if controller is not None:
         from .worker import html_extras
 

@@ -134,3 +134,100 @@ def test_openenv_snapshot_fixture_outside_an_episode_test_needs_syrupy_only(
     assert run_pytest("--snapshot-update", *workers).ret == 0
     stored = (Path(pytester.path) / "__snapshots__" / "test_plain" / "test_plain.json").read_text()
     assert json.loads(stored) == {"b": 1, "a": ["x", "y"]}
+
+
+# -- several workers updating one .ambr file --------------------------------------------
+
+#: each worker's rewrite of the module's .ambr file waits a second between reading it and
+#: writing it back: without a lock across workers, the later writer drops the earlier one's
+#: updates (the race, forced). LOCKS picks which locks stay: syrupy's own (syrupy 7 under
+#: xdist), the plugin's (where syrupy has none), both, or none.
+RACE_CONFTEST = """
+import os
+import threading
+import time
+
+import syrupy.extensions.amber.serializer as amber
+
+writing = threading.local()
+_read = amber.AmberDataSerializer.read_file.__func__
+_write = amber.AmberDataSerializer.write_file.__func__
+
+
+def read_slowly(cls, *args, **kwargs):
+    found = _read(cls, *args, **kwargs)
+    if getattr(writing, "active", False):
+        time.sleep(1.0)
+    return found
+
+
+def write_slowly(cls, *args, **kwargs):
+    writing.active = True
+    try:
+        return _write(cls, *args, **kwargs)
+    finally:
+        writing.active = False
+
+
+amber.AmberDataSerializer.read_file = classmethod(read_slowly)
+amber.AmberDataSerializer.write_file = classmethod(write_slowly)
+
+locks = os.environ["LOCKS"]
+if locks in ("plugin", "none"):
+    import importlib
+
+    for name in ("syrupy.utils", "syrupy.session"):
+        module = importlib.import_module(name)
+        if hasattr(module, "should_use_snapshot_file_lock"):
+            module.should_use_snapshot_file_lock = lambda config: False
+    import pytest_openenv.worker.snapshot_writes as snapshot_writes
+
+    if locks == "plugin":
+        snapshot_writes.syrupy_locks_its_writes = lambda: False
+    else:
+        snapshot_writes.register_if_needed = lambda config: None
+"""
+
+VALUES = """
+import pytest
+
+VALUE = "{value}"
+
+
+@pytest.mark.parametrize("i", range(8))
+def test_value(snapshot, i):
+    assert f"{{VALUE}}-{{i}}" == snapshot
+"""
+
+
+def update_on_two_workers(pytester, run_pytest, monkeypatch, locks: str) -> pytest.RunResult:
+    """Snapshots made at v1, updated to v2 on 2 workers; the run that checks them, without."""
+    monkeypatch.setenv("LOCKS", locks)
+    pytester.makeconftest(RACE_CONFTEST)
+    pytester.makepyfile(test_values=VALUES.format(value="v1"))
+    assert run_pytest("--snapshot-update").ret == 0
+    pytester.makepyfile(test_values=VALUES.format(value="v2"))
+    updated = run_pytest("--snapshot-update", "-n", "2")
+    assert updated.ret == 0, updated.stdout.str()[-3000:]
+    updated.stdout.fnmatch_lines(["*8 snapshots updated*"])
+    return run_pytest()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("locks", ["installed", "plugin"])
+def test_two_workers_updating_one_amber_file_keep_every_update(
+    pytester, run_pytest, monkeypatch, locks: str
+) -> None:
+    """``installed``: whatever the installed syrupy does (syrupy 7 locks; older ones rely on
+    the plugin); ``plugin``: the plugin's lock alone."""
+    checked = update_on_two_workers(pytester, run_pytest, monkeypatch, locks)
+    assert checked.ret == 0, checked.stdout.str()[-3000:]
+    checked.stdout.fnmatch_lines(["*8 snapshots passed*"])
+
+
+@pytest.mark.slow
+def test_without_a_lock_the_forced_race_loses_updates(pytester, run_pytest, monkeypatch) -> None:
+    """The race above is real: with no lock at all, one worker's updates are gone."""
+    checked = update_on_two_workers(pytester, run_pytest, monkeypatch, "none")
+    assert checked.ret == 1
+    checked.stdout.fnmatch_lines(["*snapshots failed*"])
