@@ -19,7 +19,6 @@ Target: ``-n 2 C=4`` at least 1.3x faster than ``-n 2`` (the loop's eval before 
 from __future__ import annotations
 
 import argparse
-import json
 import resource
 import subprocess
 import sys
@@ -33,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from benchenv import PYTEST_QUIET, user_env  # noqa: E402
+
+from pytest_openenv.report.row_facts import read_rows  # noqa: E402
 
 PREPARE = ROOT / "example_suites" / "sft_warmup" / "prepare_base.py"
 
@@ -82,19 +83,15 @@ def play(label: str, model: Path, n: int, output: Path) -> Played:
         sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
         raise SystemExit(f"{label}: pytest exited {proc.returncode}")
     episodes: dict[str, Any] = {}
-    for name in ("results.jsonl", "failures.jsonl"):
-        path = output / name
-        if path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                row = json.loads(line)
-                metrics = row["metrics"]
-                episodes[row["episode_id"]] = (
-                    row["messages"],
-                    row["reward"],
-                    metrics["turns"],
-                    metrics["prompt_tokens"],
-                    metrics["completion_tokens"],
-                )
+    for row in read_rows(output):
+        metrics = row["metrics"]
+        episodes[row["episode_id"]] = (
+            row["messages"],
+            row["reward"],
+            metrics["turns"],
+            metrics["prompt_tokens"],
+            metrics["completion_tokens"],
+        )
     if len(episodes) != n:
         raise SystemExit(f"{label}: {len(episodes)} rows for {n} episodes")
     return Played(

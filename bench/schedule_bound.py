@@ -11,12 +11,10 @@ a runner on the same slots: the time a runner with zero CPU per episode would ne
 from __future__ import annotations
 
 import heapq
-import json
 from collections.abc import Iterable
 from pathlib import Path
 
-#: the files a run writes that together hold every finished episode, one row each
-ROW_FILES = ("results.jsonl", "failures.jsonl")
+from pytest_openenv.report.row_facts import read_rows
 
 
 def in_order_makespan(turns: Iterable[int], delay: float, slots: int) -> float:
@@ -31,13 +29,5 @@ def in_order_makespan(turns: Iterable[int], delay: float, slots: int) -> float:
 
 def episode_turns(output: Path) -> list[int]:
     """Each episode's model turns, in episode order, from a run's output folder."""
-    rows: list[tuple[str, int]] = []
-    for name in ROW_FILES:
-        path = output / name
-        if not path.exists():
-            continue
-        with path.open(encoding="utf-8") as lines:
-            for line in lines:
-                row = json.loads(line)
-                rows.append((row["episode_id"], int(row["metrics"]["turns"])))
-    return [turns for _, turns in sorted(rows)]
+    rows = sorted(read_rows(output), key=lambda row: str(row["episode_id"]))
+    return [int(row["metrics"]["turns"]) for row in rows]

@@ -19,7 +19,8 @@ from ..envs.verdict import BASIS_OUTCOME_FIELD, ENV_BASES, GUESS_NOTE
 ROW_FILES = ("results.jsonl", "failures.jsonl")
 
 
-def _rows(folder: Path) -> list[dict[str, Any]]:
+def read_rows(folder: Path) -> list[dict[str, Any]]:
+    """Every row of an output folder (results.jsonl, then failures.jsonl), torn lines left out."""
     rows: list[dict[str, Any]] = []
     for name in ROW_FILES:
         path = folder / name
@@ -75,7 +76,7 @@ def row_facts(folder: Path, facts: Iterable[RowFact] | None = None) -> dict[str,
     seeded = {"seeded": 0, "unseeded": 0, "unknown": 0}
     starts: dict[str, set[bytes]] = {"all": set(), "unseeded": set()}
     played = 0
-    for fact in facts if facts is not None else (fact_of(row) for row in _rows(folder)):
+    for fact in facts if facts is not None else (fact_of(row) for row in read_rows(folder)):
         if fact is None:
             continue
         basis, text, flag, prompt = fact
