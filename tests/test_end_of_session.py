@@ -123,7 +123,7 @@ def _noted(module, name):
     setattr(module, name, noted)
 
 _noted(page, "scan_folder")
-_noted(row_facts, "_rows")
+_noted(row_facts, "read_rows")
 _noted(card, "count_rows")
 """
 
