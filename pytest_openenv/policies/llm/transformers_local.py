@@ -321,6 +321,7 @@ class TransformersPolicy(Policy):
         }
         if past and self.prefixes is not None:
             inputs[self.prefixes.cache_keyword] = padded_cache(torch, layers, cached, past)
+        # the rows' prefills count against the same deadlines as their replies
         config.max_time = max(max(w.deadline for w in batch) - time.monotonic(), 0.001)
         with torch.inference_mode():
             output = model.generate(**inputs, generation_config=config)
