@@ -24,6 +24,9 @@ WORKERS = 2
 #: each worker: the episode it is on, the one it picked up next, and one whose report
 #: was already on its way while the controller was stopped
 MOST_AFTER_ERROR = 3 * WORKERS
+#: seconds each move waits: long beside the controller's reaction once it resumes (tens
+#: of milliseconds on a loaded machine), during which workers go on playing
+MOVE_DELAY = "0.05"
 
 LOGGING_EPISODE_TEST = (
     EPISODE_TEST
@@ -49,7 +52,7 @@ def test_first_write_error_stops_every_worker_at_once(launcher: Launcher) -> Non
         f"--openenv-env={ENV}",
         f"--openenv-n={N}",
         "test_eps.py",
-        env={"FAULT_DELAY": "0.01", "PLAYED_LOG": str(played_log)},
+        env={"FAULT_DELAY": MOVE_DELAY, "PLAYED_LOG": str(played_log)},
     )
     assert run.wait_rows(3)
     run.signal_controller(signal.SIGSTOP)
