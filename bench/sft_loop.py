@@ -367,6 +367,11 @@ def main() -> int:
         help="train under bfloat16 autocast (about 1.35x faster on a CPU with AVX512-BF16)",
     )
     parser.add_argument(
+        "--symmetries",
+        action="store_true",
+        help="tic-tac-toe: train on each collected game's eight turned and mirrored images",
+    )
+    parser.add_argument(
         "--cache",
         type=Path,
         default=None,
@@ -514,6 +519,7 @@ class Loop:
                 f"--threads={args.train_threads}",
                 *([f"--max-steps={args.max_steps}"] if args.max_steps else []),
                 *(["--bf16"] if args.bf16 else []),
+                *(["--symmetries"] if args.symmetries else []),
             ],
         )
 

@@ -11,7 +11,8 @@ evaluation must be a prefix of the training text, so the model learns the format
 asked in. LoRA adapters (peft) keep the optimizer small; they are merged into the weights
 at the end, so ``student/`` is a plain checkpoint folder like ``base/``. ``--lora-rank 0``
 trains every weight instead (a 135M model's optimizer state is about 1 GB; give it a
-learning rate near 1e-4, not LoRA's 1e-3).
+learning rate near 1e-4, not LoRA's 1e-3). ``--symmetries`` trains on each tic-tac-toe
+game's eight turned and mirrored images (``symmetries.py``) instead of the game alone.
 """
 
 from __future__ import annotations
@@ -25,13 +26,22 @@ from pathlib import Path
 from typing import Any
 
 
-def load_rows(path: Path, limit: int | None) -> Any:
-    from datasets import load_dataset
+def load_rows(path: Path, limit: int | None, symmetries: bool = False) -> Any:
+    from datasets import Dataset, load_dataset
 
     dataset = load_dataset("json", data_files=str(path), split="train")
     dataset = dataset.select_columns(["messages", "tools"])
     if limit is not None:
         dataset = dataset.select(range(min(limit, len(dataset))))
+    if symmetries:
+        from symmetries import NotTicTacToe, images
+
+        try:
+            rows = [turned for row in dataset for turned in images(row)]
+        except NotTicTacToe as exc:
+            sys.exit(f"--symmetries: {exc}")
+        # the trainer shuffles, so a game's eight images do not arrive in one batch
+        dataset = Dataset.from_list(rows)
     return dataset
 
 
@@ -72,7 +82,7 @@ def train(args: argparse.Namespace) -> None:
         torch.set_num_threads(args.threads)
     tokenizer = AutoTokenizer.from_pretrained(args.base)
     model = AutoModelForCausalLM.from_pretrained(args.base, dtype=torch.float32)
-    dataset = load_rows(args.dataset, args.rows)
+    dataset = load_rows(args.dataset, args.rows, args.symmetries)
     check_rendering(tokenizer, dataset[0])
     with tempfile.TemporaryDirectory(prefix="sft-warmup-") as scratch:
         config = SFTConfig(
@@ -154,6 +164,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument(
         "--bf16", action="store_true", help="train under bfloat16 autocast (fp32 weights kept)"
+    )
+    parser.add_argument(
+        "--symmetries",
+        action="store_true",
+        help="tic-tac-toe: train on each game's eight turned and mirrored images (8x the rows)",
     )
     args = parser.parse_args()
     started = time.monotonic()
