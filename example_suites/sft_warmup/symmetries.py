@@ -49,21 +49,22 @@ class NotTicTacToe(ValueError):
     """A row this module cannot turn: it names the row and what was not understood."""
 
 
-def images(row: Row) -> list[Row]:
-    """The row's eight images, the row itself first; raises ``NotTicTacToe``."""
+def images(row: Row, where: str | None = None) -> list[Row]:
+    """The row's eight images, the row itself first; raises ``NotTicTacToe``, naming the
+    row by ``where`` (default: its episode id)."""
+    where = where or str(row.get("episode_id", "a row"))
     first_user = next((m for m in row["messages"] if m["role"] == "user"), None)
     if first_user is None or not str(first_user.get("content", "")).startswith(GAME_LINE):
         raise NotTicTacToe(
-            f"{row.get('episode_id', 'a row')}: not a tic-tac-toe game of the plugin's "
+            f"{where}: not a tic-tac-toe game of the plugin's "
             f"default prompt style (its first user message does not start {GAME_LINE!r})"
         )
-    return [image(row, permutation) for permutation in PERMUTATIONS]
+    return [image(row, permutation, where) for permutation in PERMUTATIONS]
 
 
-def image(row: Row, permutation: tuple[int, ...]) -> Row:
+def image(row: Row, permutation: tuple[int, ...], where: str) -> Row:
     """The row with every square moved by ``permutation``; only ``messages`` and ``tools``
     are kept (what training reads), so no record field describes a game not played."""
-    where = row.get("episode_id", "a row")
     turned = {"messages": copy.deepcopy(row["messages"]), "tools": row.get("tools")}
     for message in turned["messages"]:
         content = message.get("content")

@@ -37,11 +37,15 @@ def load_rows(path: Path, limit: int | None, symmetries: bool = False) -> Any:
         from symmetries import NotTicTacToe, images
 
         try:
-            rows = [turned for row in dataset for turned in images(row)]
+            rows = [
+                turned
+                for number, row in enumerate(dataset, 1)
+                for turned in images(row, f"{path} row {number}")
+            ]
         except NotTicTacToe as exc:
             sys.exit(f"--symmetries: {exc}")
         # the trainer shuffles, so a game's eight images do not arrive in one batch
-        dataset = Dataset.from_list(rows)
+        dataset = Dataset.from_list(rows, features=dataset.features)
     return dataset
 
 
