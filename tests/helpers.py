@@ -43,3 +43,29 @@ def assert_clean(result: pytest.RunResult) -> None:
     text = result.stdout.str() + result.stderr.str()
     assert "INTERNALERROR" not in text, text[-4000:]
     assert "Traceback (most recent call last)" not in result.stderr.str(), result.stderr.str()
+
+
+def collect_games(folder: Path, n: int, tool_arguments: str = "string") -> list[dict[str, Any]]:
+    """``n`` tic-tac-toe games of the default teacher, collected by a real child run in
+    ``folder`` with ``--openenv-tool-arguments``; its results.jsonl rows."""
+    import subprocess
+    import sys
+
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--openenv-env=openspiel:tic_tac_toe",
+            f"--openenv-n={n}",
+            f"--openenv-tool-arguments={tool_arguments}",
+            f"--openenv-output={folder / 'rows'}",
+        ],
+        cwd=folder,
+        check=True,
+        capture_output=True,
+    )
+    return read_jsonl(folder / "rows" / "results.jsonl")

@@ -11,13 +11,13 @@ from __future__ import annotations
 import importlib
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pyspiel
 import pytest
+from helpers import collect_games
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "example_suites" / "sft_warmup"
 GAMES = 12
@@ -36,28 +36,11 @@ symmetries = symmetries_module()
 
 @pytest.fixture(scope="module")
 def collected(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    rows = []
-    for form in ("string", "object"):
-        out = tmp_path_factory.mktemp(f"games-{form}")
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                "--openenv-env=openspiel:tic_tac_toe",
-                f"--openenv-n={GAMES // 2}",
-                f"--openenv-tool-arguments={form}",
-                f"--openenv-output={out / 'rows'}",
-            ],
-            cwd=out,
-            check=True,
-            capture_output=True,
-        )
-        text = (out / "rows" / "results.jsonl").read_text()
-        rows += [json.loads(line) for line in text.splitlines()]
+    rows = [
+        row
+        for form in ("string", "object")
+        for row in collect_games(tmp_path_factory.mktemp(f"games-{form}"), GAMES // 2, form)
+    ]
     assert len(rows) == GAMES
     return rows
 

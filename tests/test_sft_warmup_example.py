@@ -31,6 +31,7 @@ if MISSING:
 import tokenizers  # noqa: E402, F401
 import torch  # noqa: E402, F401
 import transformers  # noqa: E402, F401
+from helpers import collect_games  # noqa: E402
 from tiny_models import PLAIN_TEMPLATE, random_checkpoint  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "example_suites" / "sft_warmup"
@@ -55,31 +56,11 @@ def example_module(name: str):
 @pytest.fixture(scope="module")
 def collected_rows(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
     """Two expert games per argument form, as the example's step 1 writes them."""
-    import subprocess
-
-    rows = []
-    for form in ("string", "object"):
-        out = tmp_path_factory.mktemp(f"collected-{form}")
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                ENV,
-                "--openenv-n=2",
-                f"--openenv-tool-arguments={form}",
-                f"--openenv-output={out / 'rows'}",
-            ],
-            cwd=out,
-            check=True,
-            capture_output=True,
-        )
-        results = out / "rows" / "results.jsonl"
-        rows += [json.loads(line) for line in results.read_text().splitlines()]
-    return rows
+    return [
+        row
+        for form in ("string", "object")
+        for row in collect_games(tmp_path_factory.mktemp(f"collected-{form}"), 2, form)
+    ]
 
 
 def test_the_example_template_renders_every_call_of_both_argument_forms(
