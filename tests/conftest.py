@@ -6,6 +6,7 @@ from __future__ import annotations
 # pytester run is dropped from sys.modules at its teardown, and the next import of it fails
 # ("cannot load module more than once per process", seen for numpy.fft under transformers).
 # Imported here, they are in every pytester snapshot.
+import contextlib
 import os
 import subprocess
 from collections.abc import Iterator
@@ -31,6 +32,11 @@ try:
     import torch.distributed._functional_collectives  # noqa: F401
 except ImportError:
     pass
+# transformers loads the optional ``kernels`` package when it loads a model and keeps its
+# ``Mode`` flag: re-imported after a pytester teardown, the new ``Mode`` is another class
+# and loading fails ("unsupported operand type(s) for 'in': 'Mode' and 'Mode'")
+with contextlib.suppress(ImportError):
+    import kernels  # noqa: F401
 
 #: printed in the header, so a CI log says what each run was tested against
 HEADER_PACKAGES = ("huggingface_hub", "websockets", "open-spiel", "openai", "anthropic", "openenv")
