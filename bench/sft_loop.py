@@ -20,7 +20,8 @@ Runs example_suites/sft_warmup/'s steps as separate processes, each measured on 
    non-learned baselines (random legal move, first legal move) and the teacher, every reply
    stored in a response cache;
 4. train: TRL's SFTTrainer with LoRA on the collected rows, merged into student/
-   (``--lora-rank 0``: every weight trained);
+   (``--lora-rank 0``: every weight trained; ``--context last-observation``: the student
+   sees only the latest observation, trained on one row per distinct decision);
 5. eval student: one run of base (replayed from the cache: the same replies, no generation),
    student, baselines and teacher on the same seeds, gated with ``--openenv-gate-vs``
    against the strongest non-learned baseline of step 3.
@@ -372,6 +373,16 @@ def main() -> int:
         help="tic-tac-toe: train on each collected game's eight turned and mirrored images",
     )
     parser.add_argument(
+        "--lr-schedule", choices=("constant", "linear", "cosine"), default="constant"
+    )
+    parser.add_argument(
+        "--context",
+        choices=("full", "last-observation"),
+        default="full",
+        help="what the student sees each turn: the whole conversation, or the latest "
+        "observation alone (train.py --context: one row per distinct decision)",
+    )
+    parser.add_argument(
         "--cache",
         type=Path,
         default=None,
@@ -520,6 +531,8 @@ class Loop:
                 *([f"--max-steps={args.max_steps}"] if args.max_steps else []),
                 *(["--bf16"] if args.bf16 else []),
                 *(["--symmetries"] if args.symmetries else []),
+                f"--context={args.context}",
+                f"--lr-schedule={args.lr_schedule}",
             ],
         )
 

@@ -315,3 +315,129 @@ def test_a_curve_of_no_sizes_is_refused_before_any_stage(sizes: str, tmp_path: P
     assert done.returncode == 2
     assert f"--curve='{sizes}'" in done.stderr
     assert not (tmp_path / "w").exists()
+
+
+def last_observation_tokenizer(folder: Path):
+    from transformers import AutoTokenizer
+
+    template = (EXAMPLE / "chat_template_last_observation.jinja").read_text()
+    return AutoTokenizer.from_pretrained(random_checkpoint(folder, template=template))
+
+
+def test_the_last_observation_template_shows_one_board_and_keeps_a_refusal_beside_it(
+    collected_rows: list[dict], tmp_path: Path
+) -> None:
+    tokenizer = last_observation_tokenizer(tmp_path / "latest")
+    messages, tools = collected_rows[0]["messages"], collected_rows[0]["tools"]
+    moves = [end for end, message in enumerate(messages) if message["role"] == "assistant"]
+    assert len(moves) >= 3
+    for end in moves:
+        prompt = tokenizer.apply_chat_template(
+            messages[:end], tools=tools, add_generation_prompt=True, tokenize=False
+        )
+        latest = messages[end - 1]["content"]
+        assert latest in prompt and prompt.count("Board:") == 1
+        assert '"name": "play_move"' in prompt  # the tools stay in the system turn
+        assert messages[0]["content"] in prompt
+        earlier = messages[end - 3]["content"] if end >= 3 else None
+        assert earlier is None or earlier not in prompt
+
+    # a refused move: the board it was refused on, the call and the error, in that order
+    end = moves[1]
+    refused = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": "call_x",
+                "type": "function",
+                "function": {"name": "play_move", "arguments": '{"action_id": 99}'},
+            }
+        ],
+    }
+    error = {"role": "tool", "tool_call_id": "call_x", "content": "Error: action_id 99 is not"}
+    prompt = tokenizer.apply_chat_template(
+        [*messages[:end], refused, error], tools=tools, add_generation_prompt=True, tokenize=False
+    )
+    board = messages[end - 1]["content"]
+    assert prompt.count("Board:") == 1
+    assert prompt.index(board) < prompt.index('"action_id": 99') < prompt.index(error["content"])
+
+
+def test_training_on_the_latest_observation_keeps_each_distinct_decision_once(
+    collected_rows: list[dict], tmp_path: Path
+) -> None:
+    train = example_module("train")
+    tokenizer = last_observation_tokenizer(tmp_path / "latest")
+    dataset = tmp_path / "results.jsonl"
+    games = collected_rows[:2]
+    dataset.write_text("".join(json.dumps(row) + "\n" for row in [*games, games[0]]))
+    rows, decisions = train.one_row_per_decision(train.load_rows(dataset, None), tokenizer)
+    moves = [sum(message["role"] == "assistant" for message in row["messages"]) for row in games]
+    assert decisions == 2 * moves[0] + moves[1]
+    # the repeated game adds no row; both games open on the same empty board, which is
+    # kept once
+    assert len(rows) == moves[0] + moves[1] - 1
+    texts = [
+        tokenizer.apply_chat_template(row["messages"], tools=row["tools"], tokenize=False)
+        for row in rows
+    ]
+    assert len(set(texts)) == len(rows)
+    for row, text in zip(rows, texts, strict=True):
+        assert row["messages"][-1]["role"] == "assistant"
+        train.check_rendering(tokenizer, row, last_move_only=True)  # exits on a broken row
+        assert text.count('"name": "play_move", "arguments"') == 1  # the row's move alone
+
+
+def test_train_py_saves_the_student_with_the_template_it_was_trained_with(
+    collected_rows: list[dict], tmp_path: Path
+) -> None:
+    import subprocess
+
+    from transformers import AutoTokenizer
+
+    dataset = tmp_path / "results.jsonl"
+    dataset.write_text("".join(json.dumps(row) + "\n" for row in collected_rows[:2]))
+    student = tmp_path / "student"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLE / "train.py"),
+            str(dataset),
+            str(random_checkpoint(tmp_path / "tiny")),
+            str(student),
+            "--context=last-observation",
+            "--max-steps=1",
+            "--threads=1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    moves = sum(
+        message["role"] == "assistant" for row in collected_rows[:2] for message in row["messages"]
+    )
+    assert f"2 games, {moves} decisions, {moves - 1} distinct rows" in done.stdout
+    saved = AutoTokenizer.from_pretrained(student).chat_template
+    assert saved == (EXAMPLE / "chat_template_last_observation.jinja").read_text()
+
+
+def test_a_template_that_does_not_train_the_end_of_turn_is_refused(
+    collected_rows: list[dict], tmp_path: Path
+) -> None:
+    from transformers import AutoTokenizer
+
+    train = example_module("train")
+    template = (EXAMPLE / "chat_template_last_observation.jinja").read_text()
+    moved = template.replace(
+        "{{- '<|im_end|>' -}}\n        {%- endgeneration -%}",
+        "{%- endgeneration -%}\n        {{- '<|im_end|>' -}}",
+    )
+    assert moved != template
+    tokenizer = AutoTokenizer.from_pretrained(random_checkpoint(tmp_path / "t", template=moved))
+    row = {"messages": collected_rows[0]["messages"][:3], "tools": collected_rows[0]["tools"]}
+    with pytest.raises(SystemExit, match="would not learn to stop"):
+        train.check_rendering(tokenizer, row, last_move_only=True)
+    tokenizer.chat_template = template
+    train.check_rendering(tokenizer, row, last_move_only=True)

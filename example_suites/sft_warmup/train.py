@@ -13,6 +13,9 @@ at the end, so ``student/`` is a plain checkpoint folder like ``base/``. ``--lor
 trains every weight instead (a 135M model's optimizer state is about 1 GB; give it a
 learning rate near 1e-4, not LoRA's 1e-3). ``--symmetries`` trains on each tic-tac-toe
 game's eight turned and mirrored images (``symmetries.py``) instead of the game alone.
+``--context last-observation`` gives the student ``chat_template_last_observation.jinja``,
+which shows the model the latest observation and nothing before it, and trains on one row
+per decision (a game's prefix up to each of its moves), each distinct row once.
 """
 
 from __future__ import annotations
@@ -24,6 +27,14 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+HERE = Path(__file__).resolve().parent
+#: --context value -> the chat template the student is trained and saved with (None: the
+#: base's own)
+CONTEXT_TEMPLATES = {
+    "full": None,
+    "last-observation": HERE / "chat_template_last_observation.jinja",
+}
 
 
 def load_rows(path: Path, limit: int | None, symmetries: bool = False) -> Any:
@@ -49,13 +60,46 @@ def load_rows(path: Path, limit: int | None, symmetries: bool = False) -> Any:
     return dataset
 
 
-def check_rendering(tokenizer: Any, row: dict[str, Any]) -> None:
-    """Exit unless the template renders this row's tool calls and the eval prompt intact."""
+def one_row_per_decision(dataset: Any, tokenizer: Any) -> tuple[Any, int]:
+    """Each game's prefixes that end at one of its moves, each distinct rendering once.
+
+    Under a template that shows only the latest observation, a whole game would train its
+    last move alone; a prefix per move trains every move. The same position reached in many
+    games renders to the same text, and it is kept once so that the opening, which every
+    game shares, does not outweigh the positions that decide a game. Returns the rows and
+    the number of decisions before duplicates were dropped.
+    """
+    from datasets import Dataset
+
+    seen: set[str] = set()
+    rows: list[dict[str, Any]] = []
+    decisions = 0
+    for row in dataset:
+        for end, message in enumerate(row["messages"], 1):
+            if message["role"] != "assistant":
+                continue
+            decisions += 1
+            prefix = {"messages": row["messages"][:end], "tools": row["tools"]}
+            text = tokenizer.apply_chat_template(
+                prefix["messages"], tools=prefix["tools"], tokenize=False
+            )
+            if text not in seen:
+                seen.add(text)
+                rows.append(prefix)
+    return Dataset.from_list(rows, features=dataset.features), decisions
+
+
+def check_rendering(tokenizer: Any, row: dict[str, Any], last_move_only: bool = False) -> None:
+    """Exit unless the template renders this row's tool calls and the eval prompt intact.
+
+    ``last_move_only``: the template shows the latest turn alone, so only the row's last
+    move must come out.
+    """
     text = tokenizer.apply_chat_template(row["messages"], tools=row["tools"], tokenize=False)
+    moves = [message for message in row["messages"] if message["role"] == "assistant"]
     calls = [
         call["function"]["arguments"]
-        for message in row["messages"]
-        if message["role"] == "assistant"
+        for message in (moves[-1:] if last_move_only else moves)
         for call in message.get("tool_calls") or []
     ]
     for arguments in calls:
@@ -67,12 +111,36 @@ def check_rendering(tokenizer: Any, row: dict[str, Any]) -> None:
             )
     if '"arguments": "' in text:
         sys.exit("the chat template double-encodes tool-call arguments; see chat_template.jinja")
-    first_turn = row["messages"][:2]
-    prompt = tokenizer.apply_chat_template(
-        first_turn, tools=row["tools"], add_generation_prompt=True, tokenize=False
+    # TRL probes a template with a made-up user-assistant-user exchange, which the
+    # last-observation template renders without its assistant turn, and then warns that
+    # the end-of-turn token is not trained; this row's own mask is the answer that counts
+    rendered = tokenizer.apply_chat_template(
+        row["messages"],
+        tools=row["tools"],
+        tokenize=True,
+        return_dict=True,
+        return_assistant_tokens_mask=True,
     )
-    if not text.startswith(prompt):
-        sys.exit("the first-turn prompt is not a prefix of the training text: check the template")
+    trained = [
+        token
+        for token, mask in zip(rendered["input_ids"], rendered["assistant_masks"], strict=True)
+        if mask
+    ]
+    if not tokenizer.decode(trained).rstrip().endswith("<|im_end|>"):
+        sys.exit(
+            "the chat template leaves the end of the assistant's turn (<|im_end|>) out of "
+            "its {% generation %} block: the student would not learn to stop"
+        )
+    ends = [end for end, message in enumerate(row["messages"]) if message["role"] == "assistant"]
+    for end in ends[-1:] if last_move_only else ends:
+        prompt = tokenizer.apply_chat_template(
+            row["messages"][:end], tools=row["tools"], add_generation_prompt=True, tokenize=False
+        )
+        if not text.startswith(prompt):
+            sys.exit(
+                f"the prompt before move {end} is not a prefix of the training text: the "
+                "model would be trained on a format it is not asked in; check the template"
+            )
 
 
 def train(args: argparse.Namespace) -> None:
@@ -87,7 +155,16 @@ def train(args: argparse.Namespace) -> None:
     tokenizer = AutoTokenizer.from_pretrained(args.base)
     model = AutoModelForCausalLM.from_pretrained(args.base, dtype=torch.float32)
     dataset = load_rows(args.dataset, args.rows, args.symmetries)
-    check_rendering(tokenizer, dataset[0])
+    template = CONTEXT_TEMPLATES[args.context]
+    decisions = None
+    if template is not None:
+        # saved with the student, so its evaluation renders prompts the way training did
+        tokenizer.chat_template = template.read_text(encoding="utf-8")
+        games = len(dataset)
+        dataset, decisions = one_row_per_decision(dataset, tokenizer)
+        print(f"{games} games, {decisions} decisions, {len(dataset)} distinct rows")
+    check_rendering(tokenizer, dataset[0], last_move_only=template is not None)
+    check_rendering(tokenizer, dataset[len(dataset) - 1], last_move_only=template is not None)
     with tempfile.TemporaryDirectory(prefix="sft-warmup-") as scratch:
         config = SFTConfig(
             output_dir=scratch,
@@ -95,7 +172,7 @@ def train(args: argparse.Namespace) -> None:
             max_steps=args.max_steps,
             per_device_train_batch_size=args.batch_size,
             learning_rate=args.learning_rate,
-            lr_scheduler_type="constant",
+            lr_scheduler_type=args.lr_schedule,
             warmup_steps=0,
             logging_steps=5,
             save_strategy="no",
@@ -141,6 +218,7 @@ def train(args: argparse.Namespace) -> None:
         json.dumps(
             {
                 "rows": len(dataset),
+                **({"decisions": decisions} if decisions is not None else {}),
                 "steps": result.global_step,
                 "first_loss": losses[0] if losses else None,
                 "last_loss": losses[-1] if losses else None,
@@ -161,6 +239,12 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=2)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument(
+        "--lr-schedule",
+        choices=("constant", "linear", "cosine"),
+        default="constant",
+        help="the learning rate over the run: held, or decayed to zero by the last step",
+    )
+    parser.add_argument(
         "--lora-rank", type=int, default=16, help="LoRA adapters of this rank; 0: every weight"
     )
     parser.add_argument("--max-length", type=int, default=1024)
@@ -173,6 +257,13 @@ def main() -> None:
         "--symmetries",
         action="store_true",
         help="tic-tac-toe: train on each game's eight turned and mirrored images (8x the rows)",
+    )
+    parser.add_argument(
+        "--context",
+        choices=sorted(CONTEXT_TEMPLATES),
+        default="full",
+        help="what the student sees at each turn: the whole conversation (the base's template)"
+        " or the latest observation alone (one training row per distinct decision)",
     )
     args = parser.parse_args()
     started = time.monotonic()
