@@ -290,7 +290,7 @@ def test_the_learning_curve_trains_one_student_per_size_on_the_first_games(
         command = next(
             line for line in done.stdout.splitlines() if line.startswith(f"[train {size}] ")
         )
-        assert command.endswith(" --bf16")  # trained under bfloat16 autocast, as asked
+        assert "--bf16" in command.split()  # trained under bfloat16 autocast, as asked
         assert " --lora-rank=0 " in command  # every weight trained: no adapters to merge
         assert (work / f"student-{size}" / "model.safetensors").exists()
         assert not (work / f"student-{size}" / "adapter_config.json").exists()

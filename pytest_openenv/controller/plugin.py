@@ -33,7 +33,7 @@ from ..dataset.identity import RESUME_REFUSED, USAGE_REFUSED
 from ..report.gates import GateConfig
 from ..report.slim import ReportSlimmer
 from ..util.secrets import KnownSecrets
-from ..util.signals import InterruptsHeld, TermAsInterrupt
+from ..util.signals import InterruptsHeld, TermAsInterrupt, drop_entries_without_a_line
 from .accounts import Accounts
 from .budget import RunBudget
 from .finish import SessionEnd
@@ -267,6 +267,11 @@ class ControllerPlugin:
         locations = {item.nodeid: item.location for item in session.items}
         reason = f"not started: {self.budget.stopped} (--openenv-resume runs it)"
         report_not_started(self.config, left, locations, reason)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        # before the terminal reporter formats it: see drop_entries_without_a_line
+        drop_entries_without_a_line(excinfo.tb)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

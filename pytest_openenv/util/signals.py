@@ -19,7 +19,7 @@ from __future__ import annotations
 import _signal
 import signal
 import threading
-from types import FrameType
+from types import FrameType, TracebackType
 from typing import Any
 
 
@@ -51,6 +51,23 @@ class TermAsInterrupt:
         # the files are being finished from here on: a second SIGTERM must not cut that short
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise KeyboardInterrupt("SIGTERM: the run was cancelled (handled as Ctrl-C)")
+
+
+def drop_entries_without_a_line(tb: TracebackType | None) -> None:
+    """Unlink from ``tb`` the entries after its first whose line Python cannot name.
+
+    A signal handler raises wherever the main thread is, and since Python 3.11 that can be
+    an instruction with no line number (``tb_lineno`` is None). pytest's report of the
+    interrupt subtracts from that number, fails with a TypeError, and the run prints a
+    traceback where the interrupt's summary belongs. Such an entry tells a reader nothing;
+    the frames around it stay.
+    """
+    while tb is not None:
+        after = tb.tb_next
+        while after is not None and after.tb_lineno is None:
+            after = after.tb_next
+        tb.tb_next = after
+        tb = after
 
 
 class InterruptsHeld:

@@ -19,7 +19,7 @@ from ..episode.spec import EpisodeSpec
 from ..errors import CacheUnwritable
 from ..util import heap
 from ..util.secrets import KnownSecrets
-from ..util.signals import TermAsInterrupt
+from ..util.signals import TermAsInterrupt, drop_entries_without_a_line
 from ..util.terminal import neutralise_report
 from .bundled import bundled_items
 from .fixtures import EPISODE_FIXTURE
@@ -257,6 +257,11 @@ class WorkerPlugin:
         return report
 
     @pytest.hookimpl(trylast=True)
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        # before the terminal reporter formats it: see drop_entries_without_a_line
+        drop_entries_without_a_line(excinfo.tb)
+
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.runahead.close()
         self.service.remote.close()  # kept sessions go back to their servers
