@@ -383,6 +383,12 @@ def main() -> int:
         "observation alone (train.py --context: one row per distinct decision)",
     )
     parser.add_argument(
+        "--decision-copies",
+        choices=("one", "log2"),
+        default="one",
+        help="with --context last-observation: rows per distinct decision (train.py)",
+    )
+    parser.add_argument(
         "--cache",
         type=Path,
         default=None,
@@ -533,6 +539,11 @@ class Loop:
                 *(["--symmetries"] if args.symmetries else []),
                 f"--context={args.context}",
                 f"--lr-schedule={args.lr_schedule}",
+                *(
+                    [f"--decision-copies={args.decision_copies}"]
+                    if args.decision_copies != "one"
+                    else []
+                ),
             ],
         )
 

@@ -8,6 +8,7 @@ test_transformers_policy.py).
 
 from __future__ import annotations
 
+import collections
 import importlib.util
 import json
 import os
@@ -389,6 +390,25 @@ def test_training_on_the_latest_observation_keeps_each_distinct_decision_once(
         assert text.count('"name": "play_move", "arguments"') == 1  # the row's move alone
 
 
+def test_log2_copies_give_a_decision_more_rows_the_more_games_reached_it(
+    collected_rows: list[dict], tmp_path: Path
+) -> None:
+    train = example_module("train")
+    tokenizer = last_observation_tokenizer(tmp_path / "latest")
+    dataset = tmp_path / "results.jsonl"
+    games = collected_rows[:2]
+    dataset.write_text("".join(json.dumps(row) + "\n" for row in [games[0]] * 4 + [games[1]]))
+    rows, _ = train.one_row_per_decision(train.load_rows(dataset, None), tokenizer, "log2")
+    texts = collections.Counter(
+        tokenizer.apply_chat_template(row["messages"], tools=row["tools"], tokenize=False)
+        for row in rows
+    )
+    moves = [sum(message["role"] == "assistant" for message in row["messages"]) for row in games]
+    # the first game's decisions, met 4 times (the shared opening 5): 1 + log2 = 3 rows each;
+    # the second game's own decisions, met once: one row each
+    assert sorted(texts.values()) == [1] * (moves[1] - 1) + [3] * moves[0]
+
+
 def test_train_py_saves_the_student_with_the_template_it_was_trained_with(
     collected_rows: list[dict], tmp_path: Path
 ) -> None:
@@ -418,7 +438,7 @@ def test_train_py_saves_the_student_with_the_template_it_was_trained_with(
     moves = sum(
         message["role"] == "assistant" for row in collected_rows[:2] for message in row["messages"]
     )
-    assert f"2 games, {moves} decisions, {moves - 1} distinct rows" in done.stdout
+    assert f"2 games, {moves} decisions, {moves - 1} rows (one per distinct" in done.stdout
     saved = AutoTokenizer.from_pretrained(student).chat_template
     assert saved == (EXAMPLE / "chat_template_last_observation.jinja").read_text()
 

@@ -30,7 +30,7 @@ if MISSING:
 # imported before any test takes pytester's snapshot of sys.modules: a first import inside a
 # pytester test is undone at its teardown, and numpy cannot be imported twice in a process
 import tokenizers  # noqa: E402, F401
-import torch  # noqa: E402, F401
+import torch  # noqa: E402
 import transformers  # noqa: E402, F401
 from tiny_models import (  # noqa: E402
     HERMES_TEMPLATE,
@@ -334,6 +334,37 @@ def test_a_retrained_checkpoint_is_a_cache_miss(babbler: Path, tmp_path: Path) -
     after = build_transformers_policy(settings).cache_identity()
     assert before[0] == after[0] == "transformers"
     assert before[1]["checkpoint"] != after[1]["checkpoint"]
+
+
+def test_the_weights_load_in_the_type_asked_for_and_auto_keeps_float32_on_cpu(
+    babbler: Path,
+) -> None:
+    loaded = {}
+    for dtype in ("auto", "bfloat16"):
+        settings = Settings(llm=LLMSettings(model=str(babbler), model_dtype=dtype, max_tokens=4))
+        policy = build_transformers_policy(settings)
+        policy.load(strict=True)
+        _, _, model = policy._ensure_loaded()
+        loaded[dtype] = {p.dtype for p in model.parameters()}
+        reply = policy.act(turn(conversation("hermes")))
+        assert reply.usage.completion_tokens > 0
+        assert policy.describe()["dtype"] == dtype
+    assert loaded["bfloat16"] == {torch.bfloat16}
+    if not torch.cuda.is_available():  # on a GPU auto is the checkpoint's own type
+        assert loaded["auto"] == {torch.float32}
+
+
+def test_a_weight_type_other_than_auto_has_cache_entries_of_its_own(babbler: Path) -> None:
+    keys = {
+        dtype: build_transformers_policy(
+            Settings(llm=LLMSettings(model=str(babbler), model_dtype=dtype))
+        ).cache_identity()[1]
+        for dtype in ("auto", "float32", "bfloat16")
+    }
+    # auto is keyed as before the option existed, so earlier caches still answer
+    assert "dtype" not in keys["auto"]
+    assert keys["float32"]["dtype"] == "float32" and keys["bfloat16"]["dtype"] == "bfloat16"
+    assert len({json.dumps(key, sort_keys=True) for key in keys.values()}) == 3
 
 
 def test_one_load_serves_every_thread(babbler: Path) -> None:

@@ -153,3 +153,10 @@ def test_a_checkpoint_that_needs_its_own_code_is_refused_unless_allowed(
         "--collect-only",
     )
     assert "needs its own Python code" not in allowed.stderr.str()
+
+
+def test_a_weight_type_torch_does_not_offer_names_the_choices(run_pytest, tmp_path: Path) -> None:
+    folder = model_folder(tmp_path)
+    err = usage_error(run_pytest, f"--openenv-model={folder}", "--openenv-model-dtype=fp8")
+    assert "--openenv-model-dtype" in err and "fp8" in err
+    assert "auto, float32, bfloat16, float16" in err

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tempfile
 import time
@@ -60,19 +61,28 @@ def load_rows(path: Path, limit: int | None, symmetries: bool = False) -> Any:
     return dataset
 
 
-def one_row_per_decision(dataset: Any, tokenizer: Any) -> tuple[Any, int]:
-    """Each game's prefixes that end at one of its moves, each distinct rendering once.
+#: --decision-copies value -> how many rows a decision the teacher made n times gets
+DECISION_COPIES = {
+    "one": lambda n: 1,
+    "log2": lambda n: 1 + int(math.log2(n)),
+}
+
+
+def one_row_per_decision(dataset: Any, tokenizer: Any, copies: str = "one") -> tuple[Any, int]:
+    """Each game's prefixes that end at one of its moves, each distinct rendering once
+    (``copies="one"``) or ``1 + log2(n)`` times for a rendering met in n games (``"log2"``).
 
     Under a template that shows only the latest observation, a whole game would train its
     last move alone; a prefix per move trains every move. The same position reached in many
-    games renders to the same text, and it is kept once so that the opening, which every
-    game shares, does not outweigh the positions that decide a game. Returns the rows and
-    the number of decisions before duplicates were dropped.
+    games renders to the same text. Kept once, the opening, which every game shares, does
+    not outweigh the positions that decide a game; but then the few positions every game
+    passes through weigh no more than one a single game reached, and ``log2`` gives them a
+    few rows more without letting them drown the rest. Returns the rows and the number of
+    decisions before duplicates were dropped.
     """
     from datasets import Dataset
 
-    seen: set[str] = set()
-    rows: list[dict[str, Any]] = []
+    found: dict[str, tuple[dict[str, Any], int]] = {}
     decisions = 0
     for row in dataset:
         for end, message in enumerate(row["messages"], 1):
@@ -83,9 +93,10 @@ def one_row_per_decision(dataset: Any, tokenizer: Any) -> tuple[Any, int]:
             text = tokenizer.apply_chat_template(
                 prefix["messages"], tools=prefix["tools"], tokenize=False
             )
-            if text not in seen:
-                seen.add(text)
-                rows.append(prefix)
+            first, times = found.get(text, (prefix, 0))
+            found[text] = (first, times + 1)
+    count = DECISION_COPIES[copies]
+    rows = [prefix for prefix, times in found.values() for _ in range(count(times))]
     return Dataset.from_list(rows, features=dataset.features), decisions
 
 
@@ -161,8 +172,11 @@ def train(args: argparse.Namespace) -> None:
         # saved with the student, so its evaluation renders prompts the way training did
         tokenizer.chat_template = template.read_text(encoding="utf-8")
         games = len(dataset)
-        dataset, decisions = one_row_per_decision(dataset, tokenizer)
-        print(f"{games} games, {decisions} decisions, {len(dataset)} distinct rows")
+        dataset, decisions = one_row_per_decision(dataset, tokenizer, args.decision_copies)
+        print(
+            f"{games} games, {decisions} decisions, {len(dataset)} rows "
+            f"({args.decision_copies} per distinct decision)"
+        )
     check_rendering(tokenizer, dataset[0], last_move_only=template is not None)
     check_rendering(tokenizer, dataset[len(dataset) - 1], last_move_only=template is not None)
     with tempfile.TemporaryDirectory(prefix="sft-warmup-") as scratch:
@@ -264,6 +278,13 @@ def main() -> None:
         default="full",
         help="what the student sees at each turn: the whole conversation (the base's template)"
         " or the latest observation alone (one training row per distinct decision)",
+    )
+    parser.add_argument(
+        "--decision-copies",
+        choices=sorted(DECISION_COPIES),
+        default="one",
+        help="with --context last-observation: rows per distinct decision, one, or 1 + log2 of "
+        "the number of games that reached it (the positions every game passes through count more)",
     )
     args = parser.parse_args()
     started = time.monotonic()

@@ -44,6 +44,8 @@ PROMPT_STYLES = ("native", "openenv")
 TRAIN_ON = ("verdict", "test")
 #: ``--openenv-llm-client``: what carries an OpenAI-compatible request (``policies/llm/``)
 LLM_CLIENTS = ("auto", "http", "sdk")
+#: ``--openenv-model-dtype``: the weights' type under ``--openenv-policy=transformers``
+MODEL_DTYPES = ("auto", "float32", "bfloat16", "float16")
 #: ``--openenv-judge-at``: when an episode is judged (``envs/verdict.py``)
 JUDGE_AT = ("done", "turn-limit")
 #: an episode id prefix: it sits in node ids (``test[P-ep-000000]``) and dataset rows

@@ -28,6 +28,7 @@ from .convert import (
     LLM_CLIENTS,
     MAX_CONCURRENCY,
     MAX_ITEMS,
+    MODEL_DTYPES,
     PROMPT_STYLES,
     TOOL_ARGUMENT_FORMS,
     TRAIN_ON,
@@ -419,6 +420,17 @@ OPTIONS: list[Option] = [
         False,
         is_flag=True,
         into="llm.replay",
+    ),
+    Option(
+        "model-dtype",
+        "--openenv-policy=transformers: the type the weights are loaded in: auto (default: "
+        "float32 on CPU, the checkpoint's own on GPU), float32, bfloat16 (about twice as fast "
+        "on a CPU with AVX512-BF16 or AMX; greedy replies may differ from float32's) or "
+        "float16; part of the response cache key",
+        one_of(*MODEL_DTYPES),
+        MODEL_DTYPES[0],
+        "DTYPE",
+        into="llm.model_dtype",
     ),
     Option(
         "trust-remote-code",

@@ -133,6 +133,9 @@ class LLMSettings:
     """``--openenv-replay``: a cache miss is an episode error, never a network call."""
     trust_remote_code: bool = default_of("trust-remote-code")
     """``--openenv-trust-remote-code``: a transformers checkpoint may run its own code."""
+    model_dtype: str = default_of("model-dtype")
+    """``--openenv-model-dtype``: the weights' type for a transformers checkpoint (``auto``:
+    float32 on CPU, the checkpoint's own on GPU)."""
 
     def public(self, run: RunSettings) -> dict[str, Any]:
         """For metadata.json: what the LLM policies used, endpoint without credentials."""
@@ -151,6 +154,7 @@ class LLMSettings:
             "cache": self.cache,
             "replay": self.replay,
             "trust_remote_code": self.trust_remote_code,
+            "model_dtype": self.model_dtype,
         }
 
 

@@ -84,6 +84,7 @@ class TransformersPolicy(Policy):
         *,
         trust_remote_code: bool = False,
         batch: int = 1,
+        dtype: str = "auto",
     ) -> None:
         """``batch``: most greedy turns generated together (the episodes a process keeps in
         flight, at most ``MAX_BATCH``); 1 generates each turn alone."""
@@ -91,6 +92,9 @@ class TransformersPolicy(Policy):
         #: ``--openenv-trust-remote-code``: given to transformers explicitly, never left to its
         #: interactive prompt (which ``pytest -s`` would show, and a "y" would run the code)
         self.trust_remote_code = trust_remote_code
+        #: ``--openenv-model-dtype``: ``auto`` (float32 on CPU, the checkpoint's own on GPU)
+        #: or a torch dtype's name
+        self.dtype = dtype
         self.sampling = sampling
         self.model = checkpoint.spec
         #: None until loaded (the probe then runs on the real tokenizer)
@@ -145,12 +149,16 @@ class TransformersPolicy(Policy):
         if checkpoint.gguf_file:
             options["gguf_file"] = checkpoint.gguf_file
         device = "cuda" if torch.cuda.is_available() else "cpu"
+        if self.dtype != "auto":
+            dtype: Any = getattr(torch, self.dtype)
+        else:
+            # a checkpoint saved in half precision would decode slowly and differently
+            # on a CPU without half-precision kernels: float32 there unless asked
+            dtype = torch.float32 if device == "cpu" else "auto"
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint.source, **options)
             model = transformers.AutoModelForCausalLM.from_pretrained(
-                checkpoint.source,
-                dtype=torch.float32 if device == "cpu" else "auto",
-                **options,
+                checkpoint.source, dtype=dtype, **options
             )
         except Exception as exc:
             raise PolicyUnavailable(
@@ -346,8 +354,12 @@ class TransformersPolicy(Policy):
 
     # -- records -------------------------------------------------------------
     def cache_identity(self) -> tuple[str, dict[str, Any]]:
+        # ``auto`` stays out of the key, so caches written before the option existed
+        # (which all loaded as ``auto`` does) still answer
+        dtype = {} if self.dtype == "auto" else {"dtype": self.dtype}
         return self.provider, {
             **self.sampling.cache_key(),
+            **dtype,
             "checkpoint": self.checkpoint.fingerprint(),
         }
 
@@ -358,6 +370,7 @@ class TransformersPolicy(Policy):
             "model": self.model,
             **self.sampling.cache_key(),
             "gguf_file": self.checkpoint.gguf_file,
+            "dtype": self.dtype,
             "tool_call_arguments": fit.arguments_form if fit else None,
         }
 
@@ -492,4 +505,5 @@ def build_transformers_policy(settings: Settings) -> TransformersPolicy:
         fit,
         trust_remote_code=llm.trust_remote_code,
         batch=concurrency_ceiling(settings.run.concurrency),
+        dtype=llm.model_dtype,
     )
