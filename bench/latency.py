@@ -5,8 +5,12 @@
     python bench/latency.py --table [--n 400] [--n-serial 100] [--n-xdist 2000] [--repeat 3]
                             [--only C=64,C=128] [--baseline FOLDER]
 
-Starts the OpenAI-compatible test server (``tests/servers/openai_compat.py``)
-with a fixed delay per completion and runs N tic-tac-toe episodes through
+Starts an OpenAI-compatible test server with a fixed delay per completion: by default
+``tests/servers/lean_openai.py`` (one asyncio thread, about a third of the threaded
+server's CPU per completion, and each answer's lag past its delay recorded, so a row
+shows the server was not what the run waited on); ``--server threaded`` takes
+``tests/servers/openai_compat.py`` (a thread per connection, the suite's server),
+and runs N tic-tac-toe episodes through
 ``--openenv-llm-endpoint`` in fresh empty folders:
 
   A. ``--openenv-concurrency=1``, no xdist;
@@ -64,7 +68,11 @@ sys.path.insert(0, str(ROOT / "tests"))
 from benchenv import PYTEST_QUIET, user_env  # noqa: E402
 from schedule_bound import episode_turns, in_order_makespan  # noqa: E402
 from servers.fake_model import listen_drops  # noqa: E402
+from servers.lean_openai import serve_lean  # noqa: E402
 from servers.openai_compat import serve_openai  # noqa: E402
+
+#: --server: the same answers either way (``lean_openai`` reuses ``openai_compat``'s)
+SERVERS = {"lean": serve_lean, "threaded": serve_openai}
 
 SESSION_TIME = re.compile(r" in ([0-9.]+)s")
 OUTCOMES = re.compile(r"(\d+) (passed|failed|error|errors)\b")
@@ -92,6 +100,8 @@ class Run:
     #: the schedule bound (``schedule_bound.py``): this run's own episodes through a runner
     #: with no overhead on the same slots; None where the rows could not be read
     schedule_s: float | None = None
+    #: the lean server: its slowest 1% of answers went out this late past their delay
+    server_lag_p99_s: float | None = None
 
     @property
     def cpu_floor_s(self) -> float:
@@ -115,13 +125,14 @@ def run(
     n: int,
     delay: float,
     code: str | None = None,
+    server_kind: str = "lean",
 ) -> Run:
     """``code``: a folder whose ``pytest_openenv`` the run imports (another checkout)."""
     env = user_env("OPENAI_", "ANTHROPIC_")
     if code is not None:
         env["PYTHONPATH"] = os.pathsep.join([code, *filter(None, [env.get("PYTHONPATH")])])
     probe = "-n" not in extra  # under xdist the episodes' CPU is in the workers
-    with serve_openai(delay=delay) as server, tempfile.TemporaryDirectory() as folder:
+    with SERVERS[server_kind](delay=delay) as server, tempfile.TemporaryDirectory() as folder:
         cpu_file = Path(folder) / "cpu.json"
         if probe:
             env["PYTHONPATH"] = os.pathsep.join(
@@ -148,6 +159,7 @@ def run(
         completions = server.requests
         probed = json.loads(cpu_file.read_text()) if cpu_file.exists() else {}
         turns = episode_turns(Path(folder) / "openenv-results")
+        lags = sorted(getattr(server, "lags", None) or [])
     tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
     episodes = sum(int(count) for count, _ in OUTCOMES.findall(tail))
     match = SESSION_TIME.search(tail)
@@ -173,6 +185,7 @@ def run(
             if len(turns) == n and sum(turns) == completions
             else None
         ),
+        server_lag_p99_s=lags[int(0.99 * (len(lags) - 1))] if lags else None,
     )
 
 
@@ -181,13 +194,18 @@ def cpu_seconds(who: int) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def workers_sweep(workers: list[int], n: int, delay: float, c: int, repeat: int) -> None:
+def workers_sweep(
+    workers: list[int], n: int, delay: float, c: int, repeat: int, server_kind: str
+) -> None:
     """``-n W`` x ``--openenv-concurrency=C`` for each W; every repeat printed."""
     runs: dict[int, list[Run]] = {}
     for w in workers:
         extra = [f"--openenv-concurrency={c}", "-n", str(w)]
         label = f"-n {w} C={c}"
-        runs[w] = [run(label, extra, max(1, w) * c, n, delay) for _ in range(repeat)]
+        runs[w] = [
+            run(label, extra, max(1, w) * c, n, delay, server_kind=server_kind)
+            for _ in range(repeat)
+        ]
     print(
         f"{n} tic-tac-toe episodes, {delay * 1000:g} ms per completion, {os.cpu_count()} CPUs, "
         f"{repeat} repeats each, load average {os.getloadavg()[0]:.1f}"
@@ -254,9 +272,19 @@ def table(args: argparse.Namespace) -> None:
             flags = [*extra, f"--openenv-concurrency={c}", *args.extra]
             if args.baseline:  # back to back with this checkout's run: paired
                 baseline[label].append(
-                    run(f"{label} base", flags, workers * c, n, args.delay, args.baseline)
+                    run(
+                        f"{label} base",
+                        flags,
+                        workers * c,
+                        n,
+                        args.delay,
+                        args.baseline,
+                        server_kind=args.server,
+                    )
                 )
-            runs[label].append(run(label, flags, workers * c, n, args.delay))
+            runs[label].append(
+                run(label, flags, workers * c, n, args.delay, server_kind=args.server)
+            )
     print(
         f"tic-tac-toe through --openenv-llm-endpoint, {args.delay * 1000:g} ms per completion, "
         f"{os.cpu_count()} CPUs, {args.repeat} interleaved rounds, load average "
@@ -266,8 +294,12 @@ def table(args: argparse.Namespace) -> None:
         f"{'run':<11} {'episodes':>8} {'session s':>9} {'bound s':>7} {'share':>6} "
         f"{'schedule s':>10} {'ceiling':>7} {'pytest CPU ms/ep':>16} {'in-session':>10} "
         f"{'main thread':>11} "
-        f"{'server CPU ms/ep':>16} {'CPU floor s':>11} {'dropped SYNs':>12}"
+        f"{'server CPU ms/ep':>16} {'server lag p99 ms':>17} {'CPU floor s':>11} "
+        f"{'dropped SYNs':>12}"
     )
+
+    def lag(r: Run) -> str:
+        return "-" if r.server_lag_p99_s is None else f"{1000 * r.server_lag_p99_s:.1f}"
 
     def floor(r: Run) -> str:
         """In-session CPU and the server's over every core: no schedule here beats it."""
@@ -291,7 +323,7 @@ def table(args: argparse.Namespace) -> None:
                 f"{r.efficiency:>6.0%} {schedule(r):>10} {ceiling(r):>7} "
                 f"{1000 * r.cpu_s / r.episodes:>16.2f} "
                 f"{per_episode(r.session_cpu_s, r):>10} {per_episode(r.main_thread_cpu_s, r):>11} "
-                f"{1000 * r.server_cpu_s / r.episodes:>16.2f} {floor(r):>11} "
+                f"{1000 * r.server_cpu_s / r.episodes:>16.2f} {lag(r):>17} {floor(r):>11} "
                 f"{'?' if r.drops is None else r.drops:>12}"
             )
 
@@ -343,6 +375,14 @@ def table(args: argparse.Namespace) -> None:
             print(f"  {label:<11} session time {session}   in-session CPU {cpu}")
     dropped = sum(r.drops or 0 for group in runs.values() for r in group)
     print(f"connection attempts dropped in all runs: {dropped} (target 0)")
+    lags = [r.server_lag_p99_s for group in runs.values() for r in group]
+    if lags and None not in lags:
+        worst = max(lag or 0.0 for lag in lags)
+        print(
+            f"server lag: the slowest 1% of answers went out at most {1000 * worst:.1f} ms past "
+            f"their {args.delay * 1000:g} ms delay in any run (a lag near 0: the server was not "
+            "what the run waited on)"
+        )
 
 
 def main() -> None:
@@ -371,6 +411,12 @@ def main() -> None:
         "--table runs each row with it too, back to back, and prints the paired ratios",
     )
     parser.add_argument(
+        "--server",
+        choices=sorted(SERVERS),
+        default="lean",
+        help="the model server: lean (one asyncio thread; default) or threaded (the suite's)",
+    )
+    parser.add_argument(
         "--extra", action="append", default=[], help="a flag for every run, e.g. --extra=-p"
     )
     args = parser.parse_args()
@@ -382,11 +428,14 @@ def main() -> None:
         return
     if args.workers:
         workers = [int(w) for w in args.workers.split(",")]
-        workers_sweep(workers, n, delay, c, args.repeat)
+        workers_sweep(workers, n, delay, c, args.repeat, args.server)
         return
 
     def best(label: str, extra: list[str], parallelism: int) -> Run:
-        tries = [run(label, extra, parallelism, n, delay) for _ in range(args.repeat)]
+        tries = [
+            run(label, extra, parallelism, n, delay, server_kind=args.server)
+            for _ in range(args.repeat)
+        ]
         return min(tries, key=lambda r: r.session_s)
 
     runs = [

@@ -3,8 +3,9 @@
     python bench/scale.py [--n 100000] [--workers 2] [--concurrency 64|auto] [--delay 0.05]
                           [--repeat 1] [--baseline-tree DIR]
 
-Starts the OpenAI-compatible test server (``tests/servers/openai_compat.py``) with
-a fixed delay per completion and runs N tic-tac-toe episodes through
+Starts the benchmarks' OpenAI-compatible server (``tests/servers/lean_openai.py``: one
+asyncio thread, the suite server's answers at about a third of its CPU, so the cores go to
+the run measured) with a fixed delay per completion and runs N tic-tac-toe episodes through
 ``--openenv-llm-endpoint`` with ``-n WORKERS --openenv-concurrency C``, every row
 written (``--openenv-min-reward=-1``). The controller probe of ``bench/memory.py``
 (``-p``, controller only) records its peak RSS (``VmHWM``, after the final sorted
@@ -39,7 +40,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from benchenv import PYTEST_QUIET, user_env  # noqa: E402
 from memory import PROBE  # noqa: E402
 from servers.fake_model import listen_drops  # noqa: E402
-from servers.openai_compat import serve_openai  # noqa: E402
+from servers.lean_openai import serve_lean  # noqa: E402
 
 #: the memory probe, plus the time of each episode report (8 bytes each, in the controller)
 SCALE_PROBE = (
@@ -145,7 +146,7 @@ def one_run(args: argparse.Namespace, tree: str | None) -> list[str]:
     with (
         tempfile.TemporaryDirectory() as probe_dir,
         tempfile.TemporaryDirectory() as folder,
-        serve_openai(delay=args.delay) as server,
+        serve_lean(delay=args.delay) as server,
     ):
         (Path(probe_dir) / "openenv_memory_probe.py").write_text(SCALE_PROBE)
         figures_path, times_path = Path(folder) / "probe.json", Path(folder) / "times.bin"

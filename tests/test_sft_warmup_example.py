@@ -14,6 +14,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -365,15 +366,24 @@ def test_the_last_observation_template_shows_one_board_and_keeps_a_refusal_besid
     assert prompt.index(board) < prompt.index('"action_id": 99') < prompt.index(error["content"])
 
 
-def test_training_on_the_latest_observation_keeps_each_distinct_decision_once(
-    collected_rows: list[dict], tmp_path: Path
-) -> None:
+def latest_board_rows(
+    tmp_path: Path, games: list[dict], copies: str = "one"
+) -> tuple[Any, Any, Any, int]:
+    """``train.py``, the latest-board tokenizer, and the rows (and decisions met) that
+    ``one_row_per_decision`` makes of ``games`` written as a results file."""
     train = example_module("train")
     tokenizer = last_observation_tokenizer(tmp_path / "latest")
     dataset = tmp_path / "results.jsonl"
+    dataset.write_text("".join(json.dumps(row) + "\n" for row in games))
+    rows, decisions = train.one_row_per_decision(train.load_rows(dataset, None), tokenizer, copies)
+    return train, tokenizer, rows, decisions
+
+
+def test_training_on_the_latest_observation_keeps_each_distinct_decision_once(
+    collected_rows: list[dict], tmp_path: Path
+) -> None:
     games = collected_rows[:2]
-    dataset.write_text("".join(json.dumps(row) + "\n" for row in [*games, games[0]]))
-    rows, decisions = train.one_row_per_decision(train.load_rows(dataset, None), tokenizer)
+    train, tokenizer, rows, decisions = latest_board_rows(tmp_path, [*games, games[0]])
     moves = [sum(message["role"] == "assistant" for message in row["messages"]) for row in games]
     assert decisions == 2 * moves[0] + moves[1]
     # the repeated game adds no row; both games open on the same empty board, which is
@@ -393,12 +403,8 @@ def test_training_on_the_latest_observation_keeps_each_distinct_decision_once(
 def test_log2_copies_give_a_decision_more_rows_the_more_games_reached_it(
     collected_rows: list[dict], tmp_path: Path
 ) -> None:
-    train = example_module("train")
-    tokenizer = last_observation_tokenizer(tmp_path / "latest")
-    dataset = tmp_path / "results.jsonl"
     games = collected_rows[:2]
-    dataset.write_text("".join(json.dumps(row) + "\n" for row in [games[0]] * 4 + [games[1]]))
-    rows, _ = train.one_row_per_decision(train.load_rows(dataset, None), tokenizer, "log2")
+    _, tokenizer, rows, _ = latest_board_rows(tmp_path, [games[0]] * 4 + [games[1]], "log2")
     texts = collections.Counter(
         tokenizer.apply_chat_template(row["messages"], tools=row["tools"], tokenize=False)
         for row in rows

@@ -34,6 +34,7 @@ import re
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -476,3 +477,19 @@ class ModelServer:
         if body.get("model") in faults.usage_by_model:
             payload["usage"] = faults.usage_by_model[body.get("model")]
         self._send(handler, 200, payload)
+
+
+def serve_by_hand(serve: Callable[..., Any], description: str) -> None:
+    """``python tests/servers/NAME.py --delay S``: start ``serve(delay=S)``, print its base
+    URL, and serve until Ctrl-C."""
+    import argparse
+    import contextlib
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds per completion")
+    args = parser.parse_args()
+    with serve(delay=args.delay) as server:
+        print(server.base_url, flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            while True:
+                time.sleep(3600)

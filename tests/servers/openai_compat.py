@@ -14,16 +14,21 @@ Run it by hand with ``python tests/servers/openai_compat.py --delay 0.05``.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import time
 from collections.abc import Iterator
 from typing import Any
 
 try:
-    from .fake_model import Decision, Faults, ModelServer, call_id
+    from .fake_model import Decision, Faults, ModelServer, call_id, serve_by_hand
 except ImportError:  # run as a script
-    from fake_model import Decision, Faults, ModelServer, call_id  # type: ignore[no-redef]
+    from fake_model import (  # type: ignore[no-redef]
+        Decision,
+        Faults,
+        ModelServer,
+        call_id,
+        serve_by_hand,
+    )
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -101,16 +106,5 @@ def serve_openai(faults: Faults | None = None, **kwargs: Any) -> Iterator[OpenAI
         server.stop()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--delay", type=float, default=0.0, help="seconds per completion")
-    args = parser.parse_args()
-    with serve_openai(delay=args.delay) as server:
-        print(server.base_url, flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            while True:
-                time.sleep(3600)
-
-
 if __name__ == "__main__":
-    main()
+    serve_by_hand(serve_openai, __doc__.splitlines()[0])
