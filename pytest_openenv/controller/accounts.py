@@ -84,6 +84,18 @@ REPEATS_FIX = (
 )
 
 
+def only_marks_reported(report: pytest.TestReport) -> bool:
+    """Whether counting ``report`` does no more than mark its test reported: a passed
+    setup or teardown that carries neither a row nor an episode's brief."""
+    return (
+        report.passed
+        and report.when != "call"
+        and not getattr(report, "rerun", 0)
+        and not hasattr(report, "openenv_record")
+        and not hasattr(report, "openenv_brief")
+    )
+
+
 class Accounts:
     def __init__(
         self, settings: Settings, service: EpisodeService, earlier: dict[str, dict[str, Any]]

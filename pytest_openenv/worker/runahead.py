@@ -233,6 +233,10 @@ class Runahead:
         #: ahead, and the first position not looked at yet
         self._ahead: deque[int] = deque()
         self._cursor = 0
+        #: on an xdist worker: the items queued ahead (ids) and every item looked at, both
+        #: in the order the worker runs them
+        self._queue_ahead_ids: deque[int] = deque()
+        self._looked_items: deque[pytest.Item] = deque()
         #: on an xdist worker: the items handed to it (None: this process runs them all)
         self._worker_queue = worker_queue
         #: items in a worker's queue are certain to run there unless the scheduler may take
@@ -305,12 +309,7 @@ class Runahead:
         if self._worker_queue is None:
             self._run_ahead_in_order(item)
         else:
-            wanted = self.window - 1
-            for upcoming in self.upcoming(item):
-                if wanted <= 0:
-                    break
-                if self._queue_ahead(upcoming):
-                    wanted -= 1
+            self._run_ahead_from_queue(item, self._worker_queue)
         if self._warm_up and self.jobs:
             from ..util import warmup
 
@@ -343,6 +342,40 @@ class Runahead:
             cursor += 1
         self._cursor = cursor
 
+    def _run_ahead_from_queue(self, item: pytest.Item, queue: WorkerQueue) -> None:
+        """Keep ``window - 1`` eligible items of this worker's queue queued after ``item``.
+
+        As in ``_run_ahead_in_order``, each queued item is looked at once: the queue only
+        loses its head (the items that ran since) and grows at its tail, so what was looked
+        at after ``item`` needs no second look. Where the queue changed otherwise (the
+        controller took items back), the last item looked at is not where it was, and the
+        window is looked at afresh.
+        """
+        ahead, looked = self._queue_ahead_ids, self._looked_items
+        while ahead and ahead[0] not in self.jobs:  # claimed by their items (or dropped)
+            ahead.popleft()
+        while looked and looked.popleft() is not item:
+            pass  # items that ran since without asking for their episode here
+        if len(ahead) >= self.window - 1:
+            return
+        certain, limit = self._queue_is_certain, 2 * self.window
+        if looked:
+            last = queue.following(item, limit=len(looked), queued=certain, start=len(looked) - 1)
+            if not last or last[0] is not looked[-1]:
+                looked.clear()
+        if not looked:
+            ahead.clear()
+        while len(ahead) < self.window - 1 and len(looked) < limit:
+            # no more than the window still wants: each eligible item fills one place
+            wanted = min(limit, len(looked) + self.window - 1 - len(ahead))
+            fresh = queue.following(item, limit=wanted, queued=certain, start=len(looked))
+            if not fresh:
+                break
+            for upcoming in fresh:
+                looked.append(upcoming)
+                if self._queue_ahead(upcoming):
+                    ahead.append(id(upcoming))
+
     def _queue_ahead(self, upcoming: pytest.Item) -> bool:
         """Queue the episode of ``upcoming`` unless it is queued; False: it may not run ahead."""
         key = id(upcoming)
@@ -370,23 +403,11 @@ class Runahead:
         self.pool.submit(job)
         return True
 
-    def upcoming(self, item: pytest.Item) -> list[pytest.Item]:
-        """Items this process will run after ``item``, as far as that is certain."""
-        if self._worker_queue is not None:
-            return self._worker_queue.following(
-                item, limit=2 * self.window, queued=self._queue_is_certain
-            )
-        session = item.session
-        if self._positions is None:
-            self._positions = {id(it): i for i, it in enumerate(session.items)}
-        position = self._positions.get(id(item))
-        if position is None:
-            return []
-        return session.items[position + 1 : position + 1 + 2 * self.window]
-
     def close(self) -> None:
         if self.pool is not None:
             self.pool.close()
         self.jobs.clear()
         self._eligible.clear()
         self._ahead.clear()
+        self._queue_ahead_ids.clear()
+        self._looked_items.clear()

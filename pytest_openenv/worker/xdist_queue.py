@@ -12,6 +12,7 @@ nothing runs ahead (each item plays its own episode), and a warning says why.
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from typing import Any
 
@@ -42,9 +43,12 @@ class WorkerQueue:
                     break
         return self._interactor
 
-    def following(self, item: pytest.Item, *, limit: int, queued: bool) -> list[pytest.Item]:
-        """Up to ``limit`` items this worker runs after ``item``: the next one, and with
-        ``queued`` the rest of its queue (only where the controller never takes them back)."""
+    def following(
+        self, item: pytest.Item, *, limit: int, queued: bool, start: int = 0
+    ) -> list[pytest.Item]:
+        """The items this worker runs after ``item`` at positions ``start`` up to ``limit``
+        (0: the next one): with ``queued`` the rest of its queue too (only where the
+        controller never takes them back)."""
         if self._broken:
             return []
         try:
@@ -52,17 +56,21 @@ class WorkerQueue:
             items = interactor.session.items
             if items[interactor.item_index] is not item:
                 return []  # not run by the worker loop we know; stay safe
-            indices: list[int] = []
             following = interactor.nextitem_index
-            if isinstance(following, int):
-                indices.append(following)
-                if queued:
-                    with interactor.torun.lock() as waiting:
-                        for index in waiting:
-                            if not isinstance(index, int) or len(indices) >= limit:
-                                break  # the shutdown marker: nothing after it runs
-                            indices.append(index)
-            return [items[i] for i in indices]
+            if not isinstance(following, int):
+                return []
+            indices: list[Any] = [following] if start == 0 and limit > 0 else []
+            if queued and limit > 1:
+                with interactor.torun.lock() as waiting:
+                    # a slice of the deque in C: a worker asks at every item, its queue
+                    # a window long
+                    indices += itertools.islice(waiting, max(0, start - 1), limit - 1)
+            kept: list[pytest.Item] = []
+            for index in indices:
+                if not isinstance(index, int):
+                    break  # the shutdown marker: nothing after it runs
+                kept.append(items[index])
+            return kept
         except (AttributeError, IndexError, TypeError):
             self._broken = True
             warnings.warn(pytest.PytestWarning(WARNING), stacklevel=2)

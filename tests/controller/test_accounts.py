@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pytest_openenv.config.settings import RunSettings, Settings
-from pytest_openenv.controller.accounts import Accounts, episode_id_from_nodeid
+from pytest_openenv.controller.accounts import Accounts, episode_id_from_nodeid, only_marks_reported
 from pytest_openenv.episode.record import brief, dumps_record, placeholder_row
 from pytest_openenv.episode.spec import EpisodeSpec
 from pytest_openenv.worker.service import EpisodeService
@@ -180,3 +180,43 @@ def test_a_crashed_episode_of_one_of_several_models_keeps_its_model_and_id() -> 
     assert (row["policy"], row["model"], row["seed"]) == ("openai", "org/b", 4)
     books.count(crash)
     assert books.arms.arms["org/b"].errored == 1
+
+
+def test_reports_counted_without_holding_interrupts_only_mark_their_test_reported() -> None:
+    """The controller holds Ctrl-C while it counts a report and writes its row, except
+    for the reports ``only_marks_reported`` picks: counting one changes nothing else."""
+    line = record(0, seed=0)
+    reports = [
+        report(0, "setup", "passed"),
+        report(0, "setup", "failed"),
+        report(0, "setup", "skipped"),
+        report(0, "setup", "passed", rerun=1),
+        report(0, "call", "passed", line=line),
+        report(0, "call", "failed", line=line),
+        report(0, "teardown", "passed"),
+        report(0, "teardown", "failed"),
+        report(0, "teardown", "passed", line=line),
+    ]
+    picked = [(r.when, r.outcome) for r in reports if only_marks_reported(r)]
+    assert picked == [("setup", "passed"), ("teardown", "passed")]
+    for r in reports:
+        if only_marks_reported(r):
+            books = accounts()
+            before = counted_state(books)
+            assert books.count(r) is None
+            assert counted_state(books) == before and books.reported == {r.nodeid}
+
+
+def counted_state(books: Accounts) -> str:
+    """What a report can change of the accounts but the set of reported tests."""
+
+    def fields(value: Any) -> Any:
+        slots = getattr(type(value), "__slots__", None)
+        if slots is not None and not isinstance(value, (int, float, str)):
+            return {name: getattr(value, name, None) for name in slots}
+        return vars(value) if hasattr(value, "__dict__") else value
+
+    tally = {name: fields(value) for name, value in vars(books.tally).items()}
+    return repr(
+        (tally, vars(books.passk), books.arms.arms, books.other_failures, books.failed_episodes)
+    )

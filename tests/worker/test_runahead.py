@@ -86,3 +86,89 @@ def test_each_item_is_looked_at_once_whatever_the_window(monkeypatch: pytest.Mon
     # walk looked at the whole window again for each item: some 60 times each here)
     assert sorted(service.started) == [i for i in range(400) if i % 5]
     assert memo.lookups <= len(session.items)
+
+
+class WorkerQueueOf:
+    """An xdist worker's queue as ``WorkerQueue`` reads it: the items handed to this worker
+    and not run yet, which lose their head as items run and grow at the tail as the
+    controller sends more; counts the positions it hands out."""
+
+    def __init__(self) -> None:
+        self.waiting: list[Any] = []
+        self.handed_out = 0
+
+    def following(self, item: Any, *, limit: int, queued: bool, start: int = 0) -> list[Any]:
+        assert queued
+        positions = self.waiting[start:limit]
+        self.handed_out += len(positions)
+        return positions
+
+
+def on_a_worker(service: Service, queue: WorkerQueueOf, *, concurrency: int) -> Any:
+    """A ``Runahead`` as an xdist worker of ``--dist load`` makes it: its queue is certain."""
+    return runahead.Runahead(
+        SimpleNamespace(),  # type: ignore[arg-type]
+        service,  # type: ignore[arg-type]
+        concurrency=concurrency,
+        timeout=None,
+        worker_queue=queue,  # type: ignore[arg-type]
+        queue_is_certain=True,
+    )
+
+
+def play_from_queue(
+    ahead: runahead.Runahead, queue: WorkerQueueOf, items: list[Any], eligible: Any
+) -> None:
+    """Run ``items`` in order as a worker does, the controller topping its queue up in
+    batches; after each eligible item, the window ahead of it is full."""
+    handed = 0
+    for position, item in enumerate(items):
+        while handed < len(items) and handed - position < 3 * ahead.window:
+            handed += 50  # a batch of the controller's
+        queue.waiting = items[position + 1 : handed]
+        spec = item.stash[SPEC_KEY]
+        if eligible(item):
+            assert ahead.episode(item, spec, None, None) is spec  # type: ignore[arg-type]
+            later = [it for it in queue.waiting if eligible(it)]
+            queued = [it for it in later if id(it) in ahead.jobs]
+            assert queued == later[: ahead.window - 1]
+
+
+def test_a_worker_looks_at_each_queued_item_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    def eligible(item: Any) -> bool:
+        return bool(item.stash[SPEC_KEY].index % 5)
+
+    monkeypatch.setattr(runahead, "may_run_ahead", eligible)
+    service, queue = Service(), WorkerQueueOf()
+    ahead = on_a_worker(service, queue, concurrency=16)
+    ahead._eligible = memo = CountingDict()
+    items = session_of(600).items
+    try:
+        play_from_queue(ahead, queue, items, eligible)
+    finally:
+        ahead.close()
+    assert sorted(service.started) == [i for i in range(600) if i % 5]
+    # each item looked at once, and handed out at most twice (once new, once to check
+    # the queue is as it was): the old walk took the whole window again at every item
+    assert memo.lookups <= len(items)
+    assert queue.handed_out <= 2 * len(items)
+
+
+def test_a_queue_the_controller_took_items_from_is_looked_at_afresh(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(runahead, "may_run_ahead", lambda item: True)
+    service, queue = Service(), WorkerQueueOf()
+    ahead = on_a_worker(service, queue, concurrency=4)
+    items = session_of(40).items
+    try:
+        queue.waiting = items[1:20]
+        ahead.episode(items[0], items[0].stash[SPEC_KEY], None, None)  # type: ignore[arg-type]
+        assert [it for it in items if id(it) in ahead.jobs] == items[1 : ahead.window]
+        # the controller takes items 2-19 back and hands this worker 30-39 instead
+        queue.waiting = items[30:40]
+        ahead.episode(items[1], items[1].stash[SPEC_KEY], None, None)  # type: ignore[arg-type]
+        window = [it for it in items[30:40] if id(it) in ahead.jobs]
+        assert window == items[30 : 30 + ahead.window - 1]
+    finally:
+        ahead.close()

@@ -21,8 +21,12 @@ def test_queue(request, i):
         warnings.simplefilter("error")  # xdist's internals as expected: no warning
         following = queue.following(request.node, limit=10, queued=True)
         next_only = queue.following(request.node, limit=10, queued=False)
+        later = queue.following(request.node, limit=3, queued=True, start=1)
+        not_next = queue.following(request.node, limit=10, queued=False, start=1)
     assert [item.name for item in following] == expected
     assert [item.name for item in next_only] == expected[:1]
+    assert [item.name for item in later] == expected[1:3]
+    assert not_next == []
 """
 
 #: without xdist there is no worker loop to read: nothing, and one warning naming the cost
