@@ -1,9 +1,11 @@
 """A pytest plugin for benchmarks: the CPU a run spends between collection and its end.
 
 Loaded with ``-p cpu_probe`` (``bench/`` on ``PYTHONPATH``); writes JSON to the file named
-by ``OPENENV_BENCH_CPU``: the process's CPU seconds (every thread) and the main thread's
-from the end of collection to the end of the session, so start-up and imports, which a
-longer run pays once, are left out of a per-episode figure.
+by ``OPENENV_BENCH_CPU`` (an xdist worker to that name plus ``.gw0``, ``.gw1``, ...): the
+process's CPU seconds (every thread) and the main thread's from the end of collection to
+the end of the session, so start-up and imports, which a longer run pays once, are left
+out of a per-episode figure. An xdist controller collects nothing: its figures start at
+its session start (which starts the workers).
 """
 
 from __future__ import annotations
@@ -17,9 +19,17 @@ import pytest
 _marks: dict[str, float] = {}
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
+def mark() -> None:
     _marks["process"] = time.process_time()
     _marks["main"] = time.thread_time()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    mark()  # an xdist controller's only mark: it never finishes a collection of its own
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    mark()
 
 
 @pytest.hookimpl(trylast=True)
@@ -27,6 +37,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     target = os.environ.get("OPENENV_BENCH_CPU")
     if not target or "process" not in _marks:
         return
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        target = f"{target}.{worker}"
     with open(target, "w", encoding="utf-8") as out:
         json.dump(
             {

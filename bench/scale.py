@@ -5,7 +5,8 @@
 
 Starts the benchmarks' OpenAI-compatible server (``tests/servers/lean_openai.py``: one
 asyncio thread, the suite server's answers at about a third of its CPU, so the cores go to
-the run measured) with a fixed delay per completion and runs N tic-tac-toe episodes through
+the run measured; its thread at ``--server-nice``, default -10, as in ``latency.py``)
+with a fixed delay per completion and runs N tic-tac-toe episodes through
 ``--openenv-llm-endpoint`` with ``-n WORKERS --openenv-concurrency C``, every row
 written (``--openenv-min-reward=-1``). The controller probe of ``bench/memory.py``
 (``-p``, controller only) records its peak RSS (``VmHWM``, after the final sorted
@@ -37,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from benchenv import PYTEST_QUIET, user_env  # noqa: E402
+from benchenv import PYTEST_QUIET, serve_first, user_env  # noqa: E402
 from memory import PROBE  # noqa: E402
 from servers.fake_model import listen_drops  # noqa: E402
 from servers.lean_openai import serve_lean  # noqa: E402
@@ -148,6 +149,7 @@ def one_run(args: argparse.Namespace, tree: str | None) -> list[str]:
         tempfile.TemporaryDirectory() as folder,
         serve_lean(delay=args.delay) as server,
     ):
+        serve_first(server, args.server_nice)
         (Path(probe_dir) / "openenv_memory_probe.py").write_text(SCALE_PROBE)
         figures_path, times_path = Path(folder) / "probe.json", Path(folder) / "times.bin"
         env = user_env("OPENAI_", "ANTHROPIC_")
@@ -276,13 +278,21 @@ def main() -> None:
     parser.add_argument(
         "--baseline-tree", help="a package checkout to compare with, runs interleaved"
     )
+    parser.add_argument(
+        "--server-nice",
+        type=int,
+        default=-10,
+        help="niceness of the model server's thread (default -10: served before the run's "
+        "processes, as an endpoint on other machines would answer; 0 leaves it as it is)",
+    )
     args = parser.parse_args()
     trees: list[tuple[str, str | None]] = [("this tree", None)]
     if args.baseline_tree:
         trees.append((f"base {args.baseline_tree}", str(Path(args.baseline_tree).resolve())))
     print(
         f"{args.n} tic-tac-toe episodes, {args.delay * 1000:g} ms per completion, "
-        f"-n {args.workers}, --openenv-concurrency={args.concurrency}, {os.cpu_count()} CPUs"
+        f"-n {args.workers}, --openenv-concurrency={args.concurrency}, {os.cpu_count()} CPUs, "
+        f"model server at niceness {args.server_nice}"
     )
     for round_ in range(args.repeat):
         for label, tree in trees:

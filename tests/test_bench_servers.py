@@ -119,3 +119,40 @@ def test_the_lean_server_records_how_late_each_answer_went_out() -> None:
     assert elapsed >= 3 * 0.05
     assert server.requests == 3 and server.connections == 1 and server.model_checks == 1
     assert len(server.lags) == 3 and all(0 <= lag < 0.05 for lag in server.lags)
+
+
+def bench_module(name: str):  # type: ignore[no-untyped-def]
+    """A script of ``bench/`` as a module (the folder is not a package)."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    folder = str(Path(__file__).resolve().parents[1] / "bench")
+    if folder not in sys.path:
+        sys.path.append(folder)  # after tests/: bench/servers.py must not shadow servers/
+    return importlib.import_module(name)
+
+
+def test_the_lean_server_s_thread_runs_at_the_niceness_the_bench_asks() -> None:
+    import os
+
+    serve_first = bench_module("benchenv").serve_first
+    nicer = min(19, os.getpriority(os.PRIO_PROCESS, 0) + 3)  # raising it needs no privilege
+    with serve_lean() as server:
+        assert server.thread_id is not None
+        serve_first(server, nicer)
+        assert os.getpriority(os.PRIO_PROCESS, server.thread_id) == nicer
+        assert os.getpriority(os.PRIO_PROCESS, 0) != nicer  # the thread alone, not the process
+
+
+@pytest.mark.slow
+def test_the_latency_bench_counts_the_cpu_of_every_xdist_worker() -> None:
+    latency = bench_module("latency")
+    alone = latency.run("C=4", ["--openenv-concurrency=4"], 4, n=16, delay=0.0)
+    xdist = latency.run("-n 2", ["-n", "2", "--openenv-concurrency=4"], 8, n=16, delay=0.0)
+    assert alone.session_cpu_s is not None and alone.main_thread_cpu_s is not None
+    assert xdist.main_thread_cpu_s is None  # the controller's main thread runs no item
+    # the controller and both workers, each a process that played or reported episodes
+    assert (alone.cpu_processes, xdist.cpu_processes) == (1, 3)
+    assert xdist.session_cpu_s is not None and xdist.session_cpu_s > 0
+    assert xdist.episodes == alone.episodes == 16

@@ -117,6 +117,11 @@ class LeanOpenAIServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
+    @property
+    def thread_id(self) -> int | None:
+        """The operating system's id of the thread that serves every connection."""
+        return None if self._thread is None else self._thread.native_id
+
     # -- on the loop -----------------------------------------------------------
     def handle(self, conn: _Connection, method: str, path: str, raw: bytes) -> None:
         if method == "GET":
