@@ -14,12 +14,14 @@ def user_env(*drop_prefixes: str) -> dict[str, str]:
 
     Some sandboxes set PYTHONDONTWRITEBYTECODE, which makes every run recompile every
     import: that measures the sandbox, not the plugin. ``drop_prefixes`` removes
-    variables such as API keys that must not reach the run.
+    variables such as API keys that must not reach the run; an outer xdist run's
+    ``PYTEST_XDIST_*`` go too (the suite runs some benchmarks from its workers).
     """
     return {
         key: value
         for key, value in os.environ.items()
-        if key != "PYTHONDONTWRITEBYTECODE" and not key.startswith(drop_prefixes or ("\0",))
+        if key != "PYTHONDONTWRITEBYTECODE"
+        and not key.startswith(("PYTEST_XDIST_", *drop_prefixes))
     }
 
 

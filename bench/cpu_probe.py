@@ -37,7 +37,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     target = os.environ.get("OPENENV_BENCH_CPU")
     if not target or "process" not in _marks:
         return
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    # xdist's own mark of a worker: the environment may carry an outer run's variables
+    worker = getattr(session.config, "workerinput", {}).get("workerid")
     if worker:
         target = f"{target}.{worker}"
     with open(target, "w", encoding="utf-8") as out:
