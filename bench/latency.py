@@ -79,6 +79,20 @@ from servers.openai_compat import serve_openai  # noqa: E402
 #: --server: the same answers either way (``lean_openai`` reuses ``openai_compat``'s)
 SERVERS = {"lean": serve_lean, "threaded": serve_openai}
 
+
+@dataclass(frozen=True)
+class ServerChoice:
+    """The model server a run talks to: ``--server`` and ``--server-nice``."""
+
+    kind: str = "lean"
+    #: its one thread's niceness (``serve_first``; the threaded server has no one thread)
+    nice: int = 0
+
+    @property
+    def shown_nice(self) -> int:
+        return self.nice if self.kind == "lean" else 0
+
+
 SESSION_TIME = re.compile(r" in ([0-9.]+)s")
 OUTCOMES = re.compile(r"(\d+) (passed|failed|error|errors)\b")
 
@@ -133,16 +147,15 @@ def run(
     n: int,
     delay: float,
     code: str | None = None,
-    server_kind: str = "lean",
-    server_nice: int = 0,
+    server: ServerChoice = ServerChoice(),
 ) -> Run:
     """``code``: a folder whose ``pytest_openenv`` the run imports (another checkout);
-    ``server_nice``: the model server's thread runs at this niceness (``serve_first``)."""
+    ``server``: which model server, its thread at which niceness."""
     env = user_env("OPENAI_", "ANTHROPIC_")
     if code is not None:
         env["PYTHONPATH"] = os.pathsep.join([code, *filter(None, [env.get("PYTHONPATH")])])
-    with SERVERS[server_kind](delay=delay) as server, tempfile.TemporaryDirectory() as folder:
-        serve_first(server, server_nice)
+    with SERVERS[server.kind](delay=delay) as model, tempfile.TemporaryDirectory() as folder:
+        serve_first(model, server.nice)
         cpu_file = Path(folder) / "cpu.json"
         env["PYTHONPATH"] = os.pathsep.join(
             [str(Path(__file__).parent), *filter(None, [env.get("PYTHONPATH")])]
@@ -154,7 +167,7 @@ def run(
             "cpu_probe",
             "--openenv-env=openspiel:tic_tac_toe",
             f"--openenv-n={n}",
-            f"--openenv-llm-endpoint={server.base_url}",
+            f"--openenv-llm-endpoint={model.base_url}",
             "--openenv-model=bench-model",
             *extra,
         ]
@@ -166,11 +179,11 @@ def run(
         drops_after = listen_drops()
         server_cpu = cpu_seconds(resource.RUSAGE_SELF) - own  # the server's threads
         pytest_cpu = cpu_seconds(resource.RUSAGE_CHILDREN) - children
-        completions = server.requests
+        completions = model.requests
         probed = [json.loads(path.read_text()) for path in Path(folder).glob("cpu.json*")]
         xdist = "-n" in extra
         turns = episode_turns(Path(folder) / "openenv-results")
-        lags = sorted(getattr(server, "lags", None) or [])
+        lags = sorted(getattr(model, "lags", None) or [])
     tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
     episodes = sum(int(count) for count, _ in OUTCOMES.findall(tail))
     match = SESSION_TIME.search(tail)
@@ -212,8 +225,7 @@ def workers_sweep(
     delay: float,
     c: int,
     repeat: int,
-    server_kind: str,
-    server_nice: int = 0,
+    server: ServerChoice,
 ) -> None:
     """``-n W`` x ``--openenv-concurrency=C`` for each W; every repeat printed."""
     runs: dict[int, list[Run]] = {}
@@ -227,8 +239,7 @@ def workers_sweep(
                 max(1, w) * c,
                 n,
                 delay,
-                server_kind=server_kind,
-                server_nice=server_nice,
+                server=server,
             )
             for _ in range(repeat)
         ]
@@ -298,6 +309,7 @@ def cpu_need(group: list[Run], target: float) -> str:
 
 def table(args: argparse.Namespace) -> None:
     """The latency table, rounds interleaved, every repeat printed."""
+    server = ServerChoice(args.server, args.server_nice)
     configs = [
         ("C=1", [], 1, args.n_serial),
         ("C=16", [], 16, args.n),
@@ -331,8 +343,7 @@ def table(args: argparse.Namespace) -> None:
                         n,
                         args.delay,
                         args.baseline,
-                        server_kind=args.server,
-                        server_nice=args.server_nice,
+                        server=server,
                     )
                 )
             runs[label].append(
@@ -342,16 +353,14 @@ def table(args: argparse.Namespace) -> None:
                     workers * c,
                     n,
                     args.delay,
-                    server_kind=args.server,
-                    server_nice=args.server_nice,
+                    server=server,
                 )
             )
-    nice = args.server_nice if args.server == "lean" else 0  # the threaded one: a thread each
     print(
         f"tic-tac-toe through --openenv-llm-endpoint, {args.delay * 1000:g} ms per completion, "
         f"{os.cpu_count()} CPUs, {args.repeat} interleaved rounds, load average "
         f"{os.getloadavg()[0]:.1f}; extra flags: {' '.join(args.extra) or 'none'}; model "
-        f"server: {args.server}, at niceness {nice}"
+        f"server: {server.kind}, at niceness {server.shown_nice}"
     )
     print(
         f"{'run':<11} {'episodes':>8} {'session s':>9} {'bound s':>7} {'share':>6} "
@@ -498,12 +507,13 @@ def main() -> None:
     if args.n is None:
         args.n = 2000 if args.table else 200
     n, delay, c = args.n, args.delay, args.concurrency
+    server = ServerChoice(args.server, args.server_nice)
     if args.table:
         table(args)
         return
     if args.workers:
         workers = [int(w) for w in args.workers.split(",")]
-        workers_sweep(workers, n, delay, c, args.repeat, args.server, args.server_nice)
+        workers_sweep(workers, n, delay, c, args.repeat, server)
         return
 
     def best(label: str, extra: list[str], parallelism: int) -> Run:
@@ -514,8 +524,7 @@ def main() -> None:
                 parallelism,
                 n,
                 delay,
-                server_kind=args.server,
-                server_nice=args.server_nice,
+                server=server,
             )
             for _ in range(args.repeat)
         ]
