@@ -57,9 +57,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     from .util import heap
     from .worker import bundled
+    from .worker.fixtures import EpisodeFixture
     from .worker.plugin import WorkerPlugin
 
     config.addinivalue_line("markers", MARKER_HELP)
+    episode_fixture = EpisodeFixture()
+    config.pluginmanager.register(episode_fixture, EpisodeFixture.name)
     heap.arrange_thaw(config)
     service, template = start_service(config)
     idle_in_workers: dict[str, object] = {}
@@ -76,7 +79,12 @@ def pytest_configure(config: pytest.Config) -> None:
         controller = ControllerPlugin.start(config, service, template=template)
     if collects_items(config):
         resumed = controller.output.resumed if controller is not None else None
-        WorkerPlugin.start(config, service, bundled=runs_bundled_test, resumed=resumed)
+        worker = WorkerPlugin.start(config, service, bundled=runs_bundled_test, resumed=resumed)
+        episode_fixture.player = worker.play
+        if controller is not None:  # one process: the rows go from one side to the other
+            from .dataset.handoff import RowHandoff
+
+            worker.handoff = controller.accounts.handoff = RowHandoff()
     if is_worker(config):
         from .worker import snapshot_writes
 
@@ -92,7 +100,11 @@ def pytest_configure(config: pytest.Config) -> None:
         from .controller.xdist import XdistController
 
         # the bundled test's workers start without the plugins it never calls
-        idle = worker_start.idle_plugins(config, idle_in_workers) if runs_bundled_test else []
+        idle = (
+            worker_start.idle_plugins(config, idle_in_workers)
+            if runs_bundled_test is not None
+            else []
+        )
         xdist_side = XdistController(controller, worker_addopts=worker_start.worker_addopts(idle))
         config.pluginmanager.register(xdist_side, XdistController.name)
 

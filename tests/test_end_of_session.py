@@ -53,19 +53,21 @@ def record(index: int, outcome: str, *, attempt: int = 0) -> dict[str, Any]:
     return row
 
 
-def write_run(writer: DatasetWriter) -> None:
-    """Rows in a shuffled order, some twice (the last one wins), some failed then passed."""
+def write_run(writer: DatasetWriter, *, handed: bool = False) -> None:
+    """Rows in a shuffled order, some twice (the last one wins), some failed then passed;
+    ``handed``: each with the dict its line was dumped from, as a one-process run hands it."""
     order = list(range(40))
     random.Random(7).shuffle(order)
     outcomes = ["passed", "passed", "failed", "errored", "verdict-failed"]
     for index in order:
         outcome = outcomes[index % len(outcomes)]
-        line = json.dumps(record(index, outcome))
+        row = record(index, outcome)
         key = (f"ep-{index:06d}", f"t.py::test_{index % 2}[ep-{index:06d}]")
-        writer.append(line, passed=outcome == "passed", key=key)
+        parsed = row if handed else None
+        writer.append(json.dumps(row), passed=outcome == "passed", key=key, parsed=parsed)
         if index % 7 == 0:  # played again: its second row replaces the first
-            again = json.dumps(record(index, "passed", attempt=1))
-            writer.append(again, passed=True, key=key)
+            again = record(index, "passed", attempt=1)
+            writer.append(json.dumps(again), passed=True, key=key, parsed=again if handed else None)
     writer.finalize()
 
 
@@ -73,13 +75,18 @@ def table(found: Any) -> list[Any]:
     return [(r.source, r.offset, r.length, r.group, *r.cells()) for r in found.rows]
 
 
-@pytest.mark.parametrize("secrets", [KnownSecrets(), KnownSecrets.collect(extra=[SECRET])])
+@pytest.mark.parametrize("handed", [False, True], ids=["lines", "handed-dicts"])
+@pytest.mark.parametrize(
+    "secrets", [KnownSecrets(), KnownSecrets.collect(extra=[SECRET])], ids=["plain", "secret"]
+)
 def test_what_the_writer_kept_is_what_reading_the_finished_files_gives(
-    tmp_path: Path, secrets: KnownSecrets
+    tmp_path: Path, secrets: KnownSecrets, handed: bool
 ) -> None:
+    """Digested from each line, or from the dict it was dumped from (a secret to scrub
+    makes the writer digest the scrubbed line instead)."""
     digests = RowDigests()
     writer = DatasetWriter(tmp_path, resume=False, secrets=secrets, observer=digests.add)
-    write_run(writer)
+    write_run(writer, handed=handed)
     assert writer.final is not None
     kept = digests.folder_rows(tmp_path, writer.final)
     read = scan_folder(tmp_path)
@@ -103,6 +110,49 @@ def test_rows_the_run_did_not_write_itself_are_read_from_the_files(tmp_path: Pat
     assert writer.final is None and writer.row_counts() is None
     assert digests.folder_rows(tmp_path, writer.final) is None
     assert digests.facts(writer.final) is None
+
+
+#: a plugin of the test's own: notes, for each row digested, whether it came as a dict
+HANDOFF_PROBE = """
+import json
+from pytest_openenv.report.digests import RowDigests
+
+inner = RowDigests.add
+
+def add(self, line, passed, key, parsed=None):
+    if parsed is not None:  # the dict is what the row's line holds
+        assert parsed == json.loads(line), key
+    with open("digested.txt", "a") as out:
+        out.write(("dict" if parsed is not None else "line") + "\\n")
+    return inner(self, line, passed, key, parsed)
+
+RowDigests.add = add
+"""
+
+
+@pytest.mark.parametrize("where", ["one process", "xdist", "secret in the environment"])
+def test_only_a_one_process_run_with_nothing_to_scrub_digests_the_handed_rows(
+    run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    pytester.makepyfile(handoff_probe=HANDOFF_PROBE)
+    pytester.syspathinsert()
+    if where == "secret in the environment":
+        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    workers = ["-n", "2"] if where == "xdist" else ["-p", "no:xdist"]
+    result = run_pytest(
+        "--openenv-env=openspiel:tic_tac_toe",
+        "--openenv-n=6",
+        "--openenv-policy=random",
+        "-p",
+        "handoff_probe",
+        *workers,
+    )
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+    digested = (pytester.path / "digested.txt").read_text().split()
+    expected = "dict" if where == "one process" else "line"
+    assert digested == [expected] * 6
+    summary = json.loads((pytester.path / "openenv-results" / "summary.json").read_text())
+    assert summary["seeding"]["episodes"] == 6
 
 
 #: a plugin of the test's own: notes every read of the rows the end of the run makes

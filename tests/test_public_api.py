@@ -164,5 +164,5 @@ def test_the_fixtures_a_conftest_may_override(pytester: pytest.Pytester) -> None
     pytester.makepyfile("def test_nothing(): pass")
     result = pytester.runpytest("--fixtures", "-p", "no:randomly")
     listed = result.stdout.str()
-    for name in ("episode", "openenv_policy", "openenv_env"):
+    for name in ("episode", "openenv_episode", "openenv_policy", "openenv_env"):
         assert f"\n{name}" in listed or listed.startswith(name), name

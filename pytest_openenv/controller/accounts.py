@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..config.settings import Settings
+from ..dataset.handoff import RowHandoff
 from ..report.arms import ArmAccounts
 from ..report.passk import PassKTally
 from ..report.tally import Tally
@@ -131,6 +132,8 @@ class Accounts:
         self.kept_counted = 0
         #: per group (test function, env, model or policy) and per model, and what pairs
         #: their episodes
+        #: in a run without xdist, the dicts the worker side dumped each row's line from
+        self.handoff: RowHandoff | None = None
         self.arms = ArmAccounts(
             run_arm_names(settings),
             settings.run.repeats,
@@ -174,8 +177,10 @@ class Accounts:
         record = getattr(report, "openenv_record", None)
         if record is None:
             return None
+        parsed = self.handoff.take(report) if self.handoff is not None else None
         if report.nodeid in self.replayed:
             record = self.next_attempt(report.nodeid, record)
+            parsed = None
         self.remember_test(report.nodeid, record)
         # Reports stay alive in the terminal reporter's stats for the whole session.
         del report.openenv_record  # type: ignore[attr-defined]
@@ -183,7 +188,7 @@ class Accounts:
         train = report.when == "call" and report.passed and (brief or {}).get("train", True)
         if train:
             self.tally.train_rows += 1
-        return Row(record, bool(train), (episode_id, report.nodeid))
+        return Row(record, bool(train), (episode_id, report.nodeid), parsed)
 
     def count_later_attempt(self, report: pytest.TestReport) -> None:
         """pytest-rerunfailures ran a failed episode again: this attempt is not counted.

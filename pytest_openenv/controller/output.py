@@ -34,6 +34,9 @@ class Row(NamedTuple):
     passed: bool
     #: (episode id, node id): what finalize() sorts and de-duplicates by
     key: tuple[str, str]
+    #: the dict ``line`` is the JSON of, when the worker side of this process handed it
+    #: over (``dataset/handoff.py``): the row's digest is taken from it, not re-parsed
+    parsed: dict[str, Any] | None = None
 
 
 def folder_in_use(folder: Path, holder: str) -> str:
@@ -281,7 +284,7 @@ class OutputFolder:
             self.unsaved += 1
             return None
         try:
-            self.writer.append(row.line, passed=row.passed, key=row.key)
+            self.writer.append(row.line, passed=row.passed, key=row.key, parsed=row.parsed)
         except OSError as exc:
             self.unsaved += 1
             why = exc.strerror or str(exc)

@@ -42,8 +42,9 @@ INSPECT_LOGS = INSPECT_LOGS_DEFAULT
 #: end would show the old card beside the new metadata)
 EARLIER_RUN = (RESULTS, FAILURES, METADATA, SUMMARY, REPORT, CHART, PREFERENCES, INSPECT_LOGS)
 
-#: told of every row appended with its key, as written (secrets scrubbed): (line, passed, key)
-RowObserver = Callable[[str, bool, tuple[str, str]], None]
+#: told of every row appended with its key, as written (secrets scrubbed): (line, passed,
+#: key, the dict the line is the JSON of when the writer was handed it, else None)
+RowObserver = Callable[[str, bool, tuple[str, str], "dict[str, Any] | None"], None]
 
 #: the files a run replaces whole (``util/atomic.py``), so whose temp files are ours
 REPLACED = frozenset((RESULTS, FAILURES, METADATA, SUMMARY, CARD, REPORT, CHART, PREFERENCES))
@@ -183,12 +184,21 @@ class DatasetWriter:
             self._index[passed] = [] if size == 0 else None
         self.opened = True
 
-    def append(self, line: str, *, passed: bool, key: tuple[str, str] | None = None) -> None:
-        """Append one row; ``key`` (episode id, test) spares finalize() re-reading the file."""
+    def append(
+        self,
+        line: str,
+        *,
+        passed: bool,
+        key: tuple[str, str] | None = None,
+        parsed: dict[str, Any] | None = None,
+    ) -> None:
+        """Append one row; ``key`` (episode id, test) spares finalize() re-reading the file;
+        ``parsed``: what ``json.loads(line)`` gives, for the observer (``handoff.py``)."""
         if not self.opened:
             self.open()
         if self.secrets.active:
             line = self.secrets.scrub(line)
+            parsed = None  # the dict holds the text as it was
         data = (line + "\n").encode("utf-8")
         fd = self._fds[passed]
         written = 0
@@ -209,7 +219,7 @@ class DatasetWriter:
             else:
                 index.append(Row(key, self._sizes[passed], len(data)))
                 if self.observer is not None:
-                    self.observer(line, passed, key)
+                    self.observer(line, passed, key, parsed)
         self._sizes[passed] += len(data)
 
     def close(self) -> None:

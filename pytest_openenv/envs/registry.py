@@ -1,13 +1,16 @@
 """Find env families through the ``pytest_openenv.envs`` entry point group.
 
 The plugin's own families are registered the same way (see pyproject.toml), so a
-third-party family is a peer of the built-in ones, never a special case.
+third-party family is a peer of the built-in ones, never a special case. A name is
+looked up in this package's own entry points first: that reads one metadata file,
+where the whole group reads every installed package's (10 ms in an environment with
+a couple of hundred, in every process that plays); a built-in name is ours.
 """
 
 from __future__ import annotations
 
 import functools
-from importlib.metadata import entry_points
+from importlib.metadata import PackageNotFoundError, distribution, entry_points
 from typing import TYPE_CHECKING, Any
 
 from .base import EnvConfigError, EnvFamily
@@ -16,6 +19,7 @@ if TYPE_CHECKING:
     from .remote.hosting import KnownServers
 
 GROUP = "pytest_openenv.envs"
+DISTRIBUTION = "pytest-openenv"
 
 
 @functools.cache
@@ -34,8 +38,20 @@ def split_spec(spec: str) -> tuple[str, str]:
     return family.strip(), variant.strip()
 
 
+@functools.cache
+def own_families() -> dict[str, Any]:
+    """This package's families (none when it runs from a tree with no installed metadata)."""
+    try:
+        found = distribution(DISTRIBUTION).entry_points
+    except PackageNotFoundError:
+        return {}
+    return {ep.name: ep for ep in found if ep.group == GROUP}
+
+
 def family_class(name: str) -> type[EnvFamily]:
-    families = installed_families()
+    families = own_families()
+    if name not in families:
+        families = installed_families()
     if name not in families:
         known = ", ".join(sorted(families)) or "none"
         raise EnvConfigError(f"unknown env family {name!r}; installed families: {known}")

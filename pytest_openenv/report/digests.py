@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from ..dataset.jsonl import Row
 from .page.rows import EpisodeRow, FolderRows, row_from_record
@@ -27,11 +28,16 @@ class RowDigests:
         #: the last row written per key wins, as in the writer's rewrite
         self._rows: dict[tuple[bool, tuple[str, str]], tuple[EpisodeRow, RowFact] | None] = {}
 
-    def add(self, line: str, passed: bool, key: tuple[str, str]) -> None:
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):
-            record = None
+    def add(
+        self, line: str, passed: bool, key: tuple[str, str], parsed: dict[str, Any] | None = None
+    ) -> None:
+        """``parsed``: what parsing ``line`` gives, when the process that dumped it kept it."""
+        record: Any = parsed
+        if record is None:
+            try:
+                record = json.loads(line)
+            except (ValueError, RecursionError):
+                record = None
         if not isinstance(record, dict) or "episode_id" not in record:
             # the page would leave such a line out and list it as a problem: read the file
             self._rows[(passed, key)] = None

@@ -6,6 +6,7 @@ those and puts the test's items in front of the collection.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,24 +22,37 @@ from ..config.settings import Settings
 IDLE_IN_BUNDLED_RUNS = ("syrupy", "hypothesispytest")
 
 
-def take_over(config: pytest.Config, settings: Settings) -> bool:
+@dataclass(frozen=True)
+class BundledRun:
+    """A run of the bundled test, and what it left out."""
+
+    #: the modules of the idle plugins it unregistered (their fixtures are dropped too)
+    left_out: tuple[str, ...] = ()
+
+
+def take_over(config: pytest.Config, settings: Settings) -> BundledRun | None:
     """For a run of the bundled test only: collect nothing else, load no idle plugin.
 
-    Returns whether this run is one.
+    Returns None if this run is not one.
     """
     no_paths = config.args_source != pytest.Config.ArgsSource.ARGS
     if not (settings.run.env and no_paths):
-        return False
-    leave_out_idle_plugins(config)
+        return None
+    left_out = leave_out_idle_plugins(config)
     config.args[:] = []
-    return True
+    return BundledRun(left_out)
 
 
-def leave_out_idle_plugins(config: pytest.Config) -> None:
-    """As ``-p no:NAME`` would, for a run of the bundled test only (their options still parse)."""
+def leave_out_idle_plugins(config: pytest.Config) -> tuple[str, ...]:
+    """As ``-p no:NAME`` would, for a run of the bundled test only (their options still
+    parse); the modules the plugins came from."""
+    modules = []
     for name in IDLE_IN_BUNDLED_RUNS:
-        if config.pluginmanager.has_plugin(name):
+        plugin = config.pluginmanager.get_plugin(name)
+        if plugin is not None:
             config.pluginmanager.unregister(name=name)
+            modules.append(getattr(plugin, "__name__", None) or type(plugin).__module__)
+    return tuple(modules)
 
 
 class _BundledModule(pytest.Module):
@@ -48,14 +62,52 @@ class _BundledModule(pytest.Module):
         return bundled_test
 
 
-def bundled_items(session: pytest.Session) -> list[pytest.Item]:
+def bundled_items(session: pytest.Session, run: BundledRun) -> list[pytest.Item]:
     """The bundled test's items, under the node id ``openenv``."""
     from . import bundled_test
 
     module = _BundledModule.from_parent(session, path=Path(bundled_test.__file__), nodeid="openenv")
     items = list(session.genitems(module))
     share_location(items)
+    if items and run.left_out:
+        drop_left_out_fixtures(items[0], run.left_out)
     return items
+
+
+def drop_left_out_fixtures(item: pytest.Item, modules: tuple[str, ...]) -> None:
+    """Set up none of the fixtures of the plugins the run left out, nor what only they need.
+
+    pytest learns a plugin's fixtures from a record of every plugin ever registered, so
+    one unregistered at configure time still has its fixtures parsed, and its autouse
+    ones set up for every item: syrupy's ``_syrupy_apply_ide_patches`` asks for
+    ``request``, which pytest builds anew each time, twice per item. Only ``-p no:NAME``
+    on the command line keeps them out, and the bundled test needs none of them. Every
+    item of the test shares one fixture closure (``_fixtureinfo``, as in
+    ``fixtures.fixture_is_ours``), so it is pruned once.
+    """
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return
+    defs = info.name2fixturedefs
+
+    def left_out(name: str) -> bool:
+        found = defs.get(name)
+        module = getattr(found[-1].func, "__module__", None) if found else None
+        return isinstance(module, str) and any(
+            module == left or module.startswith(f"{left}.") for left in modules
+        )
+
+    needed: set[str] = set()
+    wanted = [name for name in info.initialnames if not left_out(name)]
+    while wanted:
+        name = wanted.pop()
+        if name in needed:
+            continue
+        needed.add(name)
+        # every definition of the name: an override may ask for the one it overrides
+        for fixturedef in defs.get(name, ()):
+            wanted.extend(arg for arg in fixturedef.argnames if not left_out(arg))
+    info.names_closure[:] = [name for name in info.names_closure if name in needed]
 
 
 def share_location(items: list[pytest.Item]) -> None:

@@ -7,6 +7,7 @@ module must stay cheap: the episode machinery loads when an episode first runs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -29,7 +30,7 @@ def fixture_is_ours(node: pytest.Item, name: str) -> bool:
     pytest has no public way to ask which definition of a fixture a test will get
     before its setup (``request`` exists only then), and both the policy checks at
     collection and run-ahead must know it earlier. So this reads the item's
-    ``_fixtureinfo``, here and nowhere else; ``tests/worker/test_fixtures.py`` fails
+    ``_fixtureinfo``, here and in ``bundled.py``; ``tests/worker/test_fixtures.py`` fails
     if pytest renames it. Without it, nothing is treated as ours (no run-ahead).
     """
     info = getattr(node, "_fixtureinfo", None)
@@ -79,11 +80,34 @@ def episode(openenv_episode: Episode) -> Episode:
     return openenv_episode
 
 
-@pytest.fixture
-def openenv_episode(
-    request: pytest.FixtureRequest, openenv_env: Any, openenv_policy: Any
-) -> Episode:
-    """Run the episode during setup and return it finished."""
-    from .plugin import WorkerPlugin
+class EpisodeFixture:
+    """``openenv_episode``: a fixture of the object ``plugin.py`` registers in every run.
 
-    return WorkerPlugin.of(request.config).play(request.node, openenv_env, openenv_policy)
+    A fixture that asked for ``request`` to find its item would cost every episode
+    pytest's ``request`` fixture, which pytest builds anew (inspecting a signature) each
+    time it is resolved, four times per item: a tenth of a scripted episode's whole
+    per-item cost. The item comes from the setup hook instead, and the player from the
+    worker side, in a process that runs items.
+    """
+
+    name = "openenv-episode-fixture"
+
+    def __init__(self) -> None:
+        #: plays an item's episode with the env and policy fixtures (``WorkerPlugin.play``);
+        #: None where no items run (xdist's controller)
+        self.player: Callable[[pytest.Item, Any, Any], Episode] | None = None
+        self._item: pytest.Item | None = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        # before any fixture of the item is set up: the one whose episode is asked for
+        self._item = item
+
+    @pytest.fixture
+    def openenv_episode(self, openenv_env: Any, openenv_policy: Any) -> Episode:
+        """Run the episode during setup and return it finished."""
+        if self.player is None or self._item is None:
+            raise pytest.UsageError(
+                "openenv_episode plays only in a process that runs tests, as a test sets up"
+            )
+        return self.player(self._item, openenv_env, openenv_policy)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..config.settings import Settings
+from ..dataset.handoff import RowHandoff
 from ..dataset.identity import RESUME_REFUSED, USAGE_REFUSED, RowIdentity
 from ..episode.spec import EpisodeSpec
 from ..errors import CacheUnwritable
@@ -21,7 +22,7 @@ from ..util import heap
 from ..util.secrets import KnownSecrets
 from ..util.signals import TermAsInterrupt, drop_entries_without_a_line
 from ..util.terminal import neutralise_report
-from .bundled import bundled_items
+from .bundled import BundledRun, bundled_items
 from .fixtures import EPISODE_FIXTURE
 from .items import EPISODE_KEY, ERROR_KEY, SPEC_KEY, STOP_KEY, spec_of
 from .marker import parametrize
@@ -48,7 +49,7 @@ class WorkerPlugin:
         config: pytest.Config,
         service: EpisodeService,
         *,
-        bundled: bool,
+        bundled: BundledRun | None,
         resumed: Mapping[str, RowIdentity],
     ) -> None:
         self.config = config
@@ -67,9 +68,12 @@ class WorkerPlugin:
             worker_queue=WorkerQueue(config) if on_worker else None,
             queue_is_certain=bool((self.workerinput or {}).get("openenv_queue_is_certain")),
             warm_up=not on_worker,
-            prepare_rows=(self.settings.output.tool_arguments or "string") if bundled else None,
+            prepare_rows=(self.settings.output.tool_arguments or "string")
+            if bundled is not None
+            else None,
         )
-        #: the run plays the bundled episode test (``--openenv-env`` and no paths)
+        #: the run plays the bundled episode test (``--openenv-env`` and no paths): what it
+        #: left out; None in a run of test files
         self.bundled = bundled
         #: node ids already in results.jsonl (``--openenv-resume``): skipped, once each
         #: test is found to play its rows as they were played (``resume_check.py``)
@@ -84,6 +88,8 @@ class WorkerPlugin:
         #: a test's collection error that makes the run a usage error (exit 4)
         self.usage_refused: str | None = None
         self.sigterm = TermAsInterrupt()
+        #: in a run without xdist: the controller side's, for the rows it is handed
+        self.handoff: RowHandoff | None = None
 
     @classmethod
     def start(
@@ -91,7 +97,7 @@ class WorkerPlugin:
         config: pytest.Config,
         service: EpisodeService,
         *,
-        bundled: bool,
+        bundled: BundledRun | None,
         resumed: Mapping[str, RowIdentity] | None,
     ) -> WorkerPlugin:
         """Make and register the plugin; ``resumed``: the controller's resume set (``-n 0``),
@@ -146,8 +152,8 @@ class WorkerPlugin:
     def pytest_collection_modifyitems(
         self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
-        if self.bundled:
-            items[:0] = bundled_items(session)
+        if self.bundled is not None:
+            items[:0] = bundled_items(session, self.bundled)
         self.has_episodes = self.mark_episode_items(items)
         problem = self.what_plays.run_wide_problem() if self.has_episodes else None
         if problem is not None:
@@ -235,13 +241,15 @@ class WorkerPlugin:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        attach_to_report(
+        row = attach_to_report(
             item,
             report,
             self.tool_arguments,
             self.settings.budget.prices,
             train_on=self.settings.output.train_on,
         )
+        if row is not None and self.handoff is not None and not self.secrets.active:
+            self.handoff.give(report, row)
         if STOP_KEY in item.stash and report.when != "teardown":
             report.openenv_stop = item.stash[STOP_KEY]  # type: ignore[attr-defined]
         if self.secrets.active:

@@ -55,8 +55,10 @@ def attach_to_report(
     tool_arguments: str = "string",
     prices: PriceTable | None = None,
     train_on: str = "verdict",
-) -> None:
+) -> dict[str, Any] | None:
     """Put the episode on the report as JSON text: the controller is the only writer.
+
+    Returns the row the text is the JSON of (None: the report carries no row).
 
     ``tool_arguments`` (``--openenv-tool-arguments``): how the row's messages carry them;
     ``prices`` (``--openenv-prices``): the row's ``metrics.cost_usd`` is priced by it;
@@ -65,7 +67,7 @@ def attach_to_report(
     """
     spec = spec_of(item)
     if spec is None:
-        return
+        return None
     report.openenv_episode_id = spec.episode_id  # type: ignore[attr-defined]
     episode = item.stash.get(EPISODE_KEY, None)
     record: dict[str, Any] | None = None
@@ -126,6 +128,7 @@ def attach_to_report(
     if report.when == "teardown" and EPISODE_KEY in item.stash:
         # release the transcript: items live for the whole session
         del item.stash[EPISODE_KEY]
+    return record
 
 
 # -- failures that show only their message ---------------------------------------------

@@ -1,0 +1,125 @@
+"""``openenv_episode`` finds its item through the setup hook, not through ``request``, and
+the bundled run sets up no fixture of the plugins it leaves out."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_openenv.worker.bundled import drop_left_out_fixtures
+
+#: a conftest wrapping the plugin's fixture: each item must get its own item's episode
+WRAPPER = """
+import json
+import pytest
+
+@pytest.fixture
+def openenv_episode(openenv_episode, request):
+    with open(f"seen-{request.node.name}.json", "w") as out:
+        json.dump(openenv_episode.episode_id, out)
+    return openenv_episode
+
+@pytest.fixture
+def by_name(request):
+    return request.getfixturevalue("openenv_episode")
+"""
+
+TESTS = """
+def test_play(openenv_episode, by_name):
+    assert by_name is openenv_episode
+    assert openenv_episode.episode_id in __import__("os").environ["PYTEST_CURRENT_TEST"]
+"""
+
+
+@pytest.mark.parametrize("workers", [["-p", "no:xdist"], ["-n", "2"]], ids=["one", "xdist"])
+def test_each_item_gets_its_own_episode_through_an_override_and_by_name(
+    run_pytest, pytester: pytest.Pytester, workers: list[str]
+) -> None:
+    pytester.makeconftest(WRAPPER)
+    pytester.makepyfile(test_wrapped=TESTS)
+    result = run_pytest(
+        "test_wrapped.py",
+        "--openenv-env=openspiel:tic_tac_toe",
+        "--openenv-n=4",
+        "--openenv-policy=expert",
+        *workers,
+    )
+    result.assert_outcomes(passed=4)
+    seen = {
+        path.stem.removeprefix("seen-"): json.loads(path.read_text())
+        for path in pytester.path.glob("seen-*.json")
+    }
+    assert seen == {f"test_play[ep-{i:06d}]": f"ep-{i:06d}" for i in range(4)}
+
+
+def test_the_bundled_run_sets_up_only_the_episode_and_its_two_fixtures(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    """No ``request`` (pytest builds it anew each time) and nothing of a left-out plugin
+    (syrupy's autouse fixture, where syrupy has one)."""
+    result = run_pytest(
+        "--openenv-env=openspiel:tic_tac_toe", "--openenv-n=2", "--setup-plan", "-p", "no:xdist"
+    )
+    used = [line for line in result.outlines if "openenv::test_episode[" in line]
+    assert len(used) == 2
+    for line in used:
+        assert line.endswith("(fixtures used: openenv_env, openenv_episode, openenv_policy)"), line
+
+
+#: a plugin standing for a left-out one: an autouse fixture, and what only it needs
+IDLE_PLUGIN = """
+import pytest
+
+@pytest.fixture(scope="session")
+def idle_dependency():
+    return 1
+
+@pytest.fixture(autouse=True)
+def idle_autouse(request, idle_dependency):
+    raise AssertionError("a left-out plugin's fixture was set up")
+"""
+
+PRUNING_CONFTEST = """
+import json
+import pytest
+from pytest_openenv.worker.bundled import drop_left_out_fixtures
+
+@pytest.fixture
+def kept(request):
+    return request.node.name
+
+def pytest_collection_modifyitems(items):
+    drop_left_out_fixtures(items[0], ("idle_plugin",))
+    with open("closures.json", "w") as out:
+        json.dump({item.name: list(item.fixturenames) for item in items}, out)
+"""
+
+
+@pytest.mark.parametrize(
+    ("test", "closure"),
+    [
+        ("def test_one(kept):\n    assert kept == 'test_one'\n", ["kept", "request"]),
+        ("def test_one():\n    pass\n", []),
+    ],
+    ids=["request-still-needed", "nothing-left"],
+)
+def test_a_left_out_plugins_fixtures_and_what_only_they_need_are_dropped(
+    pytester: pytest.Pytester, test: str, closure: list[str]
+) -> None:
+    pytester.makepyfile(idle_plugin=IDLE_PLUGIN, test_pruned=test)
+    pytester.makeconftest(PRUNING_CONFTEST)
+    pytester.syspathinsert()
+    result = pytester.runpytest_inprocess(
+        "-p", "idle_plugin", "-p", "no:randomly", "-p", "no:xdist", "-p", "no:syrupy"
+    )
+    result.assert_outcomes(passed=1)
+    closures = json.loads((pytester.path / "closures.json").read_text())
+    assert sorted(closures["test_one"]) == closure
+
+
+def test_an_item_without_a_fixture_closure_is_left_as_it_is() -> None:
+    class Bare:
+        pass
+
+    drop_left_out_fixtures(Bare(), ("syrupy",))  # type: ignore[arg-type]
