@@ -484,7 +484,8 @@ def sampling_of(policy: Any) -> dict[str, Any] | None:
     identity = getattr(policy, "cache_identity", None)
     if not isinstance(found, dict) and callable(identity):
         try:
-            found = identity()[1]
+            known = identity()
+            found = known[1] if known is not None else None
         except Exception:  # a user's policy: its sampling is not ours to know
             found = None
     if not isinstance(found, dict) or "temperature" not in found:

@@ -17,6 +17,7 @@ from ..errors import AnswerTooLarge
 from ..errors import ContextExhausted as ContextExhausted
 from ..errors import PolicyUnavailable as PolicyUnavailable
 from ..proposals import ProposedCall
+from ..util.jsonlimits import MAX_ANSWER_BYTES
 
 
 def content_text(content: Any) -> str:
@@ -109,11 +110,11 @@ def check_answer_size(reply: Reply, policy: str, max_bytes: int | None = None) -
     Whatever policy made it (a callable, a local checkpoint, a cache entry): the row
     would carry it whole, and every later turn would send it back to the model.
     """
-    from ..util.jsonlimits import MAX_ANSWER_BYTES
-
     cap = MAX_ANSWER_BYTES if max_bytes is None else max_bytes
     # characters first: no encoding of a short answer is needed to see it is short
-    size = len(reply.content) + sum(len(c.arguments) + len(c.name) for c in reply.tool_calls)
+    size = len(reply.content)
+    for call in reply.tool_calls:
+        size += len(call.arguments) + len(call.name)
     if size * 4 <= cap:
         return
     size = len(reply.content.encode("utf-8", "surrogatepass")) + sum(

@@ -28,7 +28,8 @@ _REPEAT_SUFFIX = re.compile(r"(ep-\d{6})-r\d+(?=(?:-.*)?\]$)")
 
 def problem_key(nodeid: str) -> str:
     """The seed an episode item samples: its node id without the ``-rN`` repeat suffix."""
-    return _REPEAT_SUFFIX.sub(r"\1", nodeid)
+    # most runs draw one sample per seed: no repeat suffix to look for
+    return _REPEAT_SUFFIX.sub(r"\1", nodeid) if "-r" in nodeid else nodeid
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from ..config.settings import Settings
+from .fixtures import OWN_FIXTURES, fixture_is_ours
+from .items import PLAYS_DIRECTLY
 
 #: plugins the bundled episode test never uses, each with what it would cost at the end of
 #: a run: syrupy's unused-snapshot search sends every collected item from each xdist worker
@@ -71,7 +73,26 @@ def bundled_items(session: pytest.Session, run: BundledRun) -> list[pytest.Item]
     share_location(items)
     if items and run.left_out:
         drop_left_out_fixtures(items[0], run.left_out)
+    if items and plays_directly(items[0]):
+        for item in items:
+            item.stash[PLAYS_DIRECTLY] = True
     return items
+
+
+def plays_directly(item: pytest.Item) -> bool:
+    """Whether the bundled test's items can skip pytest's fixture lookups (see
+    ``fixtures.EpisodeFixture``): nothing but the plugin's own three fixtures is set up
+    for them (no override, no autouse fixture of a conftest or plugin, no
+    ``usefixtures``), and no option asks to see fixtures being set up. Every item of
+    the test shares one closure, so the first one answers for all."""
+    config = item.config
+    if any(config.getoption(name, False) for name in ("setupshow", "setuponly", "setupplan")):
+        return False
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None or not isinstance(getattr(item, "funcargs", None), dict):
+        return False
+    closure = set(info.names_closure)
+    return closure == set(OWN_FIXTURES) and all(fixture_is_ours(item, n) for n in OWN_FIXTURES)
 
 
 def drop_left_out_fixtures(item: pytest.Item, modules: tuple[str, ...]) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .defaults import DEFAULT_ENV, DEFAULT_POLICY, SuiteDefault
+from .items import PLAYS_DIRECTLY
 
 if TYPE_CHECKING:
     from ..episode.result import Episode
@@ -85,9 +86,15 @@ class EpisodeFixture:
 
     A fixture that asked for ``request`` to find its item would cost every episode
     pytest's ``request`` fixture, which pytest builds anew (inspecting a signature) each
-    time it is resolved, four times per item: a tenth of a scripted episode's whole
-    per-item cost. The item comes from the setup hook instead, and the player from the
-    worker side, in a process that runs items.
+    time it is resolved, four times per item. The item comes from the setup hook
+    instead, and the player from the worker side, in a process that runs items.
+
+    The bundled test's items, where nothing but the plugin's own three fixtures is set
+    up (``bundled.plays_directly``), skip pytest's fixture lookups altogether: the setup
+    hook plays the episode and puts the three values in ``item.funcargs``, where pytest
+    finds them set. Its lookups (a request object, a cache check and a scope check per
+    fixture per item) cost as much as a fifth of what such an item costs on the one
+    thread that runs them all.
     """
 
     name = "openenv-episode-fixture"
@@ -98,10 +105,16 @@ class EpisodeFixture:
         self.player: Callable[[pytest.Item, Any, Any], Episode] | None = None
         self._item: pytest.Item | None = None
 
-    @pytest.hookimpl(tryfirst=True)
+    # not tryfirst: the skipping plugin's tryfirst hook skips an item (a resumed episode,
+    # a skip marker) before its episode is played; pytest's own setup, which sets up the
+    # fixtures, is registered first and so runs after this one
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        # before any fixture of the item is set up: the one whose episode is asked for
         self._item = item
+        if self.player is not None and item.stash.get(PLAYS_DIRECTLY, False):
+            played = self.player(item, DEFAULT_ENV, DEFAULT_POLICY)
+            item.funcargs.update(  # type: ignore[attr-defined]
+                openenv_env=DEFAULT_ENV, openenv_policy=DEFAULT_POLICY, openenv_episode=played
+            )
 
     @pytest.fixture
     def openenv_episode(self, openenv_env: Any, openenv_policy: Any) -> Episode:

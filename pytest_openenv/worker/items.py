@@ -20,6 +20,9 @@ EPISODE_KEY: pytest.StashKey[Episode] = pytest.StashKey()
 ERROR_KEY: pytest.StashKey[str] = pytest.StashKey()
 #: why this episode's error stops the whole run (the response cache cannot be written)
 STOP_KEY: pytest.StashKey[str] = pytest.StashKey()
+#: an item of the bundled test that needs none of pytest's fixture lookups: the setup hook
+#: plays its episode and hands pytest the values (``fixtures.EpisodeFixture``)
+PLAYS_DIRECTLY: pytest.StashKey[bool] = pytest.StashKey()
 
 
 def spec_of(item: pytest.Item) -> EpisodeSpec | None:

@@ -8,6 +8,7 @@ policy a crashed episode played). Nothing here writes files.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import threading
 from typing import Any
@@ -105,7 +106,9 @@ class EpisodeService:
             self._factories[key] = factory
         return factory
 
+    @functools.cached_property
     def limits(self) -> Limits:
+        """The episode limits of the run (its settings never change)."""
         return Limits(
             max_turns=self.settings.run.max_turns,
             timeout=self.settings.run.timeout,
@@ -119,7 +122,7 @@ class EpisodeService:
             spec,
             env,
             policy,
-            limits=self.limits(),
+            limits=self.limits,
             system_prompt=self.settings.run.system_prompt,
             remote=self.remote,
         )

@@ -4,6 +4,7 @@ the bundled run sets up no fixture of the plugins it leaves out."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -123,3 +124,86 @@ def test_an_item_without_a_fixture_closure_is_left_as_it_is() -> None:
         pass
 
     drop_left_out_fixtures(Bare(), ("syrupy",))  # type: ignore[arg-type]
+
+
+#: counts the episodes played, and the times pytest set up ``openenv_episode`` as a fixture
+PLAY_PROBE = """
+from pytest_openenv.worker.plugin import WorkerPlugin
+
+counts = {"played": 0, "fixture setups": 0}
+inner = WorkerPlugin.play
+
+def play(self, item, env, policy):
+    counts["played"] += 1
+    return inner(self, item, env, policy)
+
+WorkerPlugin.play = play
+
+def pytest_fixture_setup(fixturedef):
+    if fixturedef.argname == "openenv_episode":
+        counts["fixture setups"] += 1
+
+def pytest_sessionfinish(session):
+    import json
+    with open("counts.json", "w") as out:
+        json.dump(counts, out)
+"""
+
+BUNDLED_RUN = (
+    "--openenv-env=openspiel:tic_tac_toe",
+    "-p",
+    "play_probe",
+    "-p",
+    "no:xdist",
+)
+
+
+def played_rows(folder: Any) -> list[tuple[Any, ...]]:
+    rows = []
+    for name in ("results.jsonl", "failures.jsonl"):
+        for line in (folder / name).read_text().splitlines():
+            row = json.loads(line)
+            rows.append((row["episode_id"], row["reward"], row["messages"], row["passed"]))
+    return sorted(rows)
+
+
+def test_the_bundled_items_play_without_pytests_fixture_lookups_and_write_the_same_rows(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    """Where a conftest adds a fixture of its own, pytest sets the episode up as before."""
+    pytester.makepyfile(play_probe=PLAY_PROBE)
+    pytester.syspathinsert()
+    direct = run_pytest(
+        *BUNDLED_RUN, "--openenv-n=5", "--openenv-policy=random", "--openenv-output=direct"
+    )
+    assert direct.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+    assert json.loads((pytester.path / "counts.json").read_text()) == {
+        "played": 5,
+        "fixture setups": 0,
+    }
+    pytester.makeconftest(
+        "import pytest\n\n@pytest.fixture(autouse=True)\ndef noted():\n    pass\n"
+    )
+    fixtures = run_pytest(
+        *BUNDLED_RUN, "--openenv-n=5", "--openenv-policy=random", "--openenv-output=fixtures"
+    )
+    assert fixtures.ret == direct.ret
+    assert json.loads((pytester.path / "counts.json").read_text()) == {
+        "played": 5,
+        "fixture setups": 5,
+    }
+    assert played_rows(pytester.path / "direct") == played_rows(pytester.path / "fixtures")
+    assert len(played_rows(pytester.path / "direct")) == 5
+
+
+def test_a_resumed_bundled_run_plays_only_the_episodes_it_does_not_have(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    pytester.makepyfile(play_probe=PLAY_PROBE)
+    pytester.syspathinsert()
+    run_pytest(*BUNDLED_RUN, "--openenv-n=3", "--openenv-policy=expert")
+    resumed = run_pytest(
+        *BUNDLED_RUN, "--openenv-n=5", "--openenv-policy=expert", "--openenv-resume"
+    )
+    resumed.assert_outcomes(passed=2, skipped=3)
+    assert json.loads((pytester.path / "counts.json").read_text())["played"] == 2

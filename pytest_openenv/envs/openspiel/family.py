@@ -87,6 +87,7 @@ class OpenSpielFamily(EnvFamily):
             )
         self._game = self._load()
         self._players = self._game.num_players()  # asked on every move: once is enough
+        self._max_turns: int | None = None
         #: the expert teacher's and opponent's search, with its memo of best moves
         self.expert = ExpertSearch(self._game)
         #: boards drawn before: each position is drawn once, for every episode of the family
@@ -134,8 +135,11 @@ class OpenSpielFamily(EnvFamily):
     def default_max_turns(self) -> int:
         # Enough turns for the agent's share of the longest game (connect four: 21 of 42
         # moves), so the limit never ends a game the policy is still playing properly.
-        moves = -(-self._game.max_game_length() // max(self._players, 1))
-        return max(DEFAULT_MAX_TURNS, min(moves, MOST_DEFAULT_TURNS))
+        # Asked once per episode: the game's length is worked out once.
+        if self._max_turns is None:
+            moves = -(-self._game.max_game_length() // max(self._players, 1))
+            self._max_turns = max(DEFAULT_MAX_TURNS, min(moves, MOST_DEFAULT_TURNS))
+        return self._max_turns
 
     def default_system_prompt(self) -> str:
         # OpenEnv's harness records no system message (openenv collect gives an LLM teacher
