@@ -105,11 +105,15 @@ class EpisodeFixture:
         self.player: Callable[[pytest.Item, Any, Any], Episode] | None = None
         self._item: pytest.Item | None = None
 
+    @pytest.hookimpl(tryfirst=True, specname="pytest_runtest_setup")
+    def pytest_runtest_setup_note_item(self, item: pytest.Item) -> None:
+        # before any other plugin's setup, which might ask for a fixture of the item
+        self._item = item
+
     # not tryfirst: the skipping plugin's tryfirst hook skips an item (a resumed episode,
     # a skip marker) before its episode is played; pytest's own setup, which sets up the
     # fixtures, is registered first and so runs after this one
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        self._item = item
         if self.player is not None and item.stash.get(PLAYS_DIRECTLY, False):
             played = self.player(item, DEFAULT_ENV, DEFAULT_POLICY)
             item.funcargs.update(  # type: ignore[attr-defined]
