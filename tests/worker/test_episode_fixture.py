@@ -4,9 +4,11 @@ the bundled run sets up no fixture of the plugins it leaves out."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import read_jsonl
 
 from pytest_openenv.worker.bundled import drop_left_out_fixtures
 
@@ -158,13 +160,11 @@ BUNDLED_RUN = (
 )
 
 
-def played_rows(folder: Any) -> list[tuple[Any, ...]]:
-    rows = []
-    for name in ("results.jsonl", "failures.jsonl"):
-        for line in (folder / name).read_text().splitlines():
-            row = json.loads(line)
-            rows.append((row["episode_id"], row["reward"], row["messages"], row["passed"]))
-    return sorted(rows)
+def played_rows(folder: Path) -> list[tuple[Any, ...]]:
+    rows = [*read_jsonl(folder / "results.jsonl"), *read_jsonl(folder / "failures.jsonl")]
+    return sorted(
+        (row["episode_id"], row["reward"], row["messages"], row["passed"]) for row in rows
+    )
 
 
 def test_the_bundled_items_play_without_pytests_fixture_lookups_and_write_the_same_rows(
