@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..config.settings import Settings
-from ..dataset.handoff import RowHandoff
 from ..report.arms import ArmAccounts
 from ..report.passk import PassKTally
 from ..report.tally import Tally
 from .output import Row
 
 if TYPE_CHECKING:
+    from ..dataset.handoff import RowHandoff
     from ..worker.service import EpisodeService
 
 EPISODE_ID_IN_NODEID = re.compile(r"\[(?:.*-)?(ep-\d{6}(?:-r\d+)?)(?:-.*)?\]$")
@@ -130,10 +130,10 @@ class Accounts:
         #: kept failures whose skipped item this run reported: without a gate they fail the
         #: run as they did when played (a resume does not turn a failed dataset green)
         self.kept_counted = 0
-        #: per group (test function, env, model or policy) and per model, and what pairs
-        #: their episodes
         #: in a run without xdist, the dicts the worker side dumped each row's line from
         self.handoff: RowHandoff | None = None
+        #: per group (test function, env, model or policy) and per model, and what pairs
+        #: their episodes
         self.arms = ArmAccounts(
             run_arm_names(settings),
             settings.run.repeats,

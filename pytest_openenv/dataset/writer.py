@@ -44,7 +44,7 @@ EARLIER_RUN = (RESULTS, FAILURES, METADATA, SUMMARY, REPORT, CHART, PREFERENCES,
 
 #: told of every row appended with its key, as written (secrets scrubbed): (line, passed,
 #: key, the dict the line is the JSON of when the writer was handed it, else None)
-RowObserver = Callable[[str, bool, tuple[str, str], "dict[str, Any] | None"], None]
+RowObserver = Callable[[str, bool, tuple[str, str], dict[str, Any] | None], None]
 
 #: the files a run replaces whole (``util/atomic.py``), so whose temp files are ours
 REPLACED = frozenset((RESULTS, FAILURES, METADATA, SUMMARY, CARD, REPORT, CHART, PREFERENCES))

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..config.settings import Settings
-from ..dataset.handoff import RowHandoff
 from ..dataset.identity import RESUME_REFUSED, USAGE_REFUSED, RowIdentity
 from ..episode.spec import EpisodeSpec
 from ..errors import CacheUnwritable
@@ -34,6 +33,7 @@ from .what_plays import WhatPlays
 from .xdist_queue import WorkerQueue
 
 if TYPE_CHECKING:
+    from ..dataset.handoff import RowHandoff
     from ..episode.result import Episode
 
 WORKER_KEY: pytest.StashKey[WorkerPlugin] = pytest.StashKey()
