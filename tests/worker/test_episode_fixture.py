@@ -10,8 +10,6 @@ from typing import Any
 import pytest
 from helpers import read_jsonl
 
-from pytest_openenv.worker.bundled import drop_left_out_fixtures
-
 #: a conftest wrapping the plugin's fixture: each item must get its own item's episode
 WRAPPER = """
 import json
@@ -119,13 +117,6 @@ def test_a_left_out_plugins_fixtures_and_what_only_they_need_are_dropped(
     result.assert_outcomes(passed=1)
     closures = json.loads((pytester.path / "closures.json").read_text())
     assert sorted(closures["test_one"]) == closure
-
-
-def test_an_item_without_a_fixture_closure_is_left_as_it_is() -> None:
-    class Bare:
-        pass
-
-    drop_left_out_fixtures(Bare(), ("syrupy",))  # type: ignore[arg-type]
 
 
 #: counts the episodes played, and the times pytest set up ``openenv_episode`` as a fixture
