@@ -7,8 +7,12 @@ certificate settings, proxies from the environment.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -22,6 +26,7 @@ from pytest_openenv.errors import (
     EndpointTimeout,
     EndpointUnreachable,
 )
+from pytest_openenv.policies.llm import http_client
 from pytest_openenv.policies.llm.http_client import ChatEndpoint, backoff
 
 BODY = json.dumps(
@@ -320,3 +325,73 @@ def test_a_chunked_answer_after_an_informational_one_is_read_whole_and_the_link_
         assert len(chat._idle) == 1  # both over one kept-alive connection
     finally:
         redirector.close()
+
+
+class SilentServer:
+    """Accepts connections and never answers. It reads each request whole (``reads="all"``),
+    a little at a time (``"slowly"``: 64 KiB each 0.1 s) or not at all (``"none"``: a large
+    enough request fills the socket buffers and its sending blocks)."""
+
+    def __init__(self, reads: str) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/v1"
+        self.reads = reads
+        self.accepted: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = self.listener.accept()
+                self.accepted.append(conn)
+                if self.reads != "none":
+                    threading.Thread(target=self._read, args=(conn,), daemon=True).start()
+
+    def _read(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while conn.recv(65536):
+                if self.reads == "slowly":
+                    time.sleep(0.1)
+
+    def close(self) -> None:
+        self.listener.close()
+        for conn in self.accepted:
+            conn.close()
+
+
+@pytest.fixture(params=[True, False], ids=["kernel-bounds", "settimeout"])
+def socket_bounds(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Both ways a read or write is bounded: in the kernel (Linux) and with settimeout."""
+    monkeypatch.setattr(http_client, "KERNEL_TIMEOUTS", request.param)
+    return request.param
+
+
+@pytest.mark.parametrize("reads", ["all", "slowly", "none"])
+def test_a_server_that_never_answers_or_reads_slowly_is_bounded_by_the_request_timeout(
+    socket_bounds: bool, reads: str
+) -> None:
+    server = SilentServer(reads)
+    # past any loopback socket buffer, so the sending itself waits on the server's reading
+    body = BODY if reads == "all" else b"x" * (64 * 2**20)
+    try:
+        chat = ChatEndpoint(server.url, "sk-test", max_retries=0)
+        started = time.monotonic()
+        with pytest.raises(EndpointTimeout):
+            chat.post(body, 0.5)
+        took = time.monotonic() - started
+    finally:
+        server.close()
+    assert 0.45 <= took < 1.5, took
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernel bounds are Linux's")
+def test_a_plain_connection_waits_for_its_answer_in_a_blocking_read() -> None:
+    with serve_openai() as server:
+        chat, _ = endpoint(server, max_retries=0)
+        assert chat.post(BODY, 5.0).status_code == 200
+        (link,) = chat._idle
+        # no timeout on the socket (a poll and an ioctl per read), a kernel bound instead
+        assert link.sock.gettimeout() is None
+        bound = link.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, 16)
+        seconds, micros = http_client.TIMEVAL.unpack(bound)
+        assert 0 < seconds + micros / 1e6 <= 5.0

@@ -38,6 +38,8 @@ import random
 import re
 import socket
 import ssl
+import struct
+import sys
 import threading
 import time
 import urllib.parse
@@ -68,6 +70,16 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 #: reached the server, so it is sent again on a new connection without spending a retry
 STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 LINE_BREAK = re.compile(r"[\r\n]")
+#: bound each read and write of a plain TCP connection in the kernel (SO_RCVTIMEO and
+#: SO_SNDTIMEO on a blocking socket) rather than with ``settimeout``: a socket with a
+#: timeout is non-blocking, and each read is a ``poll`` then the read, two releases of the
+#: GIL, with a third for the ``ioctl`` that sets the timeout anew. A thread that releases
+#: the GIL waits to take it back behind every other thread of the process (at C=64 that
+#: wait was 0.3 ms per release, measured), so an answer that arrived waited twice before
+#: its thread could read it. Linux's ``struct timeval`` is two native longs; elsewhere,
+#: and for TLS (whose reads the ssl module drives), sockets keep ``settimeout``.
+KERNEL_TIMEOUTS = sys.platform.startswith("linux")
+TIMEVAL = struct.Struct("ll")
 
 
 @dataclass(frozen=True)
@@ -353,8 +365,7 @@ class ChatEndpoint:
             raise
 
     def _exchange(self, link: Link, request: bytes, ends: float) -> Answer:
-        link.sock.settimeout(_left(ends))
-        link.sock.sendall(request)
+        link.send(request, ends)
         status, names, will_close = link.read_head(ends)
         size = names.get("content-length", "")
         if "chunked" in names.get("transfer-encoding", "").lower():
@@ -402,19 +413,50 @@ class Link:
     end of the connection; every socket read is bounded by what is left of the attempt.
     """
 
-    __slots__ = ("buffer", "sock")
+    __slots__ = ("buffer", "kernel_timeouts", "sock")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.buffer = b""
+        #: reads and writes bounded by SO_RCVTIMEO / SO_SNDTIMEO (see ``KERNEL_TIMEOUTS``)
+        self.kernel_timeouts = KERNEL_TIMEOUTS and not isinstance(sock, ssl.SSLSocket)
+        if self.kernel_timeouts:
+            sock.settimeout(None)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.sock.close()
 
+    def _bound(self, ends: float, option: int) -> None:
+        """The next read (``SO_RCVTIMEO``) or write (``SO_SNDTIMEO``) ends by ``ends``."""
+        left = _left(ends)
+        if not self.kernel_timeouts:
+            self.sock.settimeout(left)
+            return
+        seconds = int(left)
+        micros = int((left - seconds) * 1_000_000)
+        if not seconds and not micros:  # a zero timeval is no bound at all
+            micros = 1
+        self.sock.setsockopt(socket.SOL_SOCKET, option, TIMEVAL.pack(seconds, micros))
+
+    def send(self, data: bytes, ends: float) -> None:
+        """All of ``data``, by ``ends``: a kernel bound is per call, so each part sent
+        bounds the next by what is left (a server that reads slowly cannot hold it)."""
+        view = memoryview(data)
+        while view:
+            self._bound(ends, socket.SO_SNDTIMEO)
+            try:
+                sent = self.sock.send(view)
+            except BlockingIOError:  # SO_SNDTIMEO ran out before a byte went
+                raise TimeoutError from None
+            view = view[sent:]
+
     def _recv(self, ends: float) -> bytes:
-        self.sock.settimeout(_left(ends))
-        return self.sock.recv(READ_CHUNK)
+        self._bound(ends, socket.SO_RCVTIMEO)
+        try:
+            return self.sock.recv(READ_CHUNK)
+        except BlockingIOError:  # SO_RCVTIMEO ran out before a byte arrived
+            raise TimeoutError from None
 
     def read_head(self, ends: float) -> tuple[int, dict[str, str], bool]:
         """The status, the headers (lower-case names) and whether the server will close;
