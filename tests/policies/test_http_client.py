@@ -395,3 +395,35 @@ def test_a_plain_connection_waits_for_its_answer_in_a_blocking_read() -> None:
         bound = link.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, 16)
         seconds, micros = http_client.TIMEVAL.unpack(bound)
         assert 0 < seconds + micros / 1e6 <= 5.0
+
+
+class RefusesKernelBounds(socket.socket):
+    """A socket whose kernel has no SO_RCVTIMEO / SO_SNDTIMEO (as some emulated ones)."""
+
+    def setsockopt(self, level: int, option: int, value: object, *rest: object) -> None:
+        if option in (socket.SO_RCVTIMEO, socket.SO_SNDTIMEO):
+            raise OSError(92, "Protocol not available")
+        super().setsockopt(level, option, value, *rest)  # type: ignore[arg-type]
+
+
+def test_a_kernel_that_refuses_the_bounds_falls_back_to_the_sockets_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(http_client, "KERNEL_TIMEOUTS", True)
+    ours, theirs = socket.socketpair()
+    link = http_client.Link(RefusesKernelBounds(fileno=ours.detach()))
+    try:
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):  # nothing sent: the read still ends on time
+            link.read_head(started + 0.3)
+        assert 0.25 <= time.monotonic() - started < 1.5
+        assert not link.kernel_timeouts and link.sock.gettimeout() is not None
+        theirs.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        status, names, _ = link.read_head(time.monotonic() + 5)
+        assert (
+            status == 200
+            and link.read_exactly(int(names["content-length"]), time.monotonic() + 5) == b"ok"
+        )
+    finally:
+        link.close()
+        theirs.close()

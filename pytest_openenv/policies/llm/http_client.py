@@ -430,14 +430,17 @@ class Link:
     def _bound(self, ends: float, option: int) -> None:
         """The next read (``SO_RCVTIMEO``) or write (``SO_SNDTIMEO``) ends by ``ends``."""
         left = _left(ends)
-        if not self.kernel_timeouts:
-            self.sock.settimeout(left)
-            return
-        seconds = int(left)
-        micros = int((left - seconds) * 1_000_000)
-        if not seconds and not micros:  # a zero timeval is no bound at all
-            micros = 1
-        self.sock.setsockopt(socket.SOL_SOCKET, option, TIMEVAL.pack(seconds, micros))
+        if self.kernel_timeouts:
+            seconds = int(left)
+            micros = int((left - seconds) * 1_000_000)
+            if not seconds and not micros:  # a zero timeval is no bound at all
+                micros = 1
+            try:
+                self.sock.setsockopt(socket.SOL_SOCKET, option, TIMEVAL.pack(seconds, micros))
+                return
+            except OSError:  # a kernel without them (an emulated one): the socket's timeout
+                self.kernel_timeouts = False
+        self.sock.settimeout(left)
 
     def send(self, data: bytes, ends: float) -> None:
         """All of ``data``, by ``ends``: a kernel bound is per call, so each part sent
