@@ -467,3 +467,24 @@ def test_a_template_that_does_not_train_the_end_of_turn_is_refused(
         train.check_rendering(tokenizer, row, last_move_only=True)
     tokenizer.chat_template = template
     train.check_rendering(tokenizer, row, last_move_only=True)
+
+
+def test_the_example_turns_activation_checkpointing_off_in_the_name_transformers_keeps(
+    tmp_path: Path,
+) -> None:
+    """TRL turns checkpointing on by default; the example turns it off without the
+    deprecation transformers 5 prints for ``gradient_checkpointing``."""
+    import warnings
+
+    import trl
+
+    train = example_module("train")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        config = trl.SFTConfig(
+            output_dir=str(tmp_path),
+            report_to=[],
+            use_cpu=True,
+            **train.no_activation_checkpointing(trl.SFTConfig),
+        )
+    assert config.gradient_checkpointing is False

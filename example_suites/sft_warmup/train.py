@@ -21,6 +21,7 @@ per decision (a game's prefix up to each of its moves), each distinct row once.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -36,6 +37,18 @@ CONTEXT_TEMPLATES = {
     "full": None,
     "last-observation": HERE / "chat_template_last_observation.jinja",
 }
+
+
+def no_activation_checkpointing(config_class: type) -> dict[str, bool]:
+    """The keyword that turns activation checkpointing off: ``activation_checkpointing``
+    where transformers has it (5.x warns that ``gradient_checkpointing`` goes in v6)."""
+    names = {field.name for field in dataclasses.fields(config_class)}
+    name = (
+        "activation_checkpointing"
+        if "activation_checkpointing" in names
+        else "gradient_checkpointing"
+    )
+    return {name: False}
 
 
 def load_rows(path: Path, limit: int | None, symmetries: bool = False) -> Any:
@@ -198,8 +211,8 @@ def train(args: argparse.Namespace) -> None:
             seed=args.seed,
             disable_tqdm=True,
             # recomputing activations saves memory a 135M model does not need, at a third
-            # more compute
-            gradient_checkpointing=False,
+            # more compute (TRL turns it on by default)
+            **no_activation_checkpointing(SFTConfig),
             # bfloat16 autocast: on a CPU with AVX512-BF16 or AMX the matrix products run at
             # about twice the float32 rate; the merged student is saved in float32 either way
             bf16=args.bf16,
