@@ -43,6 +43,14 @@ def endpoint(server: OpenAICompatServer, **kwargs: object) -> tuple[ChatEndpoint
     return chat, attempts
 
 
+def seconds_to_time_out(chat: ChatEndpoint, body: bytes, timeout: float) -> float:
+    """How long ``chat.post`` took to give up with ``EndpointTimeout``."""
+    started = time.monotonic()
+    with pytest.raises(EndpointTimeout):
+        chat.post(body, timeout)
+    return time.monotonic() - started
+
+
 def test_requests_go_to_the_base_urls_path_over_one_kept_alive_connection() -> None:
     with serve_openai() as server:
         chat, attempts = endpoint(server)
@@ -117,10 +125,7 @@ def test_a_trickled_answer_is_bounded_by_the_request_timeout_and_retried() -> No
     server = OpenAICompatServer(Faults(trickle=0.2)).start()
     try:
         chat, attempts = endpoint(server, max_retries=1)
-        started = time.monotonic()
-        with pytest.raises(EndpointTimeout):
-            chat.post(BODY, 1.0)
-        took = time.monotonic() - started
+        took = seconds_to_time_out(chat, BODY, 1.0)
     finally:
         server.stop()
     # two attempts of 1 s (each read ends within a 0.2 s byte of the bound) and one backoff
@@ -374,11 +379,7 @@ def test_a_server_that_never_answers_or_reads_slowly_is_bounded_by_the_request_t
     # past any loopback socket buffer, so the sending itself waits on the server's reading
     body = BODY if reads == "all" else b"x" * (64 * 2**20)
     try:
-        chat = ChatEndpoint(server.url, "sk-test", max_retries=0)
-        started = time.monotonic()
-        with pytest.raises(EndpointTimeout):
-            chat.post(body, 0.5)
-        took = time.monotonic() - started
+        took = seconds_to_time_out(ChatEndpoint(server.url, "sk-test", max_retries=0), body, 0.5)
     finally:
         server.close()
     assert 0.45 <= took < 1.5, took
