@@ -1,8 +1,8 @@
 """Every exception pytest-openenv raises on purpose, and what each makes of a run.
 
-DESIGN §2-§3 sort what can go wrong into three outcomes, and the hierarchy follows
-them, so ``except InfrastructureFault`` or ``except BadInput`` says which one a
-handler deals with:
+What can go wrong falls into three outcomes (docs/architecture.md), and the
+hierarchy follows them, so ``except InfrastructureFault`` or ``except BadInput``
+says which one a handler deals with:
 
 - **bad input** (``BadInput``): something the user gave is wrong (an option, the
   env config, the ini file, the output folder, the server named, the chat

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 # (which pytest does in every run) must stay cheap for the many runs that never touch an
 # episode.
 
-#: the public fixtures (DESIGN §3), registered with this plugin
+#: the public fixtures (docs/writing-tests.md), registered with this plugin
 pytest_plugins = ("pytest_openenv.worker.fixtures",)
 
 MARKER_HELP = (

@@ -19,7 +19,7 @@ from pytest_openenv import errors
 
 PACKAGE = Path(pytest_openenv.__file__).parent
 
-#: what each exception makes of a run (DESIGN §2-§3), as drawn in errors.py's docstring
+#: what each exception makes of a run, as drawn in errors.py's docstring
 OUTCOME = {
     errors.BadInput: [
         "EnvConfigError",

@@ -1,8 +1,8 @@
 """The public API, pinned: a name added, removed or moved shows here first.
 
 What a user imports (``pytest_openenv``, ``pytest_openenv.strategies``), what a test reads
-off the ``episode`` fixture (DESIGN §3), the fixtures a conftest may override, and the
-methods a third-party env family implements (``EnvFamily``, DESIGN §6).
+off the ``episode`` fixture, the fixtures a conftest may override, and the
+methods a third-party env family implements (``EnvFamily``).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ STRATEGIES = [
     "seeds",
 ]
 
-#: DESIGN §3: what the ``episode`` fixture returns
+#: what the ``episode`` fixture returns
 EPISODE_FIELDS = {
     "episode_id",
     "seed",

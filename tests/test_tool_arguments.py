@@ -1,6 +1,6 @@
 """``--openenv-tool-arguments``: how the written ``messages`` carry tool-call arguments.
 
-``string`` (the default, DESIGN §4) keeps OpenAI's wire format, a JSON string.
+``string`` (the default) keeps OpenAI's wire format, a JSON string.
 ``object`` writes the parsed object instead, for chat templates that apply
 ``tojson`` to the arguments (Qwen2.5, Llama-3.1 as TRL ships them): given a string
 they encode it a second time and the model trains on ``"{\\"action_id\\": 4}"``.

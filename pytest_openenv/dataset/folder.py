@@ -1,6 +1,6 @@
 """Which files of an output folder are ours, and whether a folder may be written at all.
 
-The plugin writes only these names (DESIGN §4) and nothing else:
+The plugin writes only these names (docs/files-and-schema.md) and nothing else:
 
 - ``results.jsonl``, ``failures.jsonl``, ``metadata.json``, ``summary.json``,
   ``README.md`` (the dataset card), ``report.html`` (the run report),

@@ -1,6 +1,6 @@
 """The dataset row: its fields, how an episode becomes one, one JSON type per field.
 
-The one home of the row layout (DESIGN §4). ``FIELDS`` lists the fields in order
+The one home of the row layout (docs/files-and-schema.md). ``FIELDS`` lists the fields in order
 with their type and meaning (the dataset card's schema table shows it);
 ``episode_row`` makes the row of a finished episode (``Episode.record``),
 ``placeholder_row`` that of an episode that errored before it finished (the

@@ -122,7 +122,7 @@ class Episode:
     def record(
         self, *, test: str = "", passed: bool | None = None, tool_arguments: str = "string"
     ) -> dict[str, Any]:
-        """The dataset row (DESIGN §4, ``record.py``): OpenEnv ``EpisodeRecord`` keys plus
+        """The dataset row (``record.py``, docs/files-and-schema.md): OpenEnv ``EpisodeRecord`` keys plus
         ours, every field in one JSON type across rows and families, so ``datasets``/pyarrow
         and the Hub viewer load the files as they are. ``tool_arguments``
         (``--openenv-tool-arguments``): ``"string"`` or ``"object"``, how ``messages`` carry

@@ -1,4 +1,4 @@
-"""The public fixtures (DESIGN §3): ``episode``, ``openenv_episode``, ``openenv_env``,
+"""The public fixtures (docs/writing-tests.md): ``episode``, ``openenv_episode``, ``openenv_env``,
 ``openenv_policy``, ``openenv_snapshot``.
 
 Registered by ``plugin.py`` (``pytest_plugins``) in every run, so importing this
@@ -73,7 +73,7 @@ def openenv_snapshot(snapshot: Any) -> Any:
 
 @pytest.fixture
 def episode(openenv_episode: Episode) -> Episode:
-    """The finished episode (``openenv_episode`` by its short name, DESIGN §3).
+    """The finished episode (``openenv_episode`` by its short name).
 
     A suite whose conftest defines its own ``episode`` keeps it: tests using that one
     are not episode tests; its episode tests request ``openenv_episode``.

@@ -2,7 +2,7 @@
 
 OpenEnv's HTTP ``/reset`` and ``/step`` build a fresh env per request, so a
 multi-step episode needs the WebSocket session protocol (one env per
-connection; DESIGN §7). Outcomes of the server's answers:
+connection; docs/architecture.md, "Envs and policies"). Outcomes of the server's answers:
 
 - ``VALIDATION_ERROR`` / ``EXECUTION_ERROR``: the env refused the action; it goes
   back to the policy as a tool error (``ActionRejected``), the episode goes on.
