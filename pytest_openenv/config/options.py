@@ -194,7 +194,8 @@ OPTIONS: list[Option] = [
     ),
     Option(
         "gate-best-of",
-        "judge the gate even when --openenv-resume-failed made the figures best of N attempts",
+        "judge the gate even when --openenv-resume-failed made the figures best of N attempts "
+        "(needs --openenv-resume)",
         boolean,
         False,
         is_flag=True,
@@ -605,9 +606,28 @@ def default_of(flag: str) -> Any:
     return OPTION_BY_FLAG[flag].default
 
 
+#: ``pytest --help`` shows one section per settings group, so a reader looking for "how do I
+#: gate" or "where does my vLLM go" reads one short section, not all 54 options
+HELP_GROUPS = {
+    "run": "openenv: env and episodes (what plays, how many, how it is judged)",
+    "llm": "openenv: model, sampling and transport (LLM policies)",
+    "servers": "openenv: deployed env servers",
+    "gate": "openenv: gates and statistics",
+    "budget": "openenv: budgets",
+    "output": "openenv: output folder and files",
+    "publish": "openenv: publishing to the Hugging Face Hub",
+}
+
+
+def help_group(opt: Option) -> str:
+    """The settings group an option fills: its section of ``pytest --help``."""
+    return opt.into.partition(".")[0]
+
+
 def register(parser: pytest.Parser) -> None:
-    group = parser.getgroup("openenv", "agent episodes in OpenEnv environments")
+    groups = {key: parser.getgroup(f"openenv-{key}", title) for key, title in HELP_GROUPS.items()}
     for opt in OPTIONS:
+        group = groups[help_group(opt)]
         flag = f"--openenv-{opt.flag}"
         if opt.is_flag:
             group.addoption(flag, action="store_true", default=None, dest=opt.dest, help=opt.help)
