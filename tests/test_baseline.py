@@ -221,3 +221,133 @@ def test_a_baseline_of_another_policy_or_model_says_what_differs(pytester, run_p
     assert check["passed"]
     assert check["detail"].startswith("compared across policy openai -> knob; model m-1 -> none:")
     assert "compared across policy openai -> knob; model m-1 -> none" in result.stdout.str()
+
+
+def check_of(pytester, folder: str) -> dict:
+    path = Path(pytester.path) / folder / "summary.json"
+    (check,) = json.loads(path.read_text())["gate"]["checks"]
+    return check
+
+
+def best_of_two_folder(pytester, run_pytest) -> None:
+    """openenv-results/: 24 of 40 on the first attempt, 40 of 40 best of 2 (every failed
+    episode played again by --openenv-resume-failed, and passed)."""
+    run_with(pytester, run_pytest, 12)
+    run_with(pytester, run_pytest, 20, "--openenv-resume", "--openenv-resume-failed")
+    figures = json.loads((Path(pytester.path) / "openenv-results" / "summary.json").read_text())
+    assert (figures["figures"]["passed"], figures["figures"]["attempts"]) == (40, 2)
+
+
+@pytest.mark.slow
+def test_a_best_of_baseline_is_compared_by_its_first_attempts_paired_first_with_first(
+    pytester, run_pytest
+):
+    best_of_two_folder(pytester, run_pytest)
+    # the same policy again, one attempt per episode: 24 of 40, as its first attempts were
+    same = run_with(
+        pytester, run_pytest, 12, "--openenv-output=same", "--openenv-baseline=openenv-results"
+    )
+    assert same.ret == 0, same.stdout.str()[-3000:]
+    check = check_of(pytester, "same")
+    assert check["passed"] and check["paired"] and check["baseline_counted"] == "first attempts"
+    assert check["attempts"] == {"current": 1, "baseline": 2}
+    comparison = check["comparison"]
+    assert (comparison["baseline"], comparison["current"]) == (0.6, 0.6)
+    assert (comparison["newly_failing"], comparison["newly_passing"]) == (0, 0)
+    assert "counting the baseline's first attempts (its figures are best of up to 2)" in (
+        same.stdout.str()
+    )
+    # one seed in 20 worse: exactly the two seeds that passed first time and fail now are
+    # newly failing (paired with the best-of attempts, every failing seed would be)
+    worse = run_with(
+        pytester, run_pytest, 11, "--openenv-output=worse", "--openenv-baseline=openenv-results"
+    )
+    assert worse.ret == 0, worse.stdout.str()[-3000:]
+    comparison = check_of(pytester, "worse")["comparison"]
+    assert (comparison["newly_failing"], comparison["newly_passing"]) == (2, 0)
+    assert comparison["p_value"] == pytest.approx(0.25)  # P(X >= 2), X ~ Binomial(2, 1/2)
+
+
+@pytest.mark.slow
+def test_a_best_of_summary_without_its_rows_is_refused_before_any_episode(pytester, run_pytest):
+    best_of_two_folder(pytester, run_pytest)
+    saved = Path(pytester.path) / "best.json"
+    saved.write_text((Path(pytester.path) / "openenv-results" / "summary.json").read_text())
+    result = run_with(
+        pytester, run_pytest, 12, "--openenv-output=now", "--openenv-baseline=best.json"
+    )
+    assert result.ret == 4
+    err = result.stderr.str()
+    assert "--openenv-baseline='best.json'" in err and "best of up to 2 attempts" in err, err
+    assert "no rows beside it say which attempt passed" in err
+    assert not (Path(pytester.path) / "now").exists()
+
+
+def write_best_of_folder(folder: Path) -> None:
+    """An earlier folder by hand: seeds 0-3, seed 1 passed on its second attempt, seed 3
+    failed twice; 3 of 4 best of 2, 2 of 4 first attempts."""
+
+    def row(seed: int, passed: bool, attempt: int = 1) -> str:
+        extra = {"repeat": 0, **({"attempt": attempt} if attempt > 1 else {})}
+        return json.dumps(
+            {
+                "episode_id": f"ep-{seed:06d}",
+                "test": f"t.py::test_x[ep-{seed:06d}]",
+                "seed": seed,
+                "env": "openspiel:tic_tac_toe",
+                "policy": "expert",
+                "passed": passed,
+                "reward": 1.0 if passed else -1.0,
+                "extra": extra,
+            }
+        )
+
+    folder.mkdir()
+    figures = {"passed": 3, "ran": 4, "attempts": 2, "envs": ["openspiel:tic_tac_toe"]}
+    (folder / "summary.json").write_text(json.dumps({"figures": figures}))
+    results = [row(0, True), row(1, True, 2), row(2, True)]
+    (folder / "results.jsonl").write_text("\n".join(results) + "\n")
+    (folder / "failures.jsonl").write_text(row(3, False, 2) + "\n")
+
+
+def test_a_best_of_baseline_reads_its_first_attempts_and_refuses_to_compare_unlike_runs(
+    tmp_path,
+):
+    from pytest_openenv.report.baseline import load_baseline
+    from pytest_openenv.report.gates import GateConfig, RunFigures, evaluate
+    from pytest_openenv.report.passk import PassKTally
+    from pytest_openenv.report.stats import RunningMean
+
+    write_best_of_folder(tmp_path / "best")
+    best = load_baseline("best", relative_to=tmp_path)
+    assert best.attempts == 2 and best.rate("pass@1") == Rate(3.0, 4)
+    first, how = best.counted_like(1)
+    assert first is not None and first.rate("pass@1") == Rate(2.0, 4)
+    assert first.outcomes["expert"][("t.py::test_x", 1, 0)] == (False, None)
+    assert how.startswith("counting the baseline's first attempts")
+    assert best.counted_like(2)[0] is best  # best of 2 against a best-of run: as recorded
+
+    def figures(attempts: int) -> RunFigures:
+        return RunFigures(
+            passed=4,
+            ran=4,
+            reward=RunningMean(),
+            passk=PassKTally(1).result(),
+            judged=4,
+            envs=frozenset({"openspiel:tic_tac_toe"}),
+            attempts=attempts,
+        )
+
+    # a best-of run (--openenv-gate-best-of) against a baseline of single attempts: refused
+    (tmp_path / "once").mkdir()
+    (tmp_path / "once" / "summary.json").write_text(
+        json.dumps({"figures": {"passed": 3, "ran": 4}})
+    )
+    once = GateConfig(baseline=load_baseline("once", relative_to=tmp_path))
+    (check,) = evaluate(once, figures(2)).checks
+    assert not check.passed
+    assert "best of up to 2 attempts" in check.detail and "not comparable" in check.detail
+    # best of 2 against best of 2: compared as recorded, and said so
+    (check,) = evaluate(GateConfig(baseline=best), figures(2)).checks
+    assert check.passed and check.extra["baseline_counted"] == "best of N"
+    assert check.detail.startswith("best of up to 2 attempts in the baseline")

@@ -300,3 +300,65 @@ def test_a_run_with_no_episode_judged_is_never_a_pass(pytester, run_pytest, thre
     assert not judged["passed"] and judged["errored"] == 10
     out = result.stdout.str()
     assert "gate: FAILED" in out and "no episode was judged: 10 errored" in out
+
+
+def test_gate_best_of_without_a_resume_is_a_usage_error_naming_both_options(pytester, run_pytest):
+    write_suite(pytester, passing=7)
+    result = run_pytest(*COMMON, "--openenv-min-pass-rate=0.5", "--openenv-gate-best-of")
+    assert result.ret == 4, result.stdout.str()
+    err = result.stderr.str()
+    assert "--openenv-gate-best-of judges figures that are best of N attempts" in err, err
+    assert (
+        "--openenv-resume-failed" in err and "add --openenv-resume --openenv-resume-failed" in err
+    )
+    assert not (Path(pytester.path) / "openenv-results").exists()  # refused before any episode
+
+
+@pytest.mark.slow
+def test_gate_best_of_with_a_plain_resume_judges_a_folder_already_best_of(pytester, run_pytest):
+    write_suite(pytester, passing=7)
+    run_pytest(*COMMON)  # 7 of 10
+    write_suite(pytester, passing=10)
+    run_pytest(*COMMON, "--openenv-resume", "--openenv-resume-failed")  # best of 2: 10 of 10
+    gate = ("--openenv-min-pass-rate=0.9", "--openenv-resume")
+    # a plain resume keeps the rows played again: the figures are still best of 2
+    unjudged = run_pytest(*COMMON, *gate)
+    assert summary(pytester)["figures"]["attempts"] == 2
+    assert summary(pytester)["gate"] is None
+    assert "the gate was not judged" in unjudged.stdout.str()
+    judged = run_pytest(*COMMON, *gate, "--openenv-gate-best-of")
+    assert judged.ret == 0, judged.stdout.str()
+    (check,) = summary(pytester)["gate"]["checks"]
+    assert check["check"] == "pass rate" and check["value"] == 1.0
+
+
+VS_ACROSS_TESTS = """
+import pytest
+
+@pytest.mark.openenv("openspiel:tic_tac_toe", n=3, policies=["scripted", "random"])
+def test_both(episode):
+    pass
+
+@pytest.mark.openenv("openspiel:tic_tac_toe", n=3, policies=["random"])
+def test_random_only(episode):
+    pass
+"""
+
+
+@pytest.mark.slow
+def test_a_vs_reference_absent_from_one_test_is_said_to_be_absent_there_not_from_the_run(
+    pytester, run_pytest
+):
+    pytester.makepyfile(test_suite=VS_ACROSS_TESTS)
+    result = run_pytest(*COMMON, "--openenv-gate-vs=scripted")
+    assert result.ret == 1, result.stdout.str()
+    checks = {c["group"]: c for c in summary(pytester)["gate"]["checks"] if c["check"] == "vs"}
+    alone = checks["test_suite.py::test_random_only · openspiel:tic_tac_toe · random"]
+    assert not alone["passed"]
+    assert alone["detail"].startswith(
+        "scripted played no episode of test_suite.py::test_random_only on openspiel:tic_tac_toe,"
+    ), alone["detail"]
+    assert "in this run" not in result.stdout.str()
+    # where it did play, the same reference is paired as usual
+    both = checks["test_suite.py::test_both · openspiel:tic_tac_toe · random"]
+    assert "paired episodes" in both["detail"]

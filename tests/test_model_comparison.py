@@ -526,3 +526,27 @@ def test_changed_sampling_is_refused_on_resume_even_without_metadata(
     err = resumed.stderr.str()
     assert 'played with sampling="{\\"max_tokens\\": 256, \\"temperature\\": 0.2}"' in err, err
     assert "--openenv-temperature" in err
+
+
+@pytest.mark.slow
+def test_a_pooled_gate_vs_one_model_judges_every_other_model(
+    run_pytest, pytester: pytest.Pytester, server: OpenAICompatServer
+) -> None:
+    twin = "twin-model"  # plays as FIRST does: not worse than it
+    models = (FIRST, twin, IDLE)
+    gate = (f"--openenv-gate-vs={FIRST}", "--openenv-gate-pooled")
+    result = run_pytest(*args(server, *models, extra=("--openenv-max-turns=3", *gate)))
+    text = result.stdout.str()
+    played = by_model(all_rows(pytester))
+    wins = sum(r["passed"] for r in played[FIRST].values())
+    assert wins >= 5 and not any(r["passed"] for r in played[IDLE].values())
+    checks = {c["model"]: c for c in summary(pytester)["gate"]["checks"] if c["check"] == "vs"}
+    # both models but the reference are judged, each over all its groups
+    assert set(checks) == {twin, IDLE}, checks
+    assert checks[twin]["passed"] and checks[twin]["group"] == f"pooled ({twin}, all its groups)"
+    assert not checks[IDLE]["passed"]
+    assert checks[IDLE]["compared"] == pytest.approx(1 / 2**wins)
+    # the last model listed fails the run, as it does without --openenv-gate-pooled
+    assert result.ret == 1, text
+    assert "gate: FAILED" in text
+    result.stdout.fnmatch_lines([f"*FAIL*vs [[]pooled ({IDLE}, all its groups)[]]*"])

@@ -20,7 +20,7 @@ from ..dataset.hub import HubPublisher
 from ..dataset.writer import CARD, METADATA, REPORT, RESULTS, SUMMARY
 from ..report.arms import ArmTally
 from ..report.baseline import DEFAULT_CONFIDENCE
-from ..report.gates import GateConfig, RunFigures, Verdict, default_gated, evaluate
+from ..report.gates import GateConfig, RunFigures, Verdict, evaluate
 from ..report.passk import PassKTally
 from ..report.step_summary import append_step_summary, summary_markdown
 from ..report.summary import arm_lines, summary_lines
@@ -169,6 +169,7 @@ class SessionEnd:
                     models=frozenset({group.model} - {None}),  # type: ignore[arg-type]
                     group=group.label,
                     group_key=(group.test, group.env, group.name),
+                    attempts=self.accounts.tally.attempts,
                 )
             )
         return figures
@@ -180,9 +181,9 @@ class SessionEnd:
                 return other
         return None
 
-    def pooled_gate_figures(self) -> RunFigures:
+    def pooled_gate_figures(self) -> RunFigures | list[RunFigures]:
         """The pooled figures: the whole run's, or with several models the gated one's
-        (``--openenv-gate-model``, default the first not ``--openenv-gate-vs``)."""
+        (``--openenv-gate-model``), or each model's but ``--openenv-gate-vs``'s."""
         tally, arms = self.accounts.tally, self.accounts.arms
         merged = arms.arms
         vs = merged.get(self.gate.vs) if self.gate.vs else None
@@ -206,10 +207,19 @@ class SessionEnd:
                 policies=frozenset(tally.policies),
                 models=frozenset(tally.models),
                 group="pooled (all groups)" if arms.several_groups else None,
+                attempts=tally.attempts,
             )
         names = [arm.name for arm in ordered]
-        name = self.gate.model or default_gated(names, self.gate.vs) or ordered[0].name
-        gated = merged.get(name) or ArmTally(name)
+        if self.gate.model is None:
+            # every model is judged against the reference, each over all its groups
+            others = [name for name in names if name != self.gate.vs] or names[:1]
+            return [self.pooled_model_figures(name, vs_outcomes) for name in others]
+        return self.pooled_model_figures(self.gate.model, vs_outcomes)
+
+    def pooled_model_figures(self, name: str, vs_outcomes: dict[Any, Any] | None) -> RunFigures:
+        """One model's figures pooled over its groups."""
+        tally, arms = self.accounts.tally, self.accounts.arms
+        gated = arms.arms.get(name) or ArmTally(name)
         return RunFigures(
             passed=gated.passed,
             ran=gated.ran,
@@ -222,6 +232,7 @@ class SessionEnd:
             # the gated model is compared with the baseline's: only the env must agree
             envs=frozenset(tally.envs),
             group=f"pooled ({name}, all its groups)" if arms.several_groups else None,
+            attempts=tally.attempts,
         )
 
     def apply_gate(self, session: pytest.Session) -> None:
@@ -246,7 +257,9 @@ class SessionEnd:
             figures,
             other_failures=self.accounts.other_failures,
             stopped_early=str(stopped) if stopped else None,
-            subset=subset_text(self.last_failed, figures.ran) if self.last_failed else None,
+            subset=subset_text(self.last_failed, judged_count(figures))
+            if self.last_failed
+            else None,
         )
         if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             session.exitstatus = (
@@ -481,6 +494,11 @@ class SessionEnd:
                     "output folder and run again with --openenv-resume to redo them"
                 )
         return [self.secrets.scrub(line) for line in lines]
+
+
+def judged_count(figures: RunFigures | list[RunFigures]) -> int:
+    """How many episodes the gate's figures cover (each group's, or the pooled ones)."""
+    return sum(one.ran for one in figures) if isinstance(figures, list) else figures.ran
 
 
 def verdict_lines(figures: dict[str, Any], train_on: str) -> list[str]:

@@ -11,6 +11,14 @@ default 0.95). When the earlier folder holds its rows (``results.jsonl``,
 test, seed and repeat, the test is paired: the exact McNemar test on the episodes
 that changed (``report/paired.py``). Otherwise (other seeds, only a summary.json) it
 is the two-proportion z-test of two unrelated samples. The check says which it used.
+
+An earlier run finished with ``--openenv-resume-failed`` played its failed episodes
+again: its figures are best of up to N attempts (``figures.attempts``), and each row
+played again says which attempt it is (``extra.attempt``). Such a baseline is read both
+ways: as recorded, and by each episode's first attempt (a row of attempt 2 or later was
+played again because its first attempt failed). A run of one attempt per episode is
+compared with the first attempts, episode by episode; a best-of run
+(``--openenv-gate-best-of``) with the best-of figures (``Baseline.counted_like``).
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
@@ -78,9 +86,46 @@ class Baseline:
     outcomes: dict[str, dict[Any, Any]] = field(default_factory=dict)
     #: each group of the earlier run by (test function, env, model or policy)
     groups: dict[tuple[str, str, str], GroupBaseline] = field(default_factory=dict)
+    #: the most attempts any of its episodes took: above 1 when --openenv-resume-failed
+    #: played failed episodes again, and its figures are best of that many
+    attempts: int = 1
+    #: a best-of run counted by each episode's first attempt (from its rows); None when
+    #: it is one attempt per episode already, or its rows are not there to say
+    first_attempts: Baseline | None = None
 
     def rate(self, metric: str) -> Rate | None:
         return self.rates.get(metric)
+
+    def counted_like(self, attempts_now: int) -> tuple[Baseline | None, str]:
+        """This baseline counted as the run compared with it counts its episodes, and how
+        it was counted; or None and why the two cannot be compared.
+
+        A best-of-N rate is no pass@1: a run of single attempts is compared with the
+        baseline's first attempts, a best-of run only with a best-of baseline.
+        """
+        if attempts_now <= 1:
+            if self.attempts <= 1:
+                return self, ""
+            if self.first_attempts is not None:
+                return self.first_attempts, (
+                    f"counting the baseline's first attempts (its figures are best of up to "
+                    f"{self.attempts}), as this run played one attempt per episode"
+                )
+            return None, (
+                f"{self.path}'s figures are best of up to {self.attempts} attempts per "
+                "episode and no rows beside it say which attempt passed; this run played one "
+                "attempt per episode: not comparable"
+            )
+        if self.attempts <= 1:
+            return None, (
+                f"this run's figures are best of up to {attempts_now} attempts "
+                f"(--openenv-gate-best-of), {self.path}'s one attempt per episode: a best-of "
+                "rate is no pass@1, not comparable"
+            )
+        return self, (
+            f"best of up to {self.attempts} attempts in the baseline, best of up to "
+            f"{attempts_now} in this run"
+        )
 
     def group(self, key: tuple[str, str, str]) -> GroupBaseline | None:
         return self.groups.get(key)
@@ -125,21 +170,42 @@ def _strings(value: Any) -> tuple[str, ...]:
     return tuple(sorted(str(item) for item in value if isinstance(item, str) and item))
 
 
-def read_outcomes(
-    folder: Path, by_group: dict[tuple[str, str, str], dict[Any, Any]] | None = None
-) -> dict[str, dict[Any, Any]]:
-    """Each episode of an earlier output folder, by arm and pair key (``report/arms``);
-    ``by_group`` is filled with the same by group (test function, env, arm)."""
+@dataclass(frozen=True)
+class EarlierRow:
+    """One episode of an earlier output folder, as the comparisons read it."""
+
+    arm: str
+    #: (test function, env, arm)
+    group: tuple[str, str, str]
+    #: what pairs it with this run's episode (``report/arms.pair_key``)
+    key: Any
+    #: its node id: the seed it samples, for pass@k (``report/passk.problem_key``)
+    test: str
+    #: (passed, reward); reward None when it errored
+    outcome: tuple[bool, float | None]
+    #: which attempt at the episode the row is (``extra.attempt``; 1 when not said)
+    attempt: int = 1
+
+    @property
+    def first_outcome(self) -> tuple[bool, float | None]:
+        """Its first attempt's outcome: a row played again was so because that one failed
+        (its reward is not kept)."""
+        return self.outcome if self.attempt <= 1 else (False, None)
+
+
+def read_rows(folder: Path) -> list[EarlierRow]:
+    """Each episode of an earlier output folder, the last row of an episode winning;
+    [] when its rows cannot be read (the unpaired test still works)."""
     from ..dataset.jsonl import iter_records
     from .arms import pair_key
 
-    outcomes: dict[str, dict[Any, Any]] = {}
-    groups: dict[tuple[str, str, str], dict[Any, Any]] = {}
+    found: dict[Any, EarlierRow] = {}
     for name in ("failures.jsonl", "results.jsonl"):  # a pass wins over a stale failure
         try:
             for row in iter_records(folder / name):
                 extra = row.get("extra") if isinstance(row.get("extra"), dict) else {}
-                key = pair_key(str(row.get("test", "")), row.get("seed"), extra.get("repeat"))
+                test = str(row.get("test", ""))
+                key = pair_key(test, row.get("seed"), extra.get("repeat"))
                 arm = row.get("model") or row.get("policy")
                 if key is None or not arm:
                     continue
@@ -147,17 +213,81 @@ def read_outcomes(
                 errored = failure.get("outcome") == "error"
                 reward = row.get("reward")
                 reward = float(reward) if isinstance(reward, (int, float)) else None
-                outcome = (bool(row.get("passed")), None if errored else reward)
-                outcomes.setdefault(str(arm), {})[key] = outcome
-                group = (key[0], str(row.get("env") or ""), str(arm))
-                groups.setdefault(group, {})[key] = outcome
+                attempt = extra.get("attempt", 1)
+                attempt = attempt if _count(attempt) and attempt >= 1 else 1
+                found[(str(arm), str(row.get("env") or ""), key)] = EarlierRow(
+                    arm=str(arm),
+                    group=(key[0], str(row.get("env") or ""), str(arm)),
+                    key=key,
+                    test=test,
+                    outcome=(bool(row.get("passed")), None if errored else reward),
+                    attempt=attempt,
+                )
         except NotARegularFile:
             raise  # a device or FIFO in place of the rows: refused (``load_baseline``)
-        except (OSError, ValueError):  # unreadable rows: the unpaired test still works
-            return {}
-    if by_group is not None:
-        by_group.update(groups)
+        except (OSError, ValueError):
+            return []
+    return list(found.values())
+
+
+def read_outcomes(
+    rows: list[EarlierRow],
+    by_group: dict[tuple[str, str, str], dict[Any, Any]] | None = None,
+    *,
+    first: bool = False,
+) -> dict[str, dict[Any, Any]]:
+    """The rows' outcomes by arm and pair key (``first``: each one's first attempt);
+    ``by_group`` is filled with the same by group (test function, env, arm)."""
+    outcomes: dict[str, dict[Any, Any]] = {}
+    for row in rows:
+        outcome = row.first_outcome if first else row.outcome
+        outcomes.setdefault(row.arm, {})[row.key] = outcome
+        if by_group is not None:
+            by_group.setdefault(row.group, {})[row.key] = outcome
     return outcomes
+
+
+def first_attempt_rates(rows: list[EarlierRow], k: int | None) -> dict[str, Rate]:
+    """pass@1 (and pass@k, pass^k with the run's k) of the rows' first attempts."""
+    from .passk import PassKTally
+
+    if not rows:
+        return {}
+    passes = sum(1 for row in rows if row.first_outcome[0])
+    rates = {"pass@1": Rate(float(passes), len(rows))}
+    if k is None:
+        return rates
+    tally = PassKTally(k)
+    for row in rows:
+        tally.add(row.test, row.first_outcome[0])
+    result = tally.result()
+    for metric in ("pass@k", "pass^k"):
+        value = result.metric(metric)
+        if result.problems_scored and value is not None:
+            rates[metric] = Rate(value * result.problems_scored, result.problems_scored)
+    return rates
+
+
+def first_attempts_of(baseline: Baseline, rows: list[EarlierRow], k: int | None) -> Baseline:
+    """The same run counted by each episode's first attempt, from its rows."""
+    by_group: dict[tuple[str, str, str], dict[Any, Any]] = {}
+    outcomes = read_outcomes(rows, by_group, first=True)
+    groups = {
+        key: GroupBaseline(
+            key,
+            first_attempt_rates([row for row in rows if row.group == key], k),
+            by_group.get(key, {}),
+        )
+        for key in {*baseline.groups, *by_group}
+    }
+    return replace(
+        baseline,
+        rates=first_attempt_rates(rows, k),
+        outcomes=outcomes,
+        groups=groups,
+        attempts=1,
+        first_attempts=None,
+    )
 
 
 def read_groups(
@@ -210,7 +340,7 @@ def load_baseline(raw: str, *, relative_to: Path) -> Baseline:
             path = path / SUMMARY
         # a summary.json that is /dev/zero would be read forever
         payload = json.loads(read_bounded(path, MAX_JSON_BYTES).decode("utf-8"))
-        outcomes = read_outcomes(path.parent)
+        rows = read_rows(path.parent)
     except FileNotFoundError:
         raise _usage(raw, f"{path} does not exist") from None
     except NotARegularFile as exc:
@@ -236,8 +366,10 @@ def load_baseline(raw: str, *, relative_to: Path) -> Baseline:
             if scored > 0 and isinstance(value, (int, float)):
                 rates[metric] = Rate(float(value) * scored, scored)
     by_group: dict[tuple[str, str, str], dict[Any, Any]] = {}
-    outcomes = read_outcomes(path.parent, by_group)
-    return Baseline(
+    outcomes = read_outcomes(rows, by_group)
+    recorded = figures.get("attempts")
+    attempts = max([recorded if _count(recorded) else 1, *(row.attempt for row in rows)])
+    baseline = Baseline(
         path=path,
         rates=rates,
         envs=_strings(figures.get("envs")),
@@ -245,6 +377,14 @@ def load_baseline(raw: str, *, relative_to: Path) -> Baseline:
         models=_strings(figures.get("models")),
         outcomes=outcomes,
         groups=read_groups(payload, by_group),
+        attempts=attempts,
+    )
+    if attempts <= 1 or not rows:
+        return baseline
+    k = passk.get("k") if isinstance(passk, dict) else None
+    return replace(
+        baseline,
+        first_attempts=first_attempts_of(baseline, rows, k if _count(k) and k >= 1 else None),
     )
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..util.format import markdown_text, number, percent, table
+from .arms import short_test
 from .baseline import (
     DEFAULT_CONFIDENCE,
     Baseline,
@@ -68,6 +69,7 @@ class GateConfig:
     def from_settings(cls, settings: Settings, *, invocation_dir: Path) -> GateConfig:
         """Read the gate options; loading the baseline here makes a bad path a usage error."""
         gate = settings.gate
+        check_best_of_needs_a_resume(settings)
         raw_baseline = gate.baseline
         baseline = load_baseline(raw_baseline, relative_to=invocation_dir) if raw_baseline else None
         metric = gate.metric
@@ -76,6 +78,15 @@ class GateConfig:
             problem = env_problem(baseline, raw_baseline or "", [settings.run.env])
             if problem:
                 raise pytest.UsageError(problem)
+        if baseline is not None and not gate_best_of_possible(settings):
+            counted, why_not = baseline.counted_like(1)
+            if counted is None:
+                raise pytest.UsageError(
+                    f"--openenv-baseline={raw_baseline!r}: {why_not} (compared with best-of "
+                    "figures, one attempt per episode would show a drop that is not there). "
+                    "Pass the output folder that holds its rows (results.jsonl, "
+                    "failures.jsonl), or a baseline run without --openenv-resume-failed"
+                )
         if baseline is not None and baseline.rate(metric) is None:
             raise pytest.UsageError(
                 f"--openenv-baseline={raw_baseline!r}: {baseline.path} has no {metric} figure "
@@ -112,6 +123,26 @@ class GateConfig:
             "model": self.model,
             "vs": self.vs,
         }
+
+
+def check_best_of_needs_a_resume(settings: Settings) -> None:
+    """``--openenv-gate-best-of`` judges best-of-N figures, which only a resume makes:
+    given alone it would say the gate accepts what no fresh run produces."""
+    output = settings.output
+    if output.gate_best_of and not output.resume:
+        raise pytest.UsageError(
+            "--openenv-gate-best-of judges figures that are best of N attempts per episode, "
+            "which only a resume makes: --openenv-resume-failed (with --openenv-resume) "
+            "plays failed episodes again, and --openenv-resume alone keeps a folder's rows "
+            "played again before. This run starts afresh, one attempt per episode: add "
+            "--openenv-resume --openenv-resume-failed, or leave --openenv-gate-best-of out"
+        )
+
+
+def gate_best_of_possible(settings: Settings) -> bool:
+    """Whether the gate may judge best-of-N figures in this run (the only kind a
+    best-of baseline without its rows can be compared with)."""
+    return settings.output.resume and settings.output.gate_best_of
 
 
 def check_gate_names(settings: Settings) -> None:
@@ -309,6 +340,9 @@ class RunFigures:
     group: str | None = None
     #: its (test function, env, model or policy): what a baseline's group is paired by
     group_key: tuple[str, str, str] | None = None
+    #: the most attempts an episode took: above 1, the figures are best of that many
+    #: (--openenv-resume-failed, judged with --openenv-gate-best-of)
+    attempts: int = 1
 
 
 def check_judged(figures: RunFigures) -> Check | None:
@@ -429,18 +463,58 @@ def check_mean_reward(config: GateConfig, figures: RunFigures) -> Check:
 
 
 def check_baseline(config: GateConfig, figures: RunFigures) -> Check:
-    baseline = config.baseline
-    assert baseline is not None
+    recorded = config.baseline
+    assert recorded is not None
     metric = config.metric
     confidence = config.confidence or DEFAULT_CONFIDENCE
     if figures.group_key is not None:
         return check_baseline_group(config, figures)
-    before = baseline.rate(metric)
-    after = pass_rate_sample(figures, metric)
+    baseline, counted = recorded.counted_like(figures.attempts)
+    if baseline is None:
+        rule = f"no significant drop in {metric} vs {recorded.path}, counted alike"
+        extra = attempts_json(figures, recorded)
+        return Check("baseline", rule, None, None, None, False, counted, extra)
     paired, why_not = paired_baseline(baseline, figures, metric)
     test = "paired exact McNemar test" if paired is not None else "two-proportion z-test"
     rule = f"no significant drop in {metric} vs {baseline.path} (one-sided {test}, "
     rule += f"{_level(confidence)})"
+    check = check_baseline_counted(config, figures, baseline, rule, paired, why_not)
+    return with_counting(check, counted, recorded, figures) if counted else check
+
+
+def attempts_json(figures: RunFigures, baseline: Baseline | None = None) -> dict[str, Any]:
+    """What attempts the two sides' figures count (summary.json's check)."""
+    return {
+        "attempts": {
+            "current": figures.attempts,
+            **({"baseline": baseline.attempts} if baseline is not None else {}),
+        }
+    }
+
+
+def with_counting(check: Check, counted: str, recorded: Baseline, figures: RunFigures) -> Check:
+    """A baseline check that says which attempts it counted (a best-of baseline)."""
+    counting = {
+        **attempts_json(figures, recorded),
+        "baseline_counted": "first attempts" if figures.attempts <= 1 else "best of N",
+    }
+    return replace(check, detail=f"{counted}: {check.detail}", extra={**check.extra, **counting})
+
+
+def check_baseline_counted(
+    config: GateConfig,
+    figures: RunFigures,
+    baseline: Baseline,
+    rule: str,
+    paired: dict[Any, tuple[Any, Any]] | None,
+    why_not: str,
+) -> Check:
+    """The pooled baseline check, ``baseline`` counted as this run counts."""
+    metric = config.metric
+    confidence = config.confidence or DEFAULT_CONFIDENCE
+    test = "paired exact McNemar test" if paired is not None else "two-proportion z-test"
+    before = baseline.rate(metric)
+    after = pass_rate_sample(figures, metric)
     if before is None:
         return Check(
             "baseline", rule, None, None, None, False, f"the baseline has no {metric} figure"
@@ -488,8 +562,31 @@ def check_baseline_group(config: GateConfig, figures: RunFigures) -> Check:
     """One group against the baseline's group of the same test, env and model or policy:
     paired on the same seeds when the baseline's rows are there; a group the baseline
     does not hold is reported as not compared, never pooled with others."""
-    baseline = config.baseline
-    assert baseline is not None and figures.group_key is not None
+    recorded = config.baseline
+    assert recorded is not None and figures.group_key is not None
+    baseline, counted = recorded.counted_like(figures.attempts)
+    if baseline is None:
+        rule = f"no significant drop in {config.metric} vs {recorded.path}, counted alike"
+        return Check(
+            "baseline",
+            rule,
+            None,
+            None,
+            None,
+            False,
+            counted,
+            attempts_json(figures, recorded),
+            group=figures.group,
+        )
+    check = check_baseline_group_counted(config, figures, baseline)
+    return with_counting(check, counted, recorded, figures) if counted else check
+
+
+def check_baseline_group_counted(
+    config: GateConfig, figures: RunFigures, baseline: Baseline
+) -> Check:
+    """The group's baseline check, ``baseline`` counted as this run counts."""
+    assert figures.group_key is not None
     metric = config.metric
     confidence = config.confidence or DEFAULT_CONFIDENCE
     test, env, arm = figures.group_key
@@ -656,7 +753,7 @@ def check_vs(config: GateConfig, figures: RunFigures) -> Check:
     )
     mine, theirs = figures.outcomes or {}, figures.vs_outcomes
     if theirs is None:
-        return Check("vs", rule, None, None, None, False, f"{vs} played no episode in this run")
+        return Check("vs", rule, None, None, None, False, vs_absent(vs, figures))
     if figures.model == vs:
         return Check(
             "vs", rule, None, None, None, False, f"{vs} is the gated model itself: nothing compared"
@@ -697,6 +794,19 @@ def check_vs(config: GateConfig, figures: RunFigures) -> Check:
     )
 
 
+def vs_absent(vs: str, figures: RunFigures) -> str:
+    """Why there is nothing to pair with: the reference played none of the episodes
+    these figures cover (one group's test and env, or the whole run when pooled)."""
+    if figures.group_key is None:
+        return f"{vs} played no episode in this run"
+    test, env, _ = figures.group_key
+    where = " on ".join(part for part in (short_test(test), env) if part)
+    return (
+        f"{vs} played no episode of {where}, the test and env of this group: nothing to "
+        "pair with (each group is compared with the reference's episodes of the same test)"
+    )
+
+
 def reference_unjudged(vs: str, outcomes: dict[Any, Any]) -> str | None:
     """A reference whose every episode errored measured nothing: no model can be shown
     "not worse" than it (an error counts as not passed, so any model would look as good)."""
@@ -706,12 +816,6 @@ def reference_unjudged(vs: str, outcomes: dict[Any, Any]) -> str | None:
         f"{vs} judged no episode ({len(outcomes)} errored): a comparison with a reference "
         "that measured nothing cannot pass"
     )
-
-
-def default_gated(arms: list[str], vs: str | None) -> str | None:
-    """The model (or policy) the gates judge without ``--openenv-gate-model``: the first
-    listed that is not the ``--openenv-gate-vs`` reference (never the reference itself)."""
-    return next((name for name in arms if name != vs), None)
 
 
 def default_gated_note(settings: Settings) -> str | None:
