@@ -165,7 +165,14 @@ class InfrastructureFault(OpenEnvError):
 
 
 class EpisodeError(InfrastructureFault):
-    """An episode could not be run to its end for reasons outside the agent."""
+    """An episode could not be run to its end for reasons outside the agent.
+
+    ``partial`` is what was played before the fault (an ``episode.result.Episode``):
+    its transcript, turns and the tokens the endpoint billed, which the errored row
+    keeps; None when the fault came before any turn.
+    """
+
+    partial: object | None = None
 
 
 class EpisodeTimeout(EpisodeError):

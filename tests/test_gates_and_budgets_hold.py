@@ -390,3 +390,46 @@ def test_a_gate_over_the_episodes_lf_re_ran_says_so_and_cannot_pass(
     assert_clean(resumed)
     figures = summary(pytester)
     assert figures["gate"]["subset"] is None and figures["figures"]["ran"] == 20
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
+def test_an_episode_the_endpoint_fails_mid_way_keeps_its_turns_and_every_billed_token(
+    run_pytest, pytester: pytest.Pytester, workers: int
+) -> None:
+    # two good answers, then a 500 with no retry left: the third turn's model call fails
+    with OpenAICompatServer(Faults(statuses=[0, 0, 500])) as server:
+        result = run_pytest(
+            ENV,
+            "--openenv-n=3",
+            endpoint(server),
+            f"--openenv-model={FIRST}",
+            "--openenv-max-retries=0",
+            "--openenv-max-total-tokens=1000000",
+            *dist(workers),
+        )
+        served = list(server.served)
+    text = result.stdout.str()
+    assert result.ret == 1, text
+    errored = [
+        r for r in all_rows(pytester).values() if r.get("failure", {}).get("outcome") == "error"
+    ]
+    assert len(errored) == 1, text
+    row = errored[0]
+    # what was played before the fault: the answered turns, their transcript and tokens
+    assert row["metrics"]["turns"] >= 1
+    answered = [m for m in row["messages"] if m["role"] == "assistant"]
+    assert len(answered) == row["metrics"]["turns"]
+    assert row["metrics"]["prompt_tokens"] > 0 and row["metrics"]["completion_tokens"] > 0
+    assert "HTTP 500" in row["failure"]["message"] or "500" in row["failure"]["message"]
+    # every token the endpoint served is counted: figures, budget and the rows agree
+    billed_in, billed_out = sum(p for p, _ in served), sum(c for _, c in served)
+    figures = summary(pytester)
+    assert (figures["figures"]["prompt_tokens"], figures["figures"]["completion_tokens"]) == (
+        billed_in,
+        billed_out,
+    )
+    assert figures["budget"]["spent_tokens"] == billed_in + billed_out
+    rows = all_rows(pytester).values()
+    assert sum(r["metrics"]["prompt_tokens"] for r in rows) == billed_in
+    assert sum(r["metrics"]["turns"] for r in rows) == len(served)

@@ -19,7 +19,7 @@ from typing import Any
 from ..envs.base import Backend, EnvFamily, ProposedCall, StepResult
 from ..envs.remote.hosting import check_backend
 from ..envs.remote.servers import RemoteServers
-from ..envs.verdict import Decision, decide
+from ..envs.verdict import Decision, PassRule, decide
 from ..errors import (
     ActionRejected,
     ContextExhausted,
@@ -186,6 +186,8 @@ class _Loop:
         self.reward = 0.0
         self.done = False
         self.turns = 0
+        #: turns the policy answered (an errored episode's last turn may have had none)
+        self.answered = 0
         self.tool_calls = 0
         self.tool_errors = 0
         self.silent_turns = 0
@@ -328,6 +330,7 @@ class _Loop:
             check_answer_size(reply, str(getattr(self.policy, "name", "") or "the policy"))
             if reply.usage.prompt_tokens or reply.usage.completion_tokens or reply.usage.unknown:
                 self.usage = self.usage + reply.usage
+            self.answered += 1
             if self.over_token_limit():
                 break
             self.messages.append(reply.to_openai())
@@ -397,33 +400,76 @@ class _Loop:
         )
         self.steps.append({"turn": self.turns, "action": None, "error": "no tool call"})
 
-    def finish(self, final_text: str) -> Episode:
-        spec = self.spec
-        family = self.family
-        decision = self.decide()
-        min_reward = decision.rule.min_reward
-        # the server the session really ran on (rotation may have moved it)
+    def server(self) -> str | None:
+        """The server the session really ran on (rotation may have moved it), redacted."""
         server = getattr(self.backend, "location", None) if self.backend else None
         if server is None:
             server_for = getattr(self.env, "server_for", None)
-            server = server_for(spec) if server_for is not None else None
-        server = redact(server) if server else None
+            server = server_for(self.spec) if server_for is not None else None
+        return redact(server) if server else None
+
+    def finish(self, final_text: str) -> Episode:
+        decision = self.decide()
+        return self.episode(
+            final_text,
+            passed=decision.passed,
+            outcome=decision.label,
+            min_reward=decision.rule.min_reward,
+            reason=decision.reason,
+            decision=decision,
+        )
+
+    def failed(self, error: EpisodeError) -> EpisodeError:
+        """``error`` carrying what was played before it (``EpisodeError.partial``): the
+        transcript to debug it by and the tokens already billed, which the run counts."""
+        if error.partial is None and self.answered:
+            with contextlib.suppress(Exception):  # the fault's own message matters more
+                error.partial = self.episode(
+                    self.last_observation(),
+                    passed=False,
+                    outcome="error",
+                    min_reward=self.rule().min_reward,
+                    reason=str(error),
+                    decision=None,
+                    turns=self.answered,
+                )
+        return error
+
+    def last_observation(self) -> str:
+        seen = [step["observation"] for step in self.steps if "observation" in step]
+        return seen[-1] if seen else ""
+
+    def episode(
+        self,
+        final_text: str,
+        *,
+        passed: bool,
+        outcome: str,
+        min_reward: float,
+        reason: str | None,
+        decision: Decision | None,
+        turns: int | None = None,
+    ) -> Episode:
+        spec = self.spec
+        family = self.family
+        server = self.server()
+        turns = self.turns if turns is None else turns
         return Episode(
             episode_id=spec.episode_id,
             seed=spec.seed,
             env=family.spec,
             reward=self.reward,
-            passed=decision.passed,
+            passed=passed,
             done=self.done,
-            turns=self.turns,
-            outcome=decision.label,
+            turns=turns,
+            outcome=outcome,
             min_reward=min_reward,
             messages=self.messages,
             tool_trace=self.tool_trace,
             tools=self.tools,
             usage=self.usage,
             metrics=metrics_section(
-                turns=self.turns,
+                turns=turns,
                 tool_calls=self.tool_calls,
                 tool_errors=self.tool_errors,
                 no_tool_call_turns=self.silent_turns,
@@ -439,7 +485,7 @@ class _Loop:
             backend="remote" if server else "embedded",
             server=server,
             server_reports=self.server_reports,
-            reason=decision.reason,
+            reason=reason,
             max_turns=self.max_turns,
             prompt_style=getattr(family, "prompt_style", None),
             sampling=sampling_of(self.policy),
@@ -449,17 +495,21 @@ class _Loop:
             decision=decision,
         )
 
-    def decide(self) -> Decision:
-        """The episode's verdict (``envs/verdict.decide``): the family's rule under the
-        marker's overrides, then the run's."""
-        family, spec, limits = self.family, self.spec, self.limits
-        rule = family.pass_rule().overridden(
+    def rule(self) -> PassRule:
+        """The family's pass rule under the marker's overrides, then the run's."""
+        spec, limits = self.spec, self.limits
+        return self.family.pass_rule().overridden(
             min_reward=spec.min_reward if spec.min_reward is not None else limits.min_reward,
             judge_at=spec.judge_at or limits.judge_at,
         )
+
+    def decide(self) -> Decision:
+        """The episode's verdict (``envs/verdict.decide``): the family's rule under the
+        marker's overrides, then the run's."""
+        family, limits = self.family, self.limits
         last = self.current
         return decide(
-            rule,
+            self.rule(),
             reward=self.reward,
             done=self.done,
             label=family.outcome,
@@ -513,25 +563,33 @@ def run_episode(
         backend = env.open(spec)
     except EnvUnavailable as exc:
         raise EpisodeError(f"env unavailable: {exc}") from exc
+    # every fault keeps what was played before it (``_Loop.failed``)
     try:
         limit_time = getattr(backend, "limit_time", None)
         if limit_time is not None:
             limit_time(limits.timeout)
         return loop.run(backend)
     except EnvUnavailable as exc:
-        raise EpisodeError(f"env unavailable during {spec.episode_id}: {exc}") from exc
+        raise loop.failed(EpisodeError(f"env unavailable during {spec.episode_id}: {exc}")) from exc
     except PolicyUnavailable as exc:
-        raise EpisodeError(f"policy unavailable during {spec.episode_id}: {exc}") from exc
-    except (EpisodeError, ActionRejected):
+        raise loop.failed(
+            EpisodeError(f"policy unavailable during {spec.episode_id}: {exc}")
+        ) from exc
+    except EpisodeError as exc:
+        loop.failed(exc)
+        raise
+    except ActionRejected:
         raise
     except Exception as exc:
         if not adapter_choked_on_server_data(backend, env.family, exc):
             raise
         server = getattr(backend, "location", "the server")
-        raise EpisodeError(
-            f"env unavailable during {spec.episode_id}: {server} sent data the "
-            f"{type(env.family).__name__} adapter cannot read ({type(exc).__name__}: "
-            f"{str(exc)[:300]})"
+        raise loop.failed(
+            EpisodeError(
+                f"env unavailable during {spec.episode_id}: {server} sent data the "
+                f"{type(env.family).__name__} adapter cannot read ({type(exc).__name__}: "
+                f"{str(exc)[:300]})"
+            )
         ) from exc
     finally:
         with contextlib.suppress(Exception):

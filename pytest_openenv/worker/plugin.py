@@ -199,6 +199,7 @@ class WorkerPlugin:
     def play(self, item: pytest.Item, env: Any, policy: Any) -> Episode:
         """The ``openenv_episode`` fixture: play ``item``'s episode with these fixtures."""
         from ..episode.loop import EpisodeError, as_env_factory
+        from ..episode.result import Episode as Played
         from ..policies.adapt import as_policy
         from .defaults import resolve
 
@@ -215,6 +216,9 @@ class WorkerPlugin:
             finished = self.runahead.episode(item, spec, factory, chosen)
         except (EpisodeError, CacheUnwritable) as exc:
             error = str(exc)
+            partial = getattr(exc, "partial", None)
+            if isinstance(partial, Played):  # its row keeps the turns and tokens played
+                item.stash[EPISODE_KEY] = partial
             cause = exc if isinstance(exc, CacheUnwritable) else exc.__cause__
             if isinstance(cause, CacheUnwritable):
                 # the controller stops the run, as for a full output disk

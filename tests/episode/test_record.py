@@ -139,3 +139,83 @@ def test_a_line_made_ahead_is_used_only_for_the_row_as_it_was_made(
     assert line == expected
     # made ahead for the verdict's own row: used where nothing changed it, else made anew
     assert (line is made) == (change is None and passed == episode.passed)
+
+
+class AnswersThenFails:
+    """Plays the first legal move ``good`` times, each answer billed, then its endpoint fails."""
+
+    name = "two-answers"
+    model = "m"
+    wants_legal = True
+    wants_expert = False
+
+    def __init__(self, good: int, clock: list[float] | None = None) -> None:
+        self.good = good
+        self.clock = clock
+
+    def act(self, turn: Any) -> Any:
+        from pytest_openenv.errors import PolicyUnavailable
+        from pytest_openenv.policies.base import Reply, ToolCall, Usage
+
+        if turn.turn > self.good:
+            raise PolicyUnavailable("HTTP 500 from the endpoint")
+        if self.clock is not None:
+            self.clock[0] += 10.0  # each answer takes ten seconds
+        move = turn.legal[0]
+        call = ToolCall(id=f"c{turn.turn}", name=move.name, arguments=json.dumps(move.arguments))
+        return Reply(tool_calls=(call,), usage=Usage(prompt_tokens=100, completion_tokens=5))
+
+    def close(self) -> None:
+        pass
+
+
+def test_an_episode_that_errors_after_two_answers_keeps_them_in_a_row_of_the_same_shape(
+    played: dict[str, Any],
+) -> None:
+    from pytest_openenv.errors import EpisodeError
+
+    family = build_family(SPEC.env, {}, ())
+    with pytest.raises(EpisodeError, match="policy unavailable") as raised:
+        run_episode(SPEC, EnvFactory(family, ()), AnswersThenFails(2))
+    partial = raised.value.partial
+    assert partial is not None
+    row = with_failure(
+        partial.record(test="t.py::test_ep[ep-000002]", passed=False), "error", str(raised.value)
+    )
+    assert row["metrics"]["turns"] == 2
+    assert (row["metrics"]["prompt_tokens"], row["metrics"]["completion_tokens"]) == (200, 10)
+    assert [m["role"] for m in row["messages"]].count("assistant") == 2
+    assert len(row["tool_trace"]) == 2
+    assert row["verify_metrics"]["outcome"] == "error" and row["passed"] is False
+    assert "HTTP 500" in row["extra"]["reason"]
+    expected = shape(played)
+    expected["extra"]["reason"] = "str"
+    expected["model"] = "str"  # this policy names its model; random names none
+    assert {k: v for k, v in shape(row).items() if k != "failure"} == expected
+
+
+def test_an_episode_over_its_time_keeps_the_turns_it_played() -> None:
+    from pytest_openenv.episode.loop import EpisodeTimeout, Limits
+
+    family = build_family(SPEC.env, {}, ())
+    clock = [0.0]
+    with pytest.raises(EpisodeTimeout) as raised:
+        run_episode(
+            SPEC,
+            EnvFactory(family, ()),
+            AnswersThenFails(9, clock),
+            limits=Limits(timeout=15.0),
+            clock=lambda: clock[0],
+        )
+    partial = raised.value.partial
+    assert partial is not None and partial.turns == 2
+    assert partial.usage.prompt_tokens == 200
+
+
+def test_an_episode_that_errors_before_any_answer_has_nothing_to_keep() -> None:
+    from pytest_openenv.errors import EpisodeError
+
+    family = build_family(SPEC.env, {}, ())
+    with pytest.raises(EpisodeError) as raised:
+        run_episode(SPEC, EnvFactory(family, ()), AnswersThenFails(0))
+    assert raised.value.partial is None

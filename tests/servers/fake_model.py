@@ -199,6 +199,8 @@ class ModelServer:
         #: requests in flight when each one arrived (itself included)
         self.in_flight_at_arrival: list[int] = []
         self.statuses_sent: list[int] = []
+        #: (prompt, completion) tokens of each completion answered: what an endpoint bills
+        self.served: list[tuple[int, int]] = []
         #: model list requests (``GET``), and the headers each carried
         self.model_checks = 0
         self.model_check_headers: list[dict[str, str]] = []
@@ -295,6 +297,7 @@ class ModelServer:
             self.arrivals.clear()
             self.in_flight_at_arrival.clear()
             self.statuses_sent.clear()
+            self.served.clear()
             self.model_checks = 0
             self.model_check_headers.clear()
             self.paths_seen.clear()
@@ -471,6 +474,7 @@ class ModelServer:
         completion_tokens = 7 + 5 * len(decision.calls)
         with self._lock:
             self.statuses_sent.append(200)
+            self.served.append((prompt_tokens, completion_tokens))
         payload = self.completion(body, decision, (prompt_tokens, completion_tokens))
         if faults.usage is not None:  # json.dumps writes NaN and Infinity as such
             payload["usage"] = faults.usage
