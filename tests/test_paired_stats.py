@@ -103,6 +103,12 @@ def test_names_are_listed_once() -> None:
         names("model", ["a", "b", "a"])
 
 
+def test_a_blank_name_is_refused_showing_the_value_as_given() -> None:
+    with pytest.raises(pytest.UsageError) as info:
+        names("model", ["   "])
+    assert "--openenv-model='   ' is invalid: the value is blank" in str(info.value)
+
+
 def test_arms_and_their_id_parts() -> None:
     assert id_part("Qwen/Qwen2.5-7B-Instruct") == "Qwen_Qwen2.5-7B-Instruct"
     assert id_part("openai:gpt-4o [x]") == "openai_gpt-4o_x"

@@ -421,10 +421,14 @@ def names(flag: str, raw: Any) -> tuple[str, ...]:
     """
     values = [raw] if isinstance(raw, str) else [str(value) for value in raw]
     found: list[str] = []
-    for value in values:
-        value = value.strip()
+    for given in values:
+        value = given.strip()
         if not value:
-            raise bad_value(flag, value, "a non-empty name")
+            # shown as given: an echoed '' would hide that spaces were passed
+            raise pytest.UsageError(
+                f"--openenv-{flag}={given!r} is invalid: the value is blank; expected a "
+                "non-empty name"
+            )
         if value in found:
             raise pytest.UsageError(
                 f"--openenv-{flag}={value!r} is listed twice: list each one once (every "
