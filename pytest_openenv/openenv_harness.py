@@ -21,10 +21,12 @@ An unknown key is a ``HarnessParameterError`` naming the keys there are.
 
 ``run`` starts ``python -m pytest`` in a subprocess (the run is a whole pytest session:
 its own workers, plugins and exit code) with an output folder (``output`` given to the
-harness, else a new temporary folder, kept), and returns ``summary.json`` as the scores:
-its ``figures`` at the top level (``pass_rate``, ``mean_reward``, ...), then every other
-key of it as it is (``passk``, ``gate``, ``exit_status``, ``output``, ...). A run that
-ends 0 or 1 (episodes or a gate failed) has figures; any other exit raises
+harness, else a new temporary folder, kept), and returns the ``summary.json`` that run
+wrote as the scores: its ``figures`` at the top level (``pass_rate``, ``mean_reward``,
+...), then every other key of it as it is (``passk``, ``gate``, ``output``, ...), and
+``exit_status`` the child's exit code. A run that ends 0 or 1 (episodes or a gate failed)
+has figures; any other exit, or a run that wrote no summary.json (one with no episode
+test; an earlier run's in a reused ``output`` is never read), raises
 ``HarnessRunFailed`` with the end of its output. Secrets stay in the environment the
 child inherits, never on its command line.
 """
@@ -167,6 +169,8 @@ class PytestOpenEnvHarness(EvalHarness):
         output = self.output or Path(tempfile.mkdtemp(prefix="openenv-harness-"))
         output = output.resolve()
         command = self.command(dataset, eval_parameters or {}, output)
+        summary_path = output / "summary.json"
+        earlier = _identity(summary_path)
         # a harness called from an xdist worker must not make its run believe it is one
         environ = {
             key: value
@@ -190,14 +194,29 @@ class PytestOpenEnvHarness(EvalHarness):
                 f"finished is in {output} (run it again with resume=True to go on)"
             ) from None
         self.last_output = output
-        summary_path = output / "summary.json"
-        if done.returncode not in WITH_FIGURES or not summary_path.is_file():
+        written = _identity(summary_path)
+        # an output folder reused across runs keeps an earlier run's summary.json: only
+        # one this run wrote (written to a new file and renamed in) holds its figures
+        if done.returncode not in WITH_FIGURES or written is None or written == earlier:
             tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-TAIL:])
             raise HarnessRunFailed(
                 f"the pytest run on {dataset!r} ended with exit code {done.returncode} "
-                f"({_exit_meaning(done.returncode)}) and no summary.json in {output}:\n{tail}"
+                f"({_exit_meaning(done.returncode)}) and wrote no summary.json in "
+                f"{output}:\n{tail}"
             )
-        return scores_of(json.loads(summary_path.read_text(encoding="utf-8")))
+        scores = scores_of(json.loads(summary_path.read_text(encoding="utf-8")))
+        scores["exit_status"] = done.returncode  # how the run ended, whatever it wrote
+        return scores
+
+
+def _identity(path: Path) -> tuple[int, int, int, int] | None:
+    """What tells two versions of a file apart (None: no file): the run's writer
+    replaces summary.json with a new file, so a new inode or mtime means a new write."""
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return (found.st_dev, found.st_ino, found.st_mtime_ns, found.st_size)
 
 
 def _exit_meaning(code: int) -> str:

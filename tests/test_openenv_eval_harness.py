@@ -85,3 +85,16 @@ def test_a_run_that_ends_without_figures_raises_with_its_output(tmp_path: Path) 
     harness = PytestOpenEnvHarness(output=tmp_path / "out", pytest_args=["-n", "0"], cwd=tmp_path)
     with pytest.raises(HarnessRunFailed, match=r"exit code 4 \(usage error\)[\s\S]*--openenv-n"):
         harness.run_from_config(config(harness, "openspiel:tic_tac_toe", n=0))
+
+
+def test_a_reused_output_never_gives_an_earlier_runs_summary(tmp_path: Path) -> None:
+    """A run that writes no summary.json (no episode test) returned the one an earlier run
+    left in the same ``output``, with that run's ``exit_status: 0`` for a child that exited 1."""
+    (tmp_path / "test_plain.py").write_text("def test_plain():\n    assert False\n")
+    harness = PytestOpenEnvHarness(output=tmp_path / "out", pytest_args=["-n", "0"], cwd=tmp_path)
+    first = harness.run_from_config(config(harness, "openspiel:tic_tac_toe", n=2, policy="random"))
+    assert first.scores["episodes"] == 2 and first.scores["exit_status"] in (0, 1)
+    earlier = (tmp_path / "out" / "summary.json").read_bytes()
+    with pytest.raises(HarnessRunFailed, match=r"exit code 1 .*wrote no summary\.json"):
+        harness.run_from_config(config(harness, "test_plain.py"))
+    assert (tmp_path / "out" / "summary.json").read_bytes() == earlier  # left as it was
