@@ -225,6 +225,20 @@ def test_loadscope_warns(run_pytest) -> None:
     assert "--dist loadscope sends all episodes" in result.stdout.str()
 
 
+def test_a_worker_count_far_above_the_cpus_warns_naming_openenv_n(run_pytest) -> None:
+    """``openenv collect -n 200`` means 200 episodes; here ``-n 200`` is 200 processes."""
+    many = str(4 * (os.cpu_count() or 1) + 1)
+    # --collect-only: xdist starts no worker, while the warning comes at configure as in a run
+    result = run_pytest(TTT, "-n", many, "--collect-only")
+    text = result.stdout.str() + result.stderr.str()
+    assert f"-n {many} starts {many} pytest-xdist worker processes" in text, text[-3000:]
+    assert f"pass --openenv-n={many}" in text
+    for quiet in (["-n", "2"], ["-n", many, f"--openenv-n={many}"]):
+        result = run_pytest(TTT, *quiet, "--collect-only")
+        text = result.stdout.str() + result.stderr.str()
+        assert "worker processes" not in text, (quiet, text[-3000:])
+
+
 @pytest.mark.slow
 def test_dist_each_is_refused_pointing_at_repeats(run_pytest, pytester: pytest.Pytester) -> None:
     """``--dist each`` counted every episode once per worker (n=12 for 6)."""
@@ -261,6 +275,33 @@ def test_one_episode_in_two_items_is_refused_pointing_at_repeats(
     assert "test_twice.py::test_game: an episode test cannot be parametrized further" in text
     assert "parametrize 'attempt'" in text and "--openenv-repeats K" in text, text[-3000:]
     assert "Traceback" not in text
+    assert not (pytester.path / "openenv-results" / "results.jsonl").exists()
+
+
+def test_a_parametrized_fixture_of_an_episode_test_is_refused_naming_it(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    """``@pytest.fixture(params=...)`` in an episode test's closure wrote every episode
+    id twice (two items each), as a ``parametrize`` marker would have."""
+    pytester.makepyfile(
+        test_variants="""
+        import pytest
+
+        @pytest.fixture(params=["short", "long"])
+        def prompt_style(request):
+            return request.param
+
+        @pytest.mark.openenv("openspiel:tic_tac_toe", n=2, policy="random")
+        def test_game(episode, prompt_style):
+            assert episode.passed
+        """
+    )
+    result = run_pytest("-n", "0")
+    assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()[-3000:]
+    text = result.stdout.str() + result.stderr.str()
+    assert "test_variants.py::test_game: an episode test cannot use a parametrized fixture" in text
+    assert "'prompt_style' has @pytest.fixture(params=...)" in text, text[-3000:]
+    assert "--openenv-repeats K" in text and "Traceback" not in text
     assert not (pytester.path / "openenv-results" / "results.jsonl").exists()
 
 

@@ -8,6 +8,7 @@ workers' exit, which runs while the files are written.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Generator
 from typing import Any
@@ -15,6 +16,12 @@ from typing import Any
 import pytest
 
 from .plugin import ControllerPlugin
+
+#: workers per CPU beyond which ``-n`` looks like an episode count: xdist's own ``-n auto``
+#: is one per CPU, and a run that waits on a model gets more in flight from
+#: ``--openenv-concurrency`` (threads) than from processes, so even an I/O-bound suite
+#: has little use for four times as many processes as CPUs
+WORKERS_PER_CPU_AT_MOST = 4
 
 
 class XdistController:
@@ -37,6 +44,9 @@ class XdistController:
                 ),
                 stacklevel=2,
             )
+        too_many = workers_problem(config)
+        if too_many is not None:  # at configure: before xdist starts a single worker
+            config.issue_config_time_warning(pytest.PytestWarning(too_many), stacklevel=2)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_setupnodes(self, config: pytest.Config, specs: list[Any]) -> None:
@@ -127,3 +137,23 @@ class XdistController:
 
 def _already_under_way() -> None:
     """xdist's teardown of the nodes once ours runs (``pytest_unconfigure`` waits for it)."""
+
+
+def workers_problem(config: pytest.Config) -> str | None:
+    """Why ``-n`` looks like ``openenv collect -n N`` typed from habit (N episodes, where
+    here it starts N worker processes), if it does: far more workers than CPUs while
+    ``--openenv-n`` is left at its default."""
+    from ..config.options import given_as
+
+    workers = config.getoption("numprocesses", None)
+    cpus = os.cpu_count() or 1
+    if not isinstance(workers, int) or workers <= WORKERS_PER_CPU_AT_MOST * cpus:
+        return None
+    if given_as(config, "n") is not None:
+        return None
+    return (
+        f"-n {workers} starts {workers} pytest-xdist worker processes on {cpus} CPU(s); "
+        f"-n is the number of workers, not of episodes: for {workers} episodes per test pass "
+        f"--openenv-n={workers} (with -n auto, or -n 0 and --openenv-concurrency for a run "
+        "that waits on a model)"
+    )

@@ -227,9 +227,10 @@ REPEATS_FIX = (
 def parametrized_beyond_the_episode(metafunc: pytest.Metafunc) -> str | None:
     """Why the test's items would play each episode more than once, if they would.
 
-    pytest-repeat's ``--count`` (or its ``repeat`` marker) and a ``parametrize`` marker
-    give one test function several items per episode id: each would be counted and
-    written as its own row under one ``episode_id`` (resume could not tell them apart).
+    pytest-repeat's ``--count`` (or its ``repeat`` marker), a ``parametrize`` marker and a
+    fixture with ``params`` give one test function several items per episode id: each
+    would be counted and written as its own row under one ``episode_id`` (resume could
+    not tell them apart).
     """
     count = metafunc.config.getoption("count", None)
     repeat = metafunc.definition.get_closest_marker("repeat")
@@ -250,7 +251,39 @@ def parametrized_beyond_the_episode(metafunc: pytest.Metafunc) -> str | None:
             f"under one episode_id; {REPEATS_FIX}, or write one test per variant, each with "
             "its own openenv marker"
         )
+    with_params = parametrized_fixtures(metafunc)
+    if with_params:
+        names = ", ".join(repr(name) for name in with_params)
+        has = "has" if len(with_params) == 1 else "have"
+        return (
+            f"an episode test cannot use a parametrized fixture ({names} {has} "
+            "@pytest.fixture(params=...)): each episode would be played once per param, each "
+            "counted and written as its own row under one episode_id; give the fixture one "
+            f"value (no params), {REPEATS_FIX}, or write one test per variant, each with its "
+            "own openenv marker"
+        )
     return None
+
+
+def parametrized_fixtures(metafunc: pytest.Metafunc) -> list[str]:
+    """The fixtures of the test's closure whose ``params`` pytest parametrizes it on.
+
+    As pytest itself decides: the closest definition of each name, or the one it
+    overrides when it requests that name. Read from ``_fixtureinfo``, as
+    ``fixtures.fixture_is_ours`` does (pytest names no public way before setup).
+    """
+    info = getattr(metafunc.definition, "_fixtureinfo", None)
+    if info is None:
+        return []
+    found: list[str] = []
+    for name in metafunc.fixturenames:
+        for fixturedef in reversed(info.name2fixturedefs.get(name, ())):
+            if fixturedef.params is not None:
+                found.append(name)
+                break
+            if name not in fixturedef.argnames:  # it does not build on the one it overrides
+                break
+    return found
 
 
 def parametrize(
