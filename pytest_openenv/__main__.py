@@ -9,8 +9,9 @@ no token, 130 Ctrl-C. An unfinished folder (its run was killed) is pushed with a
 that says how to finish it.
 ``view`` exits 0 when stopped with Ctrl-C, 2 for a folder that is not an output folder,
 a host that is not loopback (without ``--allow-remote``) or a port in use.
-``inspect-log`` exits 0 with the logs written, 2 for a folder that is not an output
-folder or without inspect-ai installed.
+``inspect-log`` exits 0 with the logs written (a torn last line a killed run left is
+skipped with a warning), 2 for a folder that is not an output folder, a line in it that
+is no episode record, an ``--out`` that is a file, or without inspect-ai installed.
 Every Hub request gives up after ``PYTEST_OPENENV_HUB_TIMEOUT`` seconds without
 progress (default 60); a failed or interrupted push prints the command to retry.
 """
@@ -120,10 +121,33 @@ def write_inspect_log(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    from .errors import CorruptLine
     from .report.inspect_log.write import write_inspect_logs
 
     out = args.out.resolve() if args.out is not None else None
-    written = write_inspect_logs(folder, out, KnownSecrets.collect())
+    if out is not None and out.exists() and not out.is_dir():
+        print(
+            f"error: --out {args.out} is a file: OUTDIR is the folder the logs are written "
+            "to; name a folder (an existing one keeps its other files) or a new path",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+
+    def warn(message: str) -> None:
+        print(f"warning: {message}", file=sys.stderr)
+
+    try:
+        written = write_inspect_logs(folder, out, KnownSecrets.collect(), warn=warn)
+    except CorruptLine as exc:
+        print(
+            f"error: cannot read {exc}; fix or move that line's file (only a run killed "
+            "mid-write leaves a broken line, and only as the last one)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    except (FileExistsError, NotADirectoryError) as exc:  # a file where a folder must go
+        print(f"error: --out {args.out}: {exc.strerror}: {exc.filename}", file=sys.stderr)
+        return EXIT_USAGE
     for log in written:
         print(f"{log.path}  ({log.samples} episodes: {log.group.label})")
     if not written:

@@ -173,6 +173,53 @@ def test_the_command_writes_the_same_logs_from_a_folder_a_resumed_run_grew(
     assert str(path) in done.stdout
 
 
+def inspect_log_command(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_openenv", "inspect-log", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+def test_the_command_skips_a_torn_last_line_and_refuses_a_file_as_out(
+    pytester: pytest.Pytester, run_pytest: Any
+) -> None:
+    """What kill -9 leaves (a last line cut off mid-write), and ``--out`` at a file, ended
+    in tracebacks."""
+    pytester.makepyfile(test_random=RANDOM_TEST.replace("n=4", "n=2"))
+    assert run_pytest("-n", "0").ret in (0, 1)
+    folder = pytester.path / "openenv-results"
+    whole = all_rows(folder)
+    results = folder / "results.jsonl"
+    cut = b'{"episode_id": "ep-000002", "test": "test_ra'
+    with results.open("ab") as handle:
+        handle.write(cut)  # no newline, not JSON: a torn last line
+    out = pytester.path / "logs"
+    done = inspect_log_command(str(folder), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert f"warning: {results} ends in a line cut off mid-write" in done.stderr
+    assert "Traceback" not in done.stderr
+    logs = list(out.glob("*.eval"))
+    samples = [s for path in logs for s in read_eval_log(str(path)).samples or []]
+    assert len(samples) == len(whole) == 2
+
+    a_file = pytester.path / "taken.txt"
+    a_file.write_text("keep me")
+    done = inspect_log_command(str(folder), "--out", str(a_file))
+    assert done.returncode == 2, done.stderr
+    assert f"error: --out {a_file} is a file" in done.stderr and "Traceback" not in done.stderr
+    assert a_file.read_text() == "keep me"
+
+    with results.open("ab") as handle:
+        handle.write(b"\n" + cut + b"\n")  # a broken line with lines after it: no tear
+    done = inspect_log_command(str(folder), "--out", str(out))
+    assert done.returncode == 2, done.stderr
+    assert f"error: cannot read {results}:" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_the_command_refuses_a_folder_that_is_not_an_output_folder(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pytest_openenv", "inspect-log", str(tmp_path)],

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Generic, TypeVar
 
-from .jsonl import parse_line
+from .jsonl import parse_line, scan
 from .writer import FAILURES, RESULTS
 
 K = TypeVar("K")
@@ -72,29 +72,37 @@ class PlayedEpisodes(Generic[K]):
     """The rows of an output folder, indexed by ``key`` (offsets only, until read).
 
     ``key``: where a row belongs (``group_of``: its group); rows it gives None are left out.
+    Lines are read as a resume reads them (``jsonl.scan``, nothing repaired): a last line
+    a killed writer left half-written is left out and its file listed in ``torn``; any
+    other line that is not an episode record raises ``CorruptLine`` naming file:line.
     """
 
     def __init__(self, folder: Path, key: Callable[[dict[str, Any]], K | None]) -> None:
         self.folder = folder
         self.key = key
         self.groups: dict[K, list[_Line]] = {}
+        #: the files whose torn last line was left out
+        self.torn: list[Path] = []
         for name in (RESULTS, FAILURES):
             self._index(folder / name)
 
     def _index(self, path: Path) -> None:
         if not path.is_file():
             return
-        with path.open("rb") as handle:
-            offset = 0
-            for number, raw in enumerate(handle, 1):
-                if raw.strip() and raw.endswith(b"\n"):
-                    row = parse_line(path, number, raw)
-                    key = self.key(row)
-                    if key is not None:
-                        self.groups.setdefault(key, []).append(
-                            _Line(path, offset, len(raw), str(row["episode_id"]))
-                        )
-                offset += len(raw)
+        # only each row's key and id are kept while indexing, never its transcript
+        seen: list[tuple[K | None, str]] = []
+        rows, torn = scan(
+            path,
+            repair_torn_tail=False,
+            visit=lambda row: seen.append((self.key(row), str(row["episode_id"]))),
+        )
+        for row, (key, episode_id) in zip(rows, seen, strict=True):
+            if key is not None:
+                self.groups.setdefault(key, []).append(
+                    _Line(path, row.offset, row.length, episode_id)
+                )
+        if torn:
+            self.torn.append(path)
 
     def __len__(self) -> int:
         return sum(len(lines) for lines in self.groups.values())

@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -184,15 +185,27 @@ def _total_usage(samples: list[Any]) -> dict[str, Any]:
 
 
 def write_inspect_logs(
-    folder: Path, log_dir: Path | None = None, secrets: KnownSecrets | None = None
+    folder: Path,
+    log_dir: Path | None = None,
+    secrets: KnownSecrets | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> list[WrittenLog]:
-    """One inspect log per group of the folder's episodes, into ``log_dir``."""
+    """One inspect log per group of the folder's episodes, into ``log_dir``.
+
+    ``warn``: told of each file whose torn last line (a killed run's) was left out. A line
+    that is no episode record otherwise raises ``CorruptLine``.
+    """
     from inspect_ai.log import EvalLog, write_eval_log
 
     secrets = secrets or KnownSecrets.collect()
     log_dir = log_dir if log_dir is not None else folder / INSPECT_LOGS
     metadata = read_metadata(folder) or {}
     played = PlayedEpisodes(folder, key=group_of)
+    for path in played.torn if warn is not None else ():
+        warn(
+            f"{path} ends in a line cut off mid-write (a run killed while writing it): that "
+            "episode is left out; `--openenv-resume` on the folder plays it again"
+        )
     written: list[WrittenLog] = []
     log_dir.mkdir(parents=True, exist_ok=True)
     for group, rows in played.each_group():
