@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from pytest_openenv.dataset.card import GENERATED_MARKER, build_card
+from pytest_openenv.util.secrets import withhold_config
 
 FRAGMENTS = [
     '"',
@@ -162,7 +163,9 @@ def check_card(text: str, *, prompt: str | None, config: dict[str, Any], env: st
     assert shapes[1] == [4] * 5  # files (report.html among them)
     assert all(cells == 3 for cells in shapes[2])  # schema
     fences = [t.content for t in tokens if t.type == "fence"]
-    expected_config = json.dumps(config, indent=2, ensure_ascii=False, sort_keys=True)
+    # a credential's value (under a key naming one) is withheld, its key named
+    shown = withhold_config(config)
+    expected_config = json.dumps(shown, indent=2, ensure_ascii=False, sort_keys=True)
     assert expected_config.replace("\r\n", "\n").replace("\r", "\n") + "\n" in fences
     if prompt:
         assert prompt.replace("\r\n", "\n").replace("\r", "\n") + "\n" in fences
@@ -244,6 +247,24 @@ def test_card_states_the_run_figures() -> None:
         "tool-calling",
         "synthetic",
     ]
+
+
+def test_card_names_the_env_config_credentials_it_withholds_never_their_values() -> None:
+    token = "hf_CARDtokenQ7f3a9c2e41"
+    config = {
+        "hf_token": token,
+        "auth": {"apiKey": "abc", "region": "eu"},
+        "max_tokens": 512,  # a count, not a credential
+        "tokenizer": "gpt2",
+    }
+    summary, metadata = summary_and_metadata(
+        env="openenv:repl_env", policy="random", model=None, config=config, prompt=None
+    )
+    text = build_card(summary, metadata, rows={"results.jsonl": 4, "failures.jsonl": 3})
+    assert token not in text and '"abc"' not in text
+    assert "Withheld: the value of `hf_token`, `auth.apiKey` (a credential" in text
+    assert '"max_tokens": 512' in text and '"tokenizer": "gpt2"' in text
+    assert '"region": "eu"' in text
 
 
 def test_front_matter_is_huggingface_hubs_and_reads_back_even_with_a_nel() -> None:

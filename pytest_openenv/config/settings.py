@@ -4,7 +4,8 @@
 and fills the groups below; each option row says which field it fills (``Option.into``), so
 a default lives in exactly one place, the row. Settings hold no secrets: keys and tokens are
 read from the environment where they are used; server URLs keep their credentials in memory
-only and ``public()`` shows them without.
+only and ``public()`` shows them without, as it shows an env config's credential (a reset
+field such as ``hf_token``, sent to the env) as ``***``.
 """
 
 from __future__ import annotations
@@ -322,13 +323,16 @@ class Settings:
         return cls(**{name: GROUPS[name](**fields) for name, fields in groups.items()})
 
     def public(self) -> dict[str, Any]:
-        """For metadata.json: plain values, never secrets (none are ever options)."""
+        """For metadata.json: plain values, never secrets (an env-config credential is
+        shown as ``***``: ``util/secrets.withhold_config``)."""
+        from ..util.secrets import withhold_config
+
         run = self.run
         return {
             "env": run.env,
             "n": run.n,
             "seed": run.seed,
-            "env_config": run.config,
+            "env_config": withhold_config(run.config),
             "policy": run.policy,
             **({"policies": list(run.policies)} if len(run.policies) > 1 else {}),
             "system_prompt": run.system_prompt,

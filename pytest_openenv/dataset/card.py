@@ -39,6 +39,7 @@ from ..util.format import (
     table,
     usd,
 )
+from ..util.secrets import config_secrets, withhold_config
 from .writer import CHART, FAILURES, PREFERENCES, REPORT, RESULTS
 
 if TYPE_CHECKING:
@@ -390,13 +391,21 @@ def schema_section(tool_arguments: str = "string") -> list[str]:
 def run_section(metadata: dict[str, Any]) -> list[str]:
     settings = metadata.get("settings") or {}
     lines = ["## Run configuration", ""]
-    env_config = settings.get("env_config") or {}
+    env_config = withhold_config(settings.get("env_config") or {})
     lines += [
         "Env config:",
         "",
         code_block(json.dumps(env_config, indent=2, ensure_ascii=False, sort_keys=True), "json"),
         "",
     ]
+    withheld = [where for where, _ in config_secrets(env_config)]
+    if withheld:
+        lines += [
+            "Withheld: the value of "
+            + ", ".join(inline_code(where) for where in withheld)
+            + " (a credential: sent to the env, written nowhere in this dataset).",
+            "",
+        ]
     prompt = settings.get("system_prompt")
     if prompt:
         lines += ["System prompt:", "", code_block(str(prompt)), ""]

@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 from ..config.convert import PROMPT_STYLES, TOOL_ARGUMENT_FORMS
 from ..config.settings import Settings
 from ..episode.result import SCHEMA_VERSION
+from ..util.secrets import withhold_config
 
 #: identity field -> the option that sets it
 IDENTITY_OPTIONS = {
@@ -73,7 +74,8 @@ def run_identity(settings: Settings, policy: str | None) -> dict[str, Any]:
     return _plain(
         {
             "env": settings.run.env,
-            "env_config": settings.run.config,
+            # as metadata.json records it: a credential's value is no part of the task
+            "env_config": withhold_config(settings.run.config),
             "seed": settings.run.seed,
             "id_prefix": settings.run.id_prefix or "",
             "repeats": settings.run.repeats,
@@ -121,8 +123,13 @@ def identity_mismatch(
 ) -> tuple[str, Any, Any] | None:
     """The first field (in ``IDENTITY_OPTIONS`` order) the two runs disagree on."""
     for field in IDENTITY_OPTIONS:
-        if field in recorded and field in current and _plain(recorded[field]) != current[field]:
-            return field, recorded[field], current[field]
+        if field not in recorded or field not in current:
+            continue
+        before, now = recorded[field], current[field]
+        if field == "env_config":  # a folder written before credentials were withheld
+            before, now = withhold_config(before), withhold_config(now)
+        if _plain(before) != now:
+            return field, before, now
     return None
 
 
@@ -310,7 +317,14 @@ def row_mismatch(row: RowIdentity, now: PlayedNow, seed: int) -> tuple[str, Any,
     checks: list[tuple[str, Any, Any]] = [("schema_version", row.schema_version, SCHEMA_VERSION)]
     if now.env is not UNCHECKED:
         checks.append(("env", row.env, now.env))
-        checks.append(("env_config", _config(row.config), _config(now.config)))
+        # rows show a credential as ***: what the two configs are apart from credentials
+        checks.append(
+            (
+                "env_config",
+                withhold_config(_config(row.config)),
+                withhold_config(_config(now.config)),
+            )
+        )
     checks.append(("seed", row.seed, seed))
     if now.policy is not UNCHECKED:
         checks.append(("policy", row.policy, now.policy))

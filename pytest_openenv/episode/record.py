@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config.convert import TOOL_ARGUMENT_FORMS
 from ..util.memo import BoundedMemo
+from ..util.secrets import withhold_config_json
 
 if TYPE_CHECKING:
     from .result import Episode
@@ -158,12 +159,13 @@ def metrics_section(
 def task_section(
     family: str, variant: str, config: str, info: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """A row's ``task``: the env, then what the family says of the task (``task_info``:
-    prompt, reference answer and its own keys; none played, both empty)."""
+    """A row's ``task``: the env, its config (credentials withheld: ``util/secrets.py``),
+    then what the family says of the task (``task_info``: prompt, reference answer and its
+    own keys; none played, both empty)."""
     return {
         "family": family,
         "variant": variant,
-        "config": config,
+        "config": withhold_config_json(config),
         **(info if info is not None else {"prompt": "", "answer": None}),
     }
 

@@ -16,6 +16,14 @@ made from what the other side said: a model endpoint's error (``policies/llm``),
 a server's (``ServerURL.scrub``), the Hub's (``dataset/hub.py``), and each response
 cache entry. With no secret in the environment nothing is scanned, so offline runs
 pay nothing.
+
+The env config may carry a credential too (OpenEnv's repl env takes an ``hf_token``
+reset field): a string under a key that names one (``CONFIG_SECRET_KEY``: ``*token*``,
+``*key*``, ``*secret*``, ``*password*``, at any depth) is sent to the env as given,
+but is a known secret in every output, and wherever the config itself is written
+(rows' ``task.config``, metadata.json, the card) its value is replaced by ``***``
+(``withhold_config``), however short. A number or a boolean under such a key
+(``max_tokens``) is no credential.
 """
 
 from __future__ import annotations
@@ -60,6 +68,13 @@ PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy")
 #: a base64 fragment shorter than this matches ordinary text by chance
 MIN_ENCODED = 10
 HIDDEN = "***"
+#: env-config keys that name a credential: hf_token, api_key, apiKey, client_secret,
+#: db_password; not the plural ``tokens`` (max_tokens, stop_tokens: counts and token
+#: strings), a tokenizer, a keyword or a keyboard
+CONFIG_SECRET_KEY = re.compile(
+    r"token(?!s|iz)|(?<!mon)key(?!word|board)|secret|passw(?:or)?d|passphrase|credential",
+    re.IGNORECASE,
+)
 
 
 def env_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -80,6 +95,83 @@ def env_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
             # not given to this run: only values too long to be ordinary words are hidden
             found.extend(part for part in url_credentials(value) if len(part) >= MIN_SECRET)
     return found
+
+
+def names_a_secret(key: object) -> bool:
+    """Whether an env-config key names a credential (``CONFIG_SECRET_KEY``)."""
+    return isinstance(key, str) and CONFIG_SECRET_KEY.search(key) is not None
+
+
+def config_secrets(config: Any) -> list[tuple[str, str]]:
+    """(where, value) of every string under a key naming a credential, at any depth:
+    ``where`` is the key path (``auth.hf_token``, ``keys[1]``), never the value."""
+    found: list[tuple[str, str]] = []
+    _find_config_secrets(config, "", False, found, 0)
+    return found
+
+
+def _find_config_secrets(
+    value: Any, where: str, secret: bool, found: list[tuple[str, str]], depth: int
+) -> None:
+    if depth > MAX_TREE_DEPTH:
+        return
+    if isinstance(value, str):
+        if secret:
+            found.append((where, value))
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            path = f"{where}.{key}" if where else str(key)
+            _find_config_secrets(item, path, secret or names_a_secret(key), found, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _find_config_secrets(item, f"{where}[{index}]", secret, found, depth + 1)
+
+
+def withhold_config(config: Any) -> Any:
+    """``config`` (a copy) with every credential's value replaced by ``***``
+    (``config_secrets``), and hidden where another of its values quotes it: what a record,
+    metadata.json or the card may show of it (what the run's scrubber leaves of it too, so
+    a resume compares like with like)."""
+    quoted = sorted(set(config_secret_values(config)), key=len, reverse=True)
+    return _withheld(config, False, 0, quoted)
+
+
+def _withheld(value: Any, secret: bool, depth: int, quoted: list[str]) -> Any:
+    if depth > MAX_TREE_DEPTH:
+        return value
+    if isinstance(value, str):
+        if secret:
+            return HIDDEN
+        for known in quoted:
+            value = value.replace(known, HIDDEN)
+        return value
+    if isinstance(value, Mapping):
+        return {
+            key: _withheld(item, secret or names_a_secret(key), depth + 1, quoted)
+            for key, item in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [_withheld(item, secret, depth + 1, quoted) for item in value]
+    return value
+
+
+def withhold_config_json(text: str) -> str:
+    """``withhold_config`` of a config written as JSON text (a row's ``task.config``);
+    the text as it is when it holds no credential."""
+    try:
+        config = json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        return text
+    if not config_secrets(config):
+        return text
+    return json.dumps(withhold_config(config), sort_keys=True, ensure_ascii=False)
+
+
+def config_secret_values(config: Any) -> list[str]:
+    """The credentials of an env config long enough to hide in any text (``MIN_SECRET``);
+    shorter ones are withheld only where the config itself is shown: as words they would
+    garble honest text."""
+    return [value for _, value in config_secrets(config) if len(value) >= MIN_SECRET]
 
 
 def url_credentials(url: str | None) -> list[str]:
@@ -147,6 +239,10 @@ class KnownSecrets:
     """The forms to hide, longest first (a longer form may contain a shorter one)."""
 
     forms: tuple[str, ...] = ()
+    #: ``with_config``'s answers by config text (one per episode test)
+    _by_config: dict[str, KnownSecrets] = dataclasses.field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @classmethod
     def collect(
@@ -172,7 +268,31 @@ class KnownSecrets:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> KnownSecrets:
-        return cls.collect([*settings.servers.urls, settings.llm.endpoint])
+        """The run's secrets: the environment's, the server and endpoint URLs' credentials,
+        and those of ``--openenv-env-config`` (the ini's included)."""
+        return cls.collect(
+            [*settings.servers.urls, settings.llm.endpoint],
+            extra=config_secret_values(settings.run.config),
+        )
+
+    def with_config(self, config: str) -> KnownSecrets:
+        """These secrets and the credentials of ``config`` (JSON text: an episode test's
+        env config, whose marker may add its own). Remembered by text: one test's items
+        share it."""
+        known = self._by_config.get(config)
+        if known is None:
+            try:
+                values = config_secret_values(json.loads(config))
+            except (TypeError, ValueError, RecursionError):
+                values = []
+            known = self
+            if values:
+                more = KnownSecrets.collect(extra=values, environ={}).forms
+                known = KnownSecrets(
+                    tuple(sorted({*self.forms, *more}, key=lambda form: (-len(form), form)))
+                )
+            self._by_config[config] = known
+        return known
 
     @property
     def active(self) -> bool:

@@ -252,13 +252,15 @@ class WorkerPlugin:
             self.settings.budget.prices,
             train_on=self.settings.output.train_on,
         )
-        if row is not None and self.handoff is not None and not self.secrets.active:
+        spec = spec_of(item)  # its env config may hold a credential of its own (the marker's)
+        secrets = self.secrets.with_config(spec.config) if spec is not None else self.secrets
+        if row is not None and self.handoff is not None and not secrets.active:
             self.handoff.give(report, row)
         if STOP_KEY in item.stash and report.when != "teardown":
             report.openenv_stop = item.stash[STOP_KEY]  # type: ignore[attr-defined]
-        if self.secrets.active:
+        if secrets.active:
             # one choke point for what JUnit XML, the terminal and the controller receive
-            self.secrets.scrub_report(report)
+            secrets.scrub_report(report)
         # after the row was taken (it keeps the text as it was): what the terminal prints
         neutralise_report(report)
         if getattr(report, "openenv_record", None) is not None:

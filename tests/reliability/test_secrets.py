@@ -195,3 +195,93 @@ def test_cloud_credentials_in_a_callable_policys_exception_reach_no_output(
         if value.split("MARKER")[1][:12] in text
     ]
     assert not found, found
+
+
+#: a credential an env takes as a reset field (OpenEnv's repl env documents ``hf_token``)
+CONFIG_TOKEN = "hf_MARKERenvConfigTokenK3v9ZqR"
+SAY_42 = """
+def say_42(messages, tools):
+    return {"name": "step", "arguments": {"answer": "42"}}
+"""
+MARKED_TEST = """
+import pytest
+
+
+@pytest.mark.openenv("openenv:repl_env", n=2, policy="policies:say_42", **{config!r})
+def test_repl(episode):
+    # the env echoed the credential in its task: a failure message quoting it
+    assert episode.reward > 1, episode.messages[1]["content"]
+"""
+
+
+def config_leaks(root: Path, *texts: str) -> list[str]:
+    """Where the credential (or a form of it) is, outside the test's own source files."""
+    forms = (CONFIG_TOKEN, "MARKERenvConfigToken", base64.b64encode(CONFIG_TOKEN.encode()).decode())
+    found = [
+        f"{path}: {form}"
+        for path in root.rglob("*")
+        if path.is_file() and path.suffix != ".py"
+        for form in forms
+        if form.encode() in path.read_bytes()
+    ]
+    return found + [
+        f"output #{i}: {form}" for i, text in enumerate(texts) for form in forms if form in text
+    ]
+
+
+@pytest.mark.parametrize("where", ["option", "marker"])
+@pytest.mark.slow
+def test_a_credential_in_the_env_config_reaches_the_env_and_no_output(
+    run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    monkeypatch.delenv("HF_TOKEN", raising=False)  # known only from the env config
+    pytester.makepyfile(policies=SAY_42)
+    config = {
+        "task_prompt": "What is six times seven?",
+        "expected_answer": "42",
+        "hf_token": CONFIG_TOKEN,
+        # an env that quotes it back in what it shows the agent
+        "context": f"signed in with {CONFIG_TOKEN}",
+    }
+    received: list[dict[str, object]] = []
+    with serve_in_thread("reset_task", received=received) as server:
+        common = (f"--openenv-server={server.url}", "-v", "-rA", "--junitxml=junit.xml")
+        if where == "option":
+            args = (
+                "--openenv-env=openenv:repl_env",
+                f"--openenv-env-config={json.dumps(config)}",
+                "--openenv-policy=policies:say_42",
+                *common,
+            )
+            result = run_pytest(*args, "--openenv-n=2")
+            # the folder records the config withheld: resuming it with the same config is
+            # the same run, not a different env config
+            resumed = run_pytest(*args, "--openenv-n=3", "--openenv-resume")
+            assert resumed.ret == 0, resumed.stdout.str() + resumed.stderr.str()
+            assert resumed.parseoutcomes().get("passed") == 1
+        else:
+            pytester.makepyfile(test_marked=MARKED_TEST.format(config=config))
+            result = run_pytest(*common, "-n", "2")
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == (0 if where == "option" else 1), text
+    # the env was given the credential as written, on every episode's reset (the checks
+    # before the run also reset without the config, to see which fields the server takes)
+    given = [fields.get("hf_token") for fields in received]
+    assert given.count(CONFIG_TOKEN) >= 2 and set(given) <= {CONFIG_TOKEN, None}, given
+    out = pytester.path / "openenv-results"
+    rows = read_rows(out / "results.jsonl") + read_rows(out / "failures.jsonl")
+    assert len(rows) == (3 if where == "option" else 2)
+    # what it was apart from the credential stays in the record
+    shown = json.loads(rows[0]["task"]["config"])
+    assert shown["hf_token"] == "***" and shown["expected_answer"] == "42"
+    outputs = [result.stdout.str(), result.stderr.str()]
+    if where == "option":
+        outputs += [resumed.stdout.str(), resumed.stderr.str()]
+    assert config_leaks(pytester.path, *outputs) == []
+    if where == "option":
+        card = (out / "README.md").read_text()
+        assert "Withheld: the value of `hf_token`" in card
+        metadata = json.loads((out / "metadata.json").read_text())
+        assert metadata["settings"]["env_config"]["hf_token"] == "***"
+    else:
+        assert "signed in with ***" in text  # the failure message, scrubbed

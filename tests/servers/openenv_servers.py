@@ -576,10 +576,14 @@ class ResetTaskEnvironment(Environment):
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
-    def __init__(self, step_delay: float = 0.0) -> None:
+    def __init__(
+        self, step_delay: float = 0.0, received: list[dict[str, Any]] | None = None
+    ) -> None:
         super().__init__()
         self._expected: str | None = None
         self._state = TaskState()
+        #: every reset's extra fields, as received (a server run in a thread shares it)
+        self._received = received
 
     def reset(
         self,
@@ -590,6 +594,8 @@ class ResetTaskEnvironment(Environment):
         **kwargs: Any,
     ) -> TaskObservation:
         self._expected = kwargs.get("expected_answer")
+        if self._received is not None:
+            self._received.append(dict(kwargs))
         self._state = TaskState(
             episode_id=episode_id, step_count=0, context=context, task_prompt=task_prompt
         )

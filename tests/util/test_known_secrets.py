@@ -202,3 +202,65 @@ def test_a_server_url_scrubs_its_own_credentials(raw: str) -> None:
     url = ServerURL.parse(raw)
     basic = url.headers()["Authorization"].removeprefix("Basic ")
     assert url.scrub(f"refused s3cr@t99 ({basic})") == f"refused {HIDDEN} ({HIDDEN})"
+
+
+def test_env_config_credentials_are_strings_under_keys_naming_one_at_any_depth() -> None:
+    from pytest_openenv.util.secrets import config_secrets, withhold_config
+
+    config = {
+        "hf_token": "hf_UNITconfigToken0123",
+        "auth": {"clientSecret": "s3cr3t-UNIT-value", "user": "alice"},
+        "API_KEYS": ["key-one-UNIT-0001", 7],
+        "db_password": "pw",
+        # counts, flags, token strings, a tokenizer and words are no credentials
+        "max_tokens": 512,
+        "stop_tokens": ["<eos>"],
+        "use_key": True,
+        "tokenizer": "gpt2",
+        "keyword": "chess",
+        "monkey": "banana",
+        "context": "hello",
+    }
+    assert config_secrets(config) == [
+        ("hf_token", "hf_UNITconfigToken0123"),
+        ("auth.clientSecret", "s3cr3t-UNIT-value"),
+        ("API_KEYS[0]", "key-one-UNIT-0001"),
+        ("db_password", "pw"),
+    ]
+    shown = withhold_config(config)
+    assert shown["hf_token"] == HIDDEN and shown["auth"] == {
+        "clientSecret": HIDDEN,
+        "user": "alice",
+    }
+    assert shown["API_KEYS"] == [HIDDEN, 7] and shown["db_password"] == HIDDEN
+    assert {k: shown[k] for k in ("max_tokens", "stop_tokens", "tokenizer", "keyword")} == {
+        "max_tokens": 512,
+        "stop_tokens": ["<eos>"],
+        "tokenizer": "gpt2",
+        "keyword": "chess",
+    }
+    assert config["hf_token"] == "hf_UNITconfigToken0123"  # a copy: the env still gets it
+
+
+def test_the_run_secrets_hold_the_env_configs_credentials() -> None:
+    from pytest_openenv.config.settings import RunSettings, Settings
+
+    token = "hf_UNITrunConfigToken99"
+    settings = Settings(run=RunSettings(env_config={"hf_token": token, "password": "pw"}))
+    secrets = KnownSecrets.from_settings(settings)
+    # long enough: hidden in every form; "pw" only where the config itself is shown
+    assert secrets.scrub(f"a {token} b {json.dumps(token)} pw") == f'a {HIDDEN} b "{HIDDEN}" pw'
+    assert (
+        secrets.scrub(base64.b64encode(f"x:{token}".encode()).decode())
+        != base64.b64encode(f"x:{token}".encode()).decode()
+    )
+
+
+def test_a_marker_configs_credentials_join_the_run_secrets_for_its_items() -> None:
+    token = "hf_UNITmarkerToken12345"
+    run = KnownSecrets.collect(extra=[KEY], environ={})
+    marked = run.with_config(json.dumps({"hf_token": token, "size": 3}))
+    assert marked.scrub(f"{KEY} {token}") == f"{HIDDEN} {HIDDEN}"
+    assert run.scrub(token) == token  # the run's own are unchanged
+    assert run.with_config(json.dumps({"size": 3})) is run
+    assert run.with_config(json.dumps({"hf_token": token, "size": 3})) is marked
