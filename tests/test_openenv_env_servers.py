@@ -13,6 +13,8 @@ names a class while its app carries the folder name (``tests/servers``).
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,6 +73,15 @@ def give_up(messages, tools):
 
 def wrong_answer(messages, tools):
     return {"name": "answer", "arguments": {"answer": "not a number"}}
+
+
+def straight_on(messages, tools):  # the snake's fruit, then the wall
+    return {"name": "step", "arguments": {"action": 0}}
+
+
+def circle_once_fed(messages, tools):  # straight to the fruit, then left round a 2x2 square
+    fed = observation(messages).get("episode_fruits", 0)
+    return {"name": "step", "arguments": {"action": 1 if fed else 0}}
 """
 
 
@@ -473,6 +484,58 @@ def test_code(episode):
         kept = read_jsonl(pytester.path / folder / "results.jsonl")
         assert len(kept) == 2 and all(not r["done"] and r["passed"] for r in kept)
         assert {r["verify_metrics"]["outcome"] for r in kept} == {"pass"}
+
+
+def documented_snake_run() -> tuple[list[str], list[str]]:
+    """docs/env-families.md's snake_env row: its command's options (the server left out) and
+    the options it says make an episode pass."""
+    page = Path(__file__).resolve().parent.parent / "docs" / "env-families.md"
+    (line,) = [row for row in page.read_text().splitlines() if row.startswith("| `snake_env`")]
+    command, rule = re.findall(r"`(pytest [^`]+|--openenv-judge-at[^`]+)`", line)
+    options = [word for word in shlex.split(command)[1:] if "--openenv-server" not in word]
+    return options, shlex.split(rule)
+
+
+@pytest.mark.slow
+def test_a_snake_passes_only_fed_and_alive_at_the_turn_limit_under_the_documented_rule(
+    run_pytest, pytester: pytest.Pytester, policies: None
+) -> None:
+    """OpenEnv's snake ends an episode only when the snake dies, on a step scoring -1: by
+    default no episode passes (the page once said one passed "once the snake has eaten").
+    The page's rule passes a snake that ate and is alive at the turn limit, not one that
+    ate and then died."""
+    command, rule = documented_snake_run()
+    assert rule == ["--openenv-judge-at=turn-limit", "--openenv-min-reward=1"]
+    found = {}
+    with serve_in_thread("snake") as server:
+        for policy in ("circle_once_fed", "straight_on"):
+            for judged in (False, True):
+                folder = f"{policy}-{'judged' if judged else 'default'}"
+                result = run_pytest(
+                    *command,
+                    *(rule if judged else []),
+                    f"--openenv-server={server.url}",
+                    f"--openenv-policy=policies:{policy}",
+                    f"--openenv-output={folder}",
+                    "--openenv-n=2",
+                    "-n",
+                    "0",
+                )
+                assert "INTERNALERROR" not in result.stdout.str()
+                found[policy, judged] = (result.ret, rows(pytester.path / folder))
+    for (policy, judged), (ret, played) in found.items():
+        passed = policy == "circle_once_fed" and judged
+        assert ret == (pytest.ExitCode.OK if passed else pytest.ExitCode.TESTS_FAILED)
+        assert len(played) == 2 and all(row["passed"] is passed for row in played)
+    circling = found["circle_once_fed", False][1]
+    assert all(not row["done"] for row in circling)
+    assert {row["verify_metrics"]["outcome"] for row in circling} == {"unfinished"}
+    for row in found["circle_once_fed", True][1]:  # a fruit and 30 steps alive
+        assert not row["done"] and row["reward"] == pytest.approx(1.03)
+    for judged in (False, True):  # ate, then met the wall on its sixth step
+        for row in found["straight_on", judged][1]:
+            assert row["done"] and row["reward"] == pytest.approx(0.005)
+            assert row["metrics"]["turns"] == 6
 
 
 @pytest.mark.parametrize(

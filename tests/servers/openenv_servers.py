@@ -25,7 +25,8 @@ on FastAPI + uvicorn, bound to 127.0.0.1 on an ephemeral port:
   (OpenEnv's grid_world env); ``status_maze``: the outcome in ``metadata.status``
   (its maze env); ``take_away``: an illegal-move penalty, a result stated in the state
   and a ``fen`` reset field the state rewrites (its chess env); ``session_seeded``: an
-  RNG seeded once per session, whatever the reset seed.
+  RNG seeded once per session, whatever the reset seed; ``snake``: a fruit scores 1, a step
+  alive 0.001, dying -1, and only dying ends the episode (its snake env).
 
 ``max_sessions`` caps concurrent WebSocket sessions (``CAPACITY_REACHED`` past
 it) and ``step_delay`` slows each step, so sessions overlap. ``GET /test/stats``
@@ -73,6 +74,7 @@ KINDS = (
     "status_maze",
     "take_away",
     "session_seeded",
+    "snake",
 )
 
 
@@ -1013,6 +1015,107 @@ class SessionSeededEnvironment(Environment):
         return self._state
 
 
+# -- a snake that ends only when it dies, as OpenEnv's snake env ----------------------------
+class SnakeAction(Action):
+    """Action for the snake: 0 straight on, 1 turn left, 2 turn right."""
+
+    action: int = Field(..., ge=0, le=2, description="0 straight on, 1 turn left, 2 turn right")
+
+
+class SnakeObservation(Observation):
+    grid: list[list[int]] = Field(default_factory=list)
+    episode_score: float = 0.0
+    episode_steps: int = 0
+    episode_fruits: int = 0
+    alive: bool = True
+
+
+class SnakeEnvironment(Environment):
+    """OpenEnv's snake env on the points its verdict turns on: its default rewards (a fruit
+    1, each step alive 0.001, dying -1, the step that dies scoring only that) and an
+    episode that ends only when the snake dies (OpenEnv's cap is 1,000 steps). An 8x8 grid
+    walled round; the snake, three long, heads east from (4, 1) with its tail to the north,
+    and the one fruit lies two cells ahead (the seed is ignored, as OpenEnv's server ignores
+    it). Straight on, the snake eats and then dies at the east wall on its sixth step;
+    turning left at every step once it has eaten, it circles a 2x2 square for ever."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+    SIZE = 8
+    FRUIT, STEP, DEATH = 1.0, 0.001, -1.0
+    #: heading (row, column) after a turn: left is counter-clockwise
+    TURNS = {
+        (0, 1): ((-1, 0), (1, 0)),
+        (-1, 0): ((0, -1), (0, 1)),
+        (0, -1): ((1, 0), (-1, 0)),
+        (1, 0): ((0, 1), (0, -1)),
+    }
+
+    def __init__(self, step_delay: float = 0.0) -> None:
+        super().__init__()
+        self._state = State()
+        self._body: list[tuple[int, int]] = []
+        self._heading = (0, 1)
+        self._fruit: tuple[int, int] | None = None
+        self._fruits = 0
+        self._score = 0.0
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> SnakeObservation:
+        self._state = State(episode_id=episode_id, step_count=0)
+        self._body = [(4, 1), (3, 1), (2, 1)]  # head first
+        self._heading = (0, 1)
+        self._fruit = (4, 3)
+        self._fruits, self._score = 0, 0.0
+        return self._observe(done=False, reward=0.0)
+
+    def step(
+        self, action: Action, timeout_s: float | None = None, **kwargs: Any
+    ) -> SnakeObservation:
+        assert isinstance(action, SnakeAction)
+        self._state.step_count += 1
+        if action.action:
+            self._heading = self.TURNS[self._heading][action.action - 1]
+        head = (self._body[0][0] + self._heading[0], self._body[0][1] + self._heading[1])
+        eats = head == self._fruit
+        # the tail moves on as the head moves in, unless the snake grows
+        keeps = self._body if eats else self._body[:-1]
+        walled = not (0 < head[0] < self.SIZE - 1 and 0 < head[1] < self.SIZE - 1)
+        if walled or head in keeps:
+            self._score += self.DEATH
+            return self._observe(done=True, reward=self.DEATH)
+        self._body = [head, *keeps]
+        reward = self.STEP
+        if eats:
+            reward += self.FRUIT
+            self._fruits += 1
+            self._fruit = None  # no second fruit: what is at stake is eating once
+        self._score += reward
+        return self._observe(done=False, reward=reward)
+
+    def _observe(self, *, done: bool, reward: float) -> SnakeObservation:
+        grid = [[0] * self.SIZE for _ in range(self.SIZE)]
+        for row in range(self.SIZE):
+            grid[row][0] = grid[row][-1] = grid[0][row] = grid[-1][row] = 1
+        if self._fruit is not None:
+            grid[self._fruit[0]][self._fruit[1]] = 2
+        for row, column in self._body:
+            grid[row][column] = 3
+        return SnakeObservation(
+            grid=grid,
+            episode_score=self._score,
+            episode_steps=self._state.step_count,
+            episode_fruits=self._fruits,
+            alive=not done,
+            done=done,
+            reward=reward,
+        )
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+
 # -- tic-tac-toe that does not say what it hosts --------------------------------------------
 class SilentTicTacToeEnvironment(TicTacToeEnvironment):
     """The ``tictactoe`` env with a bare ``State``: no game name anywhere."""
@@ -1044,6 +1147,7 @@ ENVS: dict[str, tuple[type[Environment], type[Action], type[Observation], type[S
     "status_maze": (StatusMazeEnvironment, StatusMazeAction, StatusMazeObservation, State),
     "take_away": (TakeAwayEnvironment, TakeAwayAction, TakeAwayObservation, TakeAwayState),
     "session_seeded": (SessionSeededEnvironment, DrawAction, DrawObservation, State),
+    "snake": (SnakeEnvironment, SnakeAction, SnakeObservation, State),
 }
 #: the ``env_name`` each kind's app is made with (``GET /list_environments``), as OpenEnv's
 #: ``create_app(..., env_name=...)`` calls give it; other kinds use their own name
@@ -1053,6 +1157,7 @@ ENV_NAMES = {
     "reset_task": "repl_env",
     "grid_world": "grid_world_env",
     "status_maze": "maze_env",
+    "snake": "snake_env",
 }
 
 
