@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.parse
@@ -342,3 +343,79 @@ def test_a_test_path_after_the_bare_option_is_a_usage_error_not_its_folder(
     result = run_pytest("--openenv-inspect-log=", "test_random.py", "-n", "0")
     assert result.ret in (0, 1)
     assert list((pytester.path / "openenv-results" / "inspect-logs").glob("*.eval"))
+
+
+def samples_df_snippet() -> str:
+    """docs/neighbouring-tools.md's Python block that reads a run's logs with samples_df."""
+    from markdown_it import MarkdownIt
+
+    page = Path(__file__).resolve().parent.parent / "docs" / "neighbouring-tools.md"
+    fences = MarkdownIt("commonmark").parse(page.read_text(encoding="utf-8"))
+    (snippet,) = [
+        token.content
+        for token in fences
+        if token.type == "fence"
+        and token.info.strip() == "python"
+        and "samples_df" in token.content
+    ]
+    return snippet
+
+
+def test_the_inspect_extra_installs_what_inspect_s_dataframes_need() -> None:
+    """inspect-ai does not depend on pandas or pyarrow, yet ``samples_df`` refuses to run
+    without them (at the floors its ``verify_prerequisites`` checks): the extra the docs
+    name for the snippet must bring them, and so must ``all``."""
+    import inspect as source_of
+
+    from inspect_ai.analysis._dataframe import util
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        from pip._vendor import tomli as tomllib
+
+    checks = source_of.getsource(util.verify_prerequisites)
+    needed = dict(
+        re.findall(
+            r'verify_required_version\(\s*"inspect_ai\.analysis",\s*"([\w-]+)",\s*"([^"]+)"', checks
+        )
+    )
+    assert set(needed) == {"pandas", "pyarrow"}, checks
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    extras = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"
+    ]
+    for extra in ("inspect", "all"):
+        declared = {Requirement(text).name: Requirement(text) for text in extras[extra]}
+        for name, floor in needed.items():
+            assert name in declared, f"[{extra}] lacks {name}, which samples_df needs"
+            lowest = [
+                Version(spec.version) for spec in declared[name].specifier if spec.operator == ">="
+            ]
+            assert lowest and lowest[0] >= Version(floor), (extra, declared[name], floor)
+
+
+@pytest.mark.slow
+def test_the_docs_samples_df_snippet_reads_a_run_s_logs(
+    pytester: pytest.Pytester, run_pytest: Any
+) -> None:
+    """The snippet as the page prints it, run where the page's command ran: one row per
+    episode, with the columns it asks for."""
+    pytester.makepyfile(test_random=RANDOM_TEST)
+    assert run_pytest("--openenv-inspect-log", "-n", "0").ret in (0, 1)
+    done = subprocess.run(
+        [sys.executable, "-c", samples_df_snippet()],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    header, *lines = [line for line in done.stdout.splitlines() if line.strip()]
+    assert header.split() == ["metadata_episode_id", "epoch", "score_verdict", "metadata_reward"]
+    ids = {row["episode_id"] for row in all_rows(pytester.path / "openenv-results")}
+    assert len(ids) == 4 and len(lines) == 4
+    assert {line.split()[1] for line in lines} == ids
