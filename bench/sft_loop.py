@@ -3,11 +3,16 @@
     python bench/sft_loop.py [--train-episodes 48] [--eval-episodes 100] [--work DIR]
     python bench/sft_loop.py --curve 16,48,144,432        # a learning curve instead
     python bench/sft_loop.py --env reasoning_gym:chain_sum --env-config '{...}'
-    python bench/sft_loop.py --cache SHARED --bf16 ...   # the base's replies from an earlier loop
+    python bench/sft_loop.py --cache SHARED ...   # the base's replies from an earlier loop
 
 ``--cache DIR`` shares the response cache between loops: the base (and any LLM policy) is
 then replayed, not generated again, wherever base, env and eval options are the same, so only
-the first loop on a base pays for its eval. ``--bf16`` trains under bfloat16 autocast.
+the first loop on a base pays for its eval. ``--precision auto`` (the default) trains under
+bfloat16 autocast only where the hardware multiplies bfloat16 natively (a CUDA device that
+supports it, or a CPU with AVX512-BF16 or AMX) and in float32 elsewhere: emulated bfloat16
+made a step 19 times slower on a CPU without them. train.py's closing line, printed as
+``train: {...}``, says which precision trained. ``--work``, ``--cache`` and ``--base`` may be
+relative: they are read against the folder the loop was started in.
 
 Runs example_suites/sft_warmup/'s steps as separate processes, each measured on its own
 (wall time, CPU time, peak resident memory of the process and its children):
@@ -70,6 +75,8 @@ from pytest_openenv.report.stats import wilson_interval  # noqa: E402
 #: policies that learned nothing, by env family: the teacher is reported beside them
 LEGAL_ONLY = {"openspiel": ("random", "scripted"), "reasoning_gym": ()}
 TEACHER = {"openspiel": "expert", "reasoning_gym": "scripted"}
+#: train.py's --precision values: auto picks bf16 only where the hardware has it
+PRECISIONS = ("auto", "bf16", "fp32")
 
 
 @dataclass(frozen=True)
@@ -83,9 +90,9 @@ class Stage:
 
 
 #: lines of a stage's output shown as it runs: the trainer's logs (every few steps, and its
-#: closing figures) and the plugin's plain status line, so a stage of half an hour is never
-#: silent
-PROGRESS_LINE = re.compile(r"^(\{'|openenv \d+(/\d+)? \|)")
+#: closing figures), the precision it trains in and the plugin's plain status line, so a
+#: stage of half an hour is never silent
+PROGRESS_LINE = re.compile(r"^(\{'|openenv \d+(/\d+)? \||precision: )")
 
 
 def run_stage(name: str, argv: list[str], cwd: Path, env: dict[str, str]) -> Stage:
@@ -309,6 +316,21 @@ def print_table(
         )
 
 
+def absolute_paths(args: argparse.Namespace) -> Path:
+    """The work folder, with ``--work``, ``--cache`` and ``--base`` made absolute in ``args``.
+
+    Every stage runs with the work folder as its current directory, so a relative path
+    handed on to a stage would be read there again (``--work loop``: ``loop/loop/...``).
+    They are resolved once, against the folder the loop was started in.
+    """
+    args.work = (args.work or Path(tempfile.mkdtemp(prefix="sft-loop-"))).resolve()
+    if args.cache is not None:
+        args.cache = args.cache.resolve()
+    if args.base is not None:
+        args.base = args.base.resolve()
+    return args.work
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=None, help="folder for every stage's files")
@@ -363,9 +385,20 @@ def main() -> int:
         "eval keeps --env-config's); tic-tac-toe: random, first, last, expert",
     )
     parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="training precision: bf16 (bfloat16 autocast; about 1.35x faster on a CPU with "
+        "AVX512-BF16, 19x slower on one without), fp32, or auto: bf16 only where the CPU or "
+        "the CUDA device has it (train.py decides and says which trained)",
+    )
+    parser.add_argument(
         "--bf16",
-        action="store_true",
-        help="train under bfloat16 autocast (about 1.35x faster on a CPU with AVX512-BF16)",
+        dest="precision",
+        action="store_const",
+        const="bf16",
+        default="auto",
+        help="the same as --precision bf16",
     )
     parser.add_argument(
         "--symmetries",
@@ -409,7 +442,7 @@ def main() -> int:
             parser.error(f"--curve={args.curve!r}: give training-set sizes such as 16,48,144")
         if sizes[0] < 1:
             parser.error(f"--curve={args.curve!r}: every size must be at least 1 game")
-    work = args.work or Path(tempfile.mkdtemp(prefix="sft-loop-"))
+    work = absolute_paths(args)
     work.mkdir(parents=True, exist_ok=True)
     env = user_env("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
@@ -535,7 +568,7 @@ class Loop:
                 f"--lora-rank={args.lora_rank}",
                 f"--threads={args.train_threads}",
                 *([f"--max-steps={args.max_steps}"] if args.max_steps else []),
-                *(["--bf16"] if args.bf16 else []),
+                f"--precision={args.precision}",
                 *(["--symmetries"] if args.symmetries else []),
                 f"--context={args.context}",
                 f"--lr-schedule={args.lr_schedule}",

