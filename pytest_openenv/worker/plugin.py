@@ -270,7 +270,6 @@ class WorkerPlugin:
                 html_extras.attach_transcript(report)  # pytest-html: the transcript per item
         return report
 
-    @pytest.hookimpl(trylast=True)
     @pytest.hookimpl(tryfirst=True)
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         # before the terminal reporter formats it: see drop_entries_without_a_line

@@ -63,3 +63,18 @@ def test_a_run_interrupted_on_a_lineless_instruction_ends_with_its_summary(
     text = result.stdout.str() + result.stderr.str()
     assert "KeyboardInterrupt" in text and "cancelled" in text
     assert "TypeError" not in text and "Traceback (most recent call last)" not in text
+
+
+def test_both_sides_trim_the_traceback_before_the_terminal_reporter(
+    pytestconfig: pytest.Config,
+) -> None:
+    """pluggy keeps only the outer of two stacked hookimpl markers: the worker's hook had a
+    ``trylast`` over the ``tryfirst`` it meant, and ran after the terminal reporter's (an
+    xdist worker has no controller plugin whose own hook trims first)."""
+    from pytest_openenv.controller.plugin import ControllerPlugin
+    from pytest_openenv.worker.plugin import WorkerPlugin
+
+    for side in (WorkerPlugin, ControllerPlugin):
+        opts = pytestconfig.pluginmanager.parse_hookimpl_opts(side, "pytest_keyboard_interrupt")
+        assert opts is not None, side
+        assert opts.get("tryfirst") and not opts.get("trylast"), (side, opts)
