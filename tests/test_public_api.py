@@ -80,8 +80,8 @@ FAMILY_CONCERNS = {
         "task_info",
         "use_prompt_style",
     },
-    "ToolCalls": {"argument_texts", "openai_tools", "to_action", "tools"},
-    "Backends": {"embedded_backend", "remote_backend", "reset_options"},
+    "ToolCalls": {"argument_texts", "openai_tools", "reported_error", "to_action", "tools"},
+    "Backends": {"embedded_backend", "has_embedded_engine", "remote_backend", "reset_options"},
     "Verdict": {
         "default_max_turns",
         "default_min_reward",

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ..config.settings import Settings
-from ..envs.base import Backend, EnvFamily, StepResult
+from ..envs.base import Backend, EnvConfigError, EnvFamily, StepResult
+from ..envs.registry import family_class, split_spec
 from ..envs.remote.servers import RemoteServers
 from ..util.endpoints import ServerURL, check_health, redact
 from ..util.secrets import KnownSecrets
@@ -36,7 +37,7 @@ def check_deployed_servers(config: pytest.Config, service: EpisodeService) -> No
     settings = service.settings
     if not settings.servers.urls:
         return
-    check_servers(settings)
+    check_servers(settings, embedded=offers_embedded_engine(settings.run.env))
     family = service.run_family()
     if family is not None:
         # one session each, as an episode opens it; what it reads, xdist hands on
@@ -55,8 +56,21 @@ def check_deployed_servers(config: pytest.Config, service: EpisodeService) -> No
 HEALTH_TIMEOUT = 10.0
 
 
-def check_servers(settings: Settings) -> None:
-    """``GET /health`` on every ``--openenv-server``; raise ``pytest.UsageError`` if any fails."""
+def offers_embedded_engine(env: str | None) -> bool:
+    """The family of ``env`` can run episodes without a server (the generic one cannot)."""
+    if not env:
+        return False
+    try:
+        return family_class(split_spec(env)[0]).has_embedded_engine
+    except EnvConfigError:  # the family's own check says what is wrong with the name
+        return False
+
+
+def check_servers(settings: Settings, *, embedded: bool = False) -> None:
+    """``GET /health`` on every ``--openenv-server``; raise ``pytest.UsageError`` if any fails.
+
+    ``embedded``: the run's family has an embedded engine, the one way to run without a
+    server (advice a family that has none must not get)."""
     servers = [ServerURL.parse(url) for url in settings.servers.urls]
     timeout = HEALTH_TIMEOUT
     episode_timeout = settings.run.timeout
@@ -68,8 +82,12 @@ def check_servers(settings: Settings) -> None:
         raise pytest.UsageError(
             f"--openenv-server: {len(problems)} of {len(servers)} server(s) cannot take "
             f"episodes (checked with GET /health before any episode ran):\n  {listed}\n"
-            "Start the server, fix the URL, or leave out --openenv-server to use the "
-            "embedded engine."
+            + (
+                "Start the server, fix the URL, or leave out --openenv-server to use the "
+                "embedded engine."
+                if embedded
+                else "Start the server or fix the URL."
+            )
         )
 
 
@@ -263,6 +281,10 @@ def _reset(family: EnvFamily, backend: Backend, seed: int) -> StepResult:
     return backend.reset(seed=seed, episode_id=PREFLIGHT_EPISODE, **options)
 
 
+#: state fields that differ between any two episodes, seeded or not
+STATE_PLUMBING = ("episode_id", "step_count")
+
+
 def probe_seeding(
     family: EnvFamily, backend: Backend, seed: int, first: StepResult
 ) -> tuple[bool | None, str]:
@@ -271,19 +293,27 @@ def probe_seeding(
 
     ``first`` is the session's reset with ``seed``; the probe plays it and
     ``SEED_PROBE_RESETS - 1`` more resets with the same seed a few moves each, with the
-    family's scripted (or first legal) move. Resets that all look alike prove nothing when
-    no move could be played: the env's randomness may only show later (an unseeded
-    opponent's reply), so the answer is then None.
+    family's scripted (or first legal) move, and reads the session's state after each
+    reset: a secret the env keeps only there (TextArena's number to guess) differs too when
+    the seed is ignored. State fields that change between two reads of one reset (a clock)
+    and the episode's id and step count are left out. Resets that all look alike prove
+    nothing when no move could be played: the env's randomness may only show later (an
+    unseeded opponent's reply), so the answer is then None.
     """
     from ..envs.base import ActionRejected, EnvConfigError, EnvUnavailable
 
     traces: set[str] = set()
+    states: list[dict[str, object]] = []
+    volatile = set(STATE_PLUMBING)
     played = finished = False
     try:
         current: StepResult | None = first
         for _ in range(SEED_PROBE_RESETS):
             if current is None:
                 current = _reset(family, backend, seed)
+            state = _state_of(backend)
+            if state is not None and not states:
+                volatile |= changed_fields(state, _state_of(backend) or {})
             trace, moved, done = _trace(family, backend, current)
             current = None
             traces.add(trace)
@@ -291,6 +321,15 @@ def probe_seeding(
             if len(traces) > 1:
                 return False, (
                     f"{SEED_PROBE_RESETS} resets with seed {seed} gave different episodes"
+                )
+            if state is None:
+                continue
+            states.append(state)
+            differ = sorted(changed_fields(states[0], state) - volatile)
+            if differ:
+                return False, (
+                    f"resets with seed {seed} left different states (state field(s) "
+                    f"{', '.join(differ)} differ)"
                 )
     except (ActionRejected, EnvConfigError, EnvUnavailable) as exc:
         return None, f"the probe stopped: {exc}"
@@ -300,6 +339,21 @@ def probe_seeding(
             "has no scripted move to play on, and what follows a reset may still differ"
         )
     return True, f"{SEED_PROBE_RESETS} resets with seed {seed} played alike"
+
+
+def _state_of(backend: Backend) -> dict[str, object] | None:
+    """The session's state (None: the backend cannot ask it, or the server does not say)."""
+    read = getattr(backend, "state_or_none", None)
+    return read() if read is not None else None
+
+
+def changed_fields(one: dict[str, object], other: dict[str, object]) -> set[str]:
+    """Fields whose values differ between two states (one missing in either counts)."""
+
+    def text(value: object) -> str:
+        return json.dumps(value, sort_keys=True, default=str)
+
+    return {k for k in one.keys() | other.keys() if text(one.get(k)) != text(other.get(k))}
 
 
 def _trace(family: EnvFamily, backend: Backend, current: StepResult) -> tuple[str, bool, bool]:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config.convert import TOOL_ARGUMENT_FORMS
+from ..envs.verdict import BASIS_UNFINISHED
 from ..episode.record import FIELDS, MESSAGES_WITH_OBJECT_ARGUMENTS
 from ..util.format import (
     MODEL_COLUMNS,
@@ -594,6 +595,10 @@ def judging_section(summary: dict[str, Any], settings: dict[str, Any]) -> list[s
             if entry.get("guessed")
             else ""
         )
+        if basis == BASIS_UNFINISHED:  # no rule judged these: say so, not "judged by"
+            rule = str(entry.get("rule") or "").removeprefix("none: ")
+            lines.append(f"- {entry.get('episodes', 0)} episode(s) not judged (`{basis}`): {rule}")
+            continue
         lines.append(
             f"- {entry.get('episodes', 0)} episode(s) judged by {entry.get('rule') or basis} "
             f"(`{basis}`){guess}"

@@ -169,6 +169,11 @@ class ToolCalls(ABC):
     def to_action(self, call: ProposedCall, current: StepResult) -> dict[str, Any]:
         """Turn a tool call into a backend action; raise ``ActionRejected`` if invalid."""
 
+    def reported_error(self, result: StepResult) -> str | None:
+        """The error the env reports inside an accepted step's observation (an action that
+        failed without the server refusing it), counted as a tool error; None: none."""
+        return None
+
     def openai_tools(self) -> list[dict[str, Any]]:
         """``tools()`` in OpenAI format, built once: every record of the family shares it."""
         cached = self.__dict__.get("_openai_tools")
@@ -190,6 +195,8 @@ class Backends(ABC):
     """Where an episode's env lives: a fresh backend per episode, embedded or remote."""
 
     name: ClassVar[str]
+    #: episodes can run in this process, without ``--openenv-server``
+    has_embedded_engine: ClassVar[bool] = True
 
     @abstractmethod
     def embedded_backend(self) -> Backend:

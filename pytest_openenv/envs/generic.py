@@ -46,7 +46,7 @@ from .base import (
     ToolSpec,
 )
 from .remote.hosting import KnownServers, ServerFacts, Survey
-from .verdict import PassRule
+from .verdict import PassRule, is_outcome_value
 
 TOOL_NAME = "step"
 SCHEMA_TIMEOUT = 10.0
@@ -64,6 +64,55 @@ SUCCESS_FIELDS = ("solved", "won", "is_solved", "is_correct")
 #: observation, metadata or state fields in which an env states the outcome in words
 #: (OpenEnv's maze: ``metadata.status: "win"``; its chess env: ``result: "1-0"``)
 OUTCOME_FIELDS = ("status", "result", "outcome", "winner", "game_result", "game_status")
+
+
+#: boolean observation fields in which an env says the last action failed (BrowserGym's)
+ERROR_FLAGS = ("last_action_error",)
+#: observation or metadata fields that carry the error of an action that failed (BrowserGym's
+#: ``error`` text, an MCP env's ``error: {error_type, message}``)
+ERROR_FIELDS = ("error",)
+#: flags of an MCP tool result (``CallToolResult``) that say the tool failed
+RESULT_ERROR_FLAGS = ("is_error", "isError")
+
+
+def error_text(value: Any) -> str | None:
+    """An error field's value as text; None where it holds no error (``""``, null, false)."""
+    if value is None or value is False or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, dict):
+        message = value.get("message")
+        kind = value.get("error_type") or value.get("type")
+        if isinstance(message, str) and message.strip():
+            return f"{kind}: {message.strip()}" if kind else message.strip()
+        return show(value) if value else None
+    return value.strip() if isinstance(value, str) else show(value)
+
+
+def result_error(result: Any) -> str | None:
+    """The error an MCP tool result (``{"content": [...], "is_error": true}``) reports."""
+    if not isinstance(result, dict) or not any(result.get(f) is True for f in RESULT_ERROR_FLAGS):
+        return None
+    texts = [
+        str(part.get("text"))
+        for part in result.get("content") or ()
+        if isinstance(part, dict) and part.get("text")
+    ]
+    return " ".join(texts) or "the tool reported an error"
+
+
+def reported_error(observation: dict[str, Any], metadata: dict[str, Any]) -> str | None:
+    """The error an env reports inside a step's observation (see ``ERROR_FLAGS``,
+    ``ERROR_FIELDS``, ``RESULT_ERROR_FLAGS``); None when it reports none."""
+    flagged = any(observation.get(flag) is True for flag in ERROR_FLAGS)
+    for source in (observation, metadata):
+        for name in ERROR_FIELDS:
+            text = error_text(source.get(name))
+            if text is not None:
+                return text
+    found = result_error(observation.get("result"))
+    if found is not None:
+        return found
+    return "the env reports the last action failed (last_action_error)" if flagged else None
 
 
 def action_parameters(schema: dict[str, Any], fixed: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -162,22 +211,54 @@ def spelled_alike(sent: Any, held: Any) -> bool:
     return False
 
 
+def answer_of(result: StepResult) -> str:
+    """What a reset answered (observation and metadata), as comparable text."""
+    return show([result.observation, result.metadata])
+
+
+def shown_in_answer(first: StepResult, key: str, sent: Any) -> bool:
+    """The reset's answer holds ``key`` as sent (a field the env echoes back)."""
+    shown = [first.observation.get(key), first.metadata.get(key)]
+    return any(v is not None and spelled_alike(sent, v) for v in shown)
+
+
+def fields_to_try_alone(
+    config: dict[str, Any], first: StepResult, state: dict[str, Any] | None
+) -> list[str]:
+    """Config fields that only a changed reset answer could show taken (neither the state
+    nor the answer holds them), where the config has others that may have changed it: each
+    needs a reset without it to tell whether it changed anything."""
+    state = state or {}
+    if len(config) < 2:
+        return []
+    return [
+        key
+        for key, sent in config.items()
+        if state.get(key) is None and not shown_in_answer(first, key, sent)
+    ]
+
+
 def config_status(
     config: dict[str, Any],
     first: StepResult,
     state: dict[str, Any] | None,
     baselines: list[tuple[StepResult, dict[str, Any] | None]],
+    answers_without: dict[str, str] | None = None,
 ) -> dict[str, str]:
     """Each env-config field: confirmed, not confirmed, or refused (see ``_check_config_taken``).
 
     ``baselines``: two resets without the config, each on its own session. Where they
-    agree, a reset with the config that answered otherwise shows the config was taken.
+    agree, a reset with the config that answered otherwise shows the config was taken;
+    which field of it, only a reset without that field shows: ``answers_without`` holds
+    those answers (``answer_of``) for the fields ``fields_to_try_alone`` names. A field
+    no answer tells apart is not confirmed.
     """
     state = state or {}
+    answers_without = answers_without or {}
     base_states = [b[1] or {} for b in baselines]
-    base_answers = [show([b[0].observation, b[0].metadata]) for b in baselines]
+    base_answers = [answer_of(b[0]) for b in baselines]
     steady = len(baselines) == 2 and len(set(base_answers)) == 1
-    answered_otherwise = steady and show([first.observation, first.metadata]) != base_answers[0]
+    answered_otherwise = steady and answer_of(first) != base_answers[0]
     status: dict[str, str] = {}
     for key, sent in config.items():
         held = state.get(key)
@@ -193,12 +274,57 @@ def config_status(
             else:
                 status[key] = NOT_CONFIRMED
             continue
-        shown = [first.observation.get(key), first.metadata.get(key)]
-        if any(v is not None and spelled_alike(sent, v) for v in shown) or answered_otherwise:
+        if shown_in_answer(first, key, sent):
             status[key] = CONFIRMED
-        else:
-            status[key] = NOT_CONFIRMED
+            continue
+        # the answer changed; this field changed it only if the answer without it differs
+        alone = len(config) == 1 and base_answers  # without it is without the config
+        without = answers_without.get(key, base_answers[0] if alone else None)
+        taken = answered_otherwise and without is not None and without != answer_of(first)
+        status[key] = CONFIRMED if taken else NOT_CONFIRMED
     return status
+
+
+#: JSON schema types an outcome field may have (a word, a flag, a winner's number)
+OUTCOME_TYPES = frozenset({"string", "boolean", "integer", "number"})
+
+
+def schema_types(prop: Any) -> set[str]:
+    """The JSON types a schema property allows, null left out (``anyOf`` read too)."""
+    if not isinstance(prop, dict):
+        return set()
+    found: set[str] = set()
+    declared = prop.get("type")
+    found |= set(declared) if isinstance(declared, list) else {declared} if declared else set()
+    for option in prop.get("anyOf") or prop.get("oneOf") or ():
+        found |= schema_types(option)
+    return {t for t in found if isinstance(t, str)} - {"null"}
+
+
+def outcome_fields_stated(schema: dict[str, Any], seen: tuple[Any, ...]) -> list[str]:
+    """The success and outcome fields a server states an outcome in: ones its reset answer
+    or state holds an outcome value in (``is_outcome_value``; a success field, a flag), and
+    ones its ``/schema`` types as a word, flag or number that the reset left empty. A field
+    that holds something else (``status: "ready"``) or an untyped one (an MCP ``result``)
+    states none."""
+    names = (*SUCCESS_FIELDS, *OUTCOME_FIELDS)
+    values: dict[str, list[Any]] = {}
+    for source in seen:
+        for name in names:
+            if isinstance(source, dict) and source.get(name) is not None:
+                values.setdefault(name, []).append(source[name])
+    stated = [
+        name
+        for name, held in values.items()
+        if all(isinstance(v, bool) if name in SUCCESS_FIELDS else is_outcome_value(v) for v in held)
+    ]
+    for part in ("observation", "state"):
+        properties = (schema.get(part) or {}).get("properties") or {}
+        for name in names:
+            types = schema_types(properties.get(name))
+            if name not in values and types and types <= OUTCOME_TYPES:
+                stated.append(name)
+    return stated
 
 
 def reset_fields_accepted(schema: dict[str, Any]) -> tuple[set[str], bool] | None:
@@ -213,6 +339,7 @@ def reset_fields_accepted(schema: dict[str, Any]) -> tuple[set[str], bool] | Non
 
 class GenericFamily(EnvFamily):
     name: ClassVar[str] = "openenv"
+    has_embedded_engine: ClassVar[bool] = False
     #: the full reward of OpenEnv's graded envs (see ``pass_rule``)
     default_min_reward: ClassVar[float] = 1.0
     system_prompt: ClassVar[str] = (
@@ -312,19 +439,16 @@ class GenericFamily(EnvFamily):
         """Sessions before the run: with an env config, two resets without it first (each
         on a fresh session: what the server serves by default, and whether that holds
         still), then one with it, reading the state (and an MCP-style env's tools) after
-        each. A refused reset is a usage error; a server that cannot be reached now leaves
-        it unknown (the episodes will say why)."""
+        each; where the answer changed and some fields show nowhere, one reset without each
+        of those (which of them changed it). A refused reset is a usage error; a server that
+        cannot be reached now leaves it unknown (the episodes will say why)."""
         baselines: list[tuple[StepResult, dict[str, Any] | None]] = []
         try:
             if self.config:
                 for _ in range(2):
-                    baselines.append(self._reset_once(server, {}))
-            first, state, tools = self._reset_once(server, dict(self.config), tools=True)
-        except ActionRejected as exc:
-            raise EnvConfigError(
-                f"{server} refused a reset with the env config as reset fields "
-                f"({self.config_json}): {exc}"
-            ) from None
+                    baselines.append(self._checked_reset(server, {}))
+            first, state, tools = self._checked_reset(server, dict(self.config), tools=True)
+            answers_without = self._answers_without(server, first, state, baselines)
         except EnvUnavailable as exc:
             return Survey(problem=str(exc))
         return Survey(
@@ -332,8 +456,45 @@ class GenericFamily(EnvFamily):
             tools=tools,
             observation=first.observation,
             metadata=first.metadata,
-            config_status=config_status(self.config, first, state, baselines),
+            config_status=config_status(self.config, first, state, baselines, answers_without),
         )
+
+    def _answers_without(
+        self,
+        server: str,
+        first: StepResult,
+        state: dict[str, Any] | None,
+        baselines: list[tuple[StepResult, dict[str, Any] | None]],
+    ) -> dict[str, str]:
+        """The reset answer without each field ``fields_to_try_alone`` names, where the
+        config changed a steady answer (else no field can be told taken by the answer)."""
+        answers = {answer_of(b[0]) for b in baselines}
+        if len(answers) != 1 or answer_of(first) in answers:
+            return {}
+        found: dict[str, str] = {}
+        for key in fields_to_try_alone(self.config, first, state):
+            others = {k: v for k, v in self.config.items() if k != key}
+            try:
+                found[key] = answer_of(self._reset_once(server, others)[0])
+            except ActionRejected as exc:  # refused without it: the server reads the field
+                found[key] = f"refused: {exc}"
+        return found
+
+    def _checked_reset(self, server: str, fields: dict[str, Any], *, tools: bool = False) -> Any:
+        """``_reset_once``, a refusal made a usage error that names whose fault it is."""
+        try:
+            return self._reset_once(server, fields, tools=tools)
+        except ActionRejected as exc:
+            public = ServerURL.parse(server).public
+            if not fields:  # nothing of the run's was sent: the server's own failure
+                raise EnvConfigError(
+                    f"{public} failed a plain reset (seed 0, no reset fields): {exc}; it "
+                    "cannot start an episode whatever the run sends: the server needs fixing"
+                ) from None
+            raise EnvConfigError(
+                f"{public} refused a reset with the env config as reset fields "
+                f"({show(fields)}): {exc}"
+            ) from None
 
     def _reset_once(self, server: str, fields: dict[str, Any], *, tools: bool = False) -> Any:
         """One session: reset with ``fields``, the state after it (and, with ``tools``, an
@@ -402,17 +563,14 @@ class GenericFamily(EnvFamily):
         server = ServerURL.parse(self.servers[0])
         schema = self.known.facts(server).schema or {}
         survey = self.known.survey(server, self.config_json, lambda: Survey())
-        named: set[str] = set()
-        for part in ("observation", "state"):
-            named |= set((schema.get(part) or {}).get("properties") or {})
-        for seen in (survey.observation, survey.metadata, survey.state):
-            named |= set(seen or ())
-        if named & {*SUCCESS_FIELDS, *OUTCOME_FIELDS}:
+        if outcome_fields_stated(schema, (survey.observation, survey.metadata, survey.state)):
             return None
         return (
             f"--openenv-env={self.spec}: {self.servers_shown()} states no outcome (no "
             f"{' / '.join((*SUCCESS_FIELDS, *OUTCOME_FIELDS))} field in its schema, state "
-            "or reset answer), so each verdict is a threshold the plugin guessed, not the "
+            "or reset answer that holds one: a win, loss or draw, a game still on, a flag; "
+            "a service status such as 'ready' is none), so each verdict is a threshold the "
+            "plugin guessed, not the "
             "env's verifier: the last step's reward >= 1 where earlier steps scored too, "
             "else the total reward >= 1; set --openenv-min-reward to the env's own pass mark"
         )
@@ -539,6 +697,9 @@ class GenericFamily(EnvFamily):
         # The server validates against its own schema; its error comes back as a tool error.
         # Fields the env fixes are the env's, whatever the model sent.
         return {**call.arguments, **self._fixed}
+
+    def reported_error(self, result: StepResult) -> str | None:
+        return reported_error(result.observation, result.metadata)
 
     def scripted_call(self, current: StepResult) -> ProposedCall | None:
         return None

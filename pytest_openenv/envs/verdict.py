@@ -22,11 +22,13 @@ from typing import Any
 from ..config.convert import JUDGE_AT
 
 __all__ = [
+    "BASIS_UNFINISHED",
     "GUESS_NOTE",
     "JUDGE_AT",
     "Decision",
     "PassRule",
     "decide",
+    "is_outcome_value",
     "shown_reward",
     "stated_outcome",
 ]
@@ -39,6 +41,15 @@ BASIS_OUTCOME_FIELD = "outcome-field"
 BASIS_LAST_STEP = "last-step-reward"
 BASIS_TOTAL = "total-reward"
 BASIS_MIN_REWARD = "min-reward"
+#: no verdict was reached: the env never ended the episode (and the rule does not judge one
+#: the turn limit ends), so it is unfinished, which never passes
+BASIS_UNFINISHED = "unfinished"
+#: the rule of an unfinished episode, in words (the same for every such episode: the rows'
+#: rules are grouped by it in the summary and card)
+UNFINISHED_RULE = (
+    "none: the env did not end the episode, so it is unfinished and does not pass "
+    "(--openenv-judge-at=turn-limit judges one the turn limit ends on its reward)"
+)
 #: the bases that are the env's own verdict (the others are thresholds)
 ENV_BASES = (BASIS_SUCCESS_FIELD, BASIS_OUTCOME_FIELD)
 #: what a verdict by a threshold the plugin guessed says of itself
@@ -52,6 +63,12 @@ LOSS_WORDS = frozenset(
     {"lose", "lost", "loss", "fail", "failed", "failure", "defeat", "incorrect", "dead"}
 )
 DRAW_WORDS = frozenset({"draw", "drawn", "tie", "stalemate"})
+#: the words an outcome field uses while the game is still on (its outcome comes later in
+#: the same field: a maze's ``status: "playing"``, a PGN result ``*``); not ``ready`` or
+#: ``running``, which say the service is up, not how a game stands
+PENDING_WORDS = frozenset(
+    {"playing", "in_progress", "in progress", "in-progress", "ongoing", "undecided", "*"}
+)
 #: a chess-style result, by the side that scored: ``1-0`` white won
 RESULT_SCORES = {"1-0": "white", "0-1": "black", "1/2-1/2": "draw"}
 #: fields that say which side the agent plays (``white``/``black``, or a player number)
@@ -200,6 +217,18 @@ def stated_outcome(
     return None
 
 
+def is_outcome_value(value: Any) -> bool:
+    """``value`` is what an outcome field holds: a win, loss or draw word, a chess-style
+    result, a word of a game still on (``playing``), a flag or a number (a winner's
+    number); not a service's status (``ready``)."""
+    if isinstance(value, (bool, int, float)):
+        return True
+    if not isinstance(value, str):
+        return False
+    word = value.strip().lower()
+    return word in WIN_WORDS | LOSS_WORDS | DRAW_WORDS | PENDING_WORDS or word in RESULT_SCORES
+
+
 @dataclass(frozen=True)
 class Decision:
     """The verdict on one episode; every text about the episode's outcome is made from it."""
@@ -221,7 +250,7 @@ class Decision:
     @property
     def guessed(self) -> bool:
         """The verdict is a threshold the plugin guessed, not the env's own."""
-        return self.rule.guessed and self.basis not in ENV_BASES
+        return self.rule.guessed and self.basis not in (*ENV_BASES, BASIS_UNFINISHED)
 
     def rule_text(self) -> str:
         """What decided, in words, saying so when it is a guess (rows' ``verdict_rule``)."""
@@ -289,7 +318,15 @@ def decide(
                 f"ran out of turns: the episode did not end within --openenv-max-turns="
                 f"{turn_limit}{detail}"
             )
-        return Decision(UNFINISHED, label(reward, done, UNFINISHED), rule, reward, why)
+        return Decision(
+            UNFINISHED,
+            label(reward, done, UNFINISHED),
+            rule,
+            reward,
+            why,
+            basis=BASIS_UNFINISHED,
+            basis_text=UNFINISHED_RULE,
+        )
     observation, metadata = observation or {}, metadata or {}
     found = success_field(rule, observation, metadata)
     stated = None

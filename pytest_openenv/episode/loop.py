@@ -282,6 +282,11 @@ class _Loop:
         self.add_reward(reward, f"step {self.tool_calls}")
         self.done = result.done
         content = self.family.describe_result(proposed, result)
+        # an action the server took but the env says failed (an MCP tool's error result)
+        reported = self.family.reported_error(result)
+        if reported is not None:
+            self.tool_errors += 1
+            step["error"] = reported
         self.messages.append(
             {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
         )
@@ -290,7 +295,12 @@ class _Loop:
                 "tool_name": call.name,
                 "arguments": arguments,  # an object, as `openenv collect` writes it
                 "arguments_text": call.arguments,  # exactly what the policy sent
-                "result": {"data": content, "done": result.done, "reward": reward, "error": None},
+                "result": {
+                    "data": content,
+                    "done": result.done,
+                    "reward": reward,
+                    "error": reported,
+                },
             }
         )
         step["observation"] = content

@@ -100,7 +100,8 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
         "reason it did not pass, `seeded` (false: the server ignores the reset seed, so the "
         "seed does not repeat the episode), `judged_by` (what decided the verdict: "
         "`success-field` or `outcome-field`, the env's own word; `last-step-reward`, "
-        "`total-reward` or `min-reward`, a threshold), `verdict_rule` (that rule in words; a "
+        "`total-reward` or `min-reward`, a threshold; `unfinished`: none, the env did not end "
+        "the episode), `verdict_rule` (that rule in words; a "
         "guessed threshold says so), `attempt` (only on a failed episode played again by "
         "--openenv-resume-failed: 2, 3, ...)",
     ),

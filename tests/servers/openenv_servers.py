@@ -18,6 +18,11 @@ on FastAPI + uvicorn, bound to 127.0.0.1 on an ephemeral port:
   with one seed may differ; observations carry only the ``info_state`` tensor.
 - ``silent_tictactoe``: ``tictactoe`` whose state names no game (a server that
   cannot say what it hosts). The ``openspiel`` kind takes ``game_params`` too.
+- ``guess_number``: a number to guess kept only in the state, drawn whatever the reset
+  seed (OpenEnv's TextArena server where it drops the seed); ``echo_mcp``: OpenEnv's echo
+  env (MCP tools, an error result for a failed call, ``metadata.status: "ready"``, never
+  done); ``browser``: an action that fails comes back as ``last_action_error`` (BrowserGym);
+  ``broken_reset``: a server whose every reset fails.
 - ``maze``: a generic env whose observation ``metadata`` carries the layout (as
   OpenEnv's maze env does), and ``mcp_echo``: an MCP-style env (actions
   ``list_tools`` / ``call_tool``) whose tool names come from the server.
@@ -56,9 +61,13 @@ from openenv.core.env_server.exceptions import SessionCapacityError
 from openenv.core.env_server.http_server import HTTPEnvServer
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 KINDS = (
+    "guess_number",
+    "echo_mcp",
+    "browser",
+    "broken_reset",
     "tictactoe",
     "reasoning_gym",
     "echo",
@@ -1116,6 +1125,185 @@ class SnakeEnvironment(Environment):
         return self._state
 
 
+# -- a secret kept in the state and drawn whatever the seed, as TextArena's server -----------
+class TextArenaAction(Action):
+    message: str = Field(..., description="Your guess in square brackets, e.g. [7]")
+
+
+class TextArenaObservation(Observation):
+    prompt: str = ""
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    current_player_id: int = 0
+    legal_players: list[int] = Field(default_factory=list)
+    info: dict[str, Any] = Field(default_factory=dict)
+
+
+class TextArenaState(State):
+    env_id: str = "GuessTheNumber-v0"
+    raw_state: dict[str, Any] = Field(default_factory=dict)
+
+
+class GuessNumberEnvironment(Environment):
+    """TextArena's GuessTheNumber as OpenEnv's server hosts it where its reset does not
+    pass the seed on: every reset draws a new number from 1 to 20 from an unseeded RNG.
+    The prompt is the same for every game; the number shows only in the state
+    (``raw_state.game_state.game_number``). A right guess scores 1 and ends the game."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+    PROMPT = "You are playing Guess The Number: guess the number between 1 and 20, as [n]."
+
+    def __init__(self, step_delay: float = 0.0) -> None:
+        super().__init__()
+        self._rng = random.Random()  # unseeded: the reset seed never reaches it
+        self._number = 0
+        self._state = TextArenaState()
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> TextArenaObservation:
+        self._number = self._rng.randint(1, 20)
+        self._state = TextArenaState(
+            episode_id=episode_id,
+            step_count=0,
+            raw_state={"turn": 0, "game_state": {"game_number": self._number}},
+        )
+        return TextArenaObservation(prompt=self.PROMPT, legal_players=[0], reward=0.0)
+
+    def step(
+        self, action: Action, timeout_s: float | None = None, **kwargs: Any
+    ) -> TextArenaObservation:
+        assert isinstance(action, TextArenaAction)
+        self._state.step_count += 1
+        digits = "".join(c for c in action.message if c.isdigit())
+        right = digits == str(self._number)
+        return TextArenaObservation(
+            prompt=self.PROMPT, legal_players=[0], done=right, reward=1.0 if right else 0.0
+        )
+
+    @property
+    def state(self) -> TextArenaState:
+        return self._state
+
+
+# -- OpenEnv's echo env: MCP tools, errors in the observation, never done -------------------
+class ToolErrorModel(BaseModel):
+    error_type: str
+    message: str
+
+
+class CallToolObservation(Observation):
+    tool_name: str | None = None
+    result: Any = Field(default=None, description="Tool-specific result (may include tool errors)")
+    error: ToolErrorModel | None = Field(
+        default=None, description="Transport/framework error if call failed"
+    )
+    tools: list[dict[str, Any]] | None = None
+
+
+class EchoMcpEnvironment(Environment):
+    """Like OpenEnv's ``EchoEnvironment`` (an ``MCPEnvironment``): reset answers
+    ``metadata {"status": "ready"}``; ``list_tools`` lists ``echo_message``; a call of an
+    unknown tool comes back as an observation with ``error: {error_type: tool_not_found,
+    message}``, one whose tool fails as ``result: {content, is_error: true}`` (an empty
+    message), neither refused by the server. Reward 0, never done."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, step_delay: float = 0.0) -> None:
+        super().__init__()
+        self._state = State()
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> CallToolObservation:
+        self._state = State(episode_id=episode_id, step_count=0)
+        return CallToolObservation(
+            reward=0.0, metadata={"status": "ready", "message": "Echo environment ready!"}
+        )
+
+    def step(
+        self, action: Action, timeout_s: float | None = None, **kwargs: Any
+    ) -> CallToolObservation:
+        assert isinstance(action, McpAction)
+        self._state.step_count += 1
+        if action.type == "list_tools":
+            return CallToolObservation(tools=ECHO_TOOLS[:1], reward=0.0)
+        name = action.tool_name
+        if name != "echo_message":
+            error = ToolErrorModel(error_type="tool_not_found", message=f"Unknown tool: {name}")
+            return CallToolObservation(tool_name=name, error=error, reward=0.0)
+        message = str(action.arguments.get("message") or "")
+        if not message:
+            failed = {"content": [{"type": "text", "text": "message is empty"}], "is_error": True}
+            return CallToolObservation(tool_name=name, result=failed, reward=0.0)
+        echoed = {"content": [{"type": "text", "text": message}], "is_error": False}
+        return CallToolObservation(tool_name=name, result=echoed, reward=0.0)
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+
+# -- an action that fails inside the page, as BrowserGym's server says it -------------------
+class BrowserAction(Action):
+    action_str: str = Field(..., description="A BrowserGym action, e.g. click('12')")
+
+
+class BrowserObservation(Observation):
+    text: str = ""
+    goal: str = ""
+    error: str = Field(default="", description="Error message if action failed")
+    last_action_error: bool = Field(default=False, description="Whether last action failed")
+
+
+class BrowserEnvironment(Environment):
+    """MiniWoB's click-button as OpenEnv's BrowserGym server reports it: clicking the button
+    (``click('7')``) scores 1 and ends the task; any other action fails in the page and
+    comes back as an observation with ``last_action_error: true`` and ``error``, the
+    episode going on."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+    PAGE = "[7] button 'Submit'"
+
+    def __init__(self, step_delay: float = 0.0) -> None:
+        super().__init__()
+        self._state = State()
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> BrowserObservation:
+        self._state = State(episode_id=episode_id, step_count=0)
+        return BrowserObservation(text=self.PAGE, goal="Click the Submit button.", reward=0.0)
+
+    def step(
+        self, action: Action, timeout_s: float | None = None, **kwargs: Any
+    ) -> BrowserObservation:
+        assert isinstance(action, BrowserAction)
+        self._state.step_count += 1
+        if action.action_str.replace('"', "'") == "click('7')":
+            return BrowserObservation(text=self.PAGE, done=True, reward=1.0)
+        return BrowserObservation(
+            text=self.PAGE,
+            error=f"ValueError: Could not find element for action {action.action_str!r}",
+            last_action_error=True,
+            reward=0.0,
+        )
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+
+# -- a server whose every reset fails --------------------------------------------------------
+class BrokenResetEnvironment(EchoEnvironment):
+    """The ``echo`` env with a reset that always raises (a server missing its data)."""
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> EchoObservation:
+        raise RuntimeError("the word list is missing on this server")
+
+
 # -- tic-tac-toe that does not say what it hosts --------------------------------------------
 class SilentTicTacToeEnvironment(TicTacToeEnvironment):
     """The ``tictactoe`` env with a bare ``State``: no game name anywhere."""
@@ -1126,6 +1314,15 @@ class SilentTicTacToeEnvironment(TicTacToeEnvironment):
 
 
 ENVS: dict[str, tuple[type[Environment], type[Action], type[Observation], type[State]]] = {
+    "guess_number": (
+        GuessNumberEnvironment,
+        TextArenaAction,
+        TextArenaObservation,
+        TextArenaState,
+    ),
+    "echo_mcp": (EchoMcpEnvironment, McpAction, CallToolObservation, State),
+    "browser": (BrowserEnvironment, BrowserAction, BrowserObservation, State),
+    "broken_reset": (BrokenResetEnvironment, EchoAction, EchoObservation, State),
     "silent_tictactoe": (SilentTicTacToeEnvironment, OpenSpielAction, OpenSpielObservation, State),
     "tictactoe": (TicTacToeEnvironment, OpenSpielAction, OpenSpielObservation, OpenSpielState),
     "reasoning_gym": (
@@ -1152,6 +1349,9 @@ ENVS: dict[str, tuple[type[Environment], type[Action], type[Observation], type[S
 #: the ``env_name`` each kind's app is made with (``GET /list_environments``), as OpenEnv's
 #: ``create_app(..., env_name=...)`` calls give it; other kinds use their own name
 ENV_NAMES = {
+    "guess_number": "textarena_env",
+    "echo_mcp": "echo_env",
+    "browser": "browsergym_env",
     "openspiel": "openspiel_env",
     "endless": "coding_env",
     "reset_task": "repl_env",
