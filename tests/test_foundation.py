@@ -233,8 +233,8 @@ def test_a_worker_count_far_above_the_cpus_warns_naming_openenv_n(run_pytest) ->
     text = result.stdout.str() + result.stderr.str()
     assert f"-n {many} starts {many} pytest-xdist worker processes" in text, text[-3000:]
     assert f"pass --openenv-n={many}" in text
-    for quiet in (["-n", "2"], ["-n", many, f"--openenv-n={many}"]):
-        result = run_pytest(TTT, *quiet, "--collect-only")
+    for quiet in ([TTT, "-n", "2"], [TTT, "-n", many, f"--openenv-n={many}"], ["-n", many]):
+        result = run_pytest(*quiet, "--collect-only")
         text = result.stdout.str() + result.stderr.str()
         assert "worker processes" not in text, (quiet, text[-3000:])
 

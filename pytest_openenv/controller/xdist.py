@@ -44,7 +44,9 @@ class XdistController:
                 ),
                 stacklevel=2,
             )
-        too_many = workers_problem(config)
+        # only in a run that names an env: another project's suite with -n 64 is not ours to
+        # comment on (markers are not collected yet here, so a marker-only run stays quiet)
+        too_many = workers_problem(config) if controller.settings.run.env else None
         if too_many is not None:  # at configure: before xdist starts a single worker
             config.issue_config_time_warning(pytest.PytestWarning(too_many), stacklevel=2)
 
