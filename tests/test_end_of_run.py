@@ -123,3 +123,70 @@ def test_verbose_or_the_option_brings_the_gated_reports_back(pytester, run_pytes
     every = run_pytest(*RUN, "--openenv-min-pass-rate=0.5", "--openenv-failure-reports=all")
     assert sum(bool(FULL_HEADER.match(line)) for line in every.outlines) == len(failing)
     assert every.ret == pytest.ExitCode.OK
+
+
+ORDER_SUITE = """
+import time
+
+
+def test_ep(episode):
+    if episode.episode_id == "ep-000000":
+        time.sleep(3)  # under -n 2 it finishes after the others
+    assert False, "every episode fails"
+"""
+ORDER_RUN = ("test_order.py", "--openenv-env=openspiel:tic_tac_toe", "--openenv-n=8", "-n", "2")
+ORDERED = [f"ep-{i:06d}" for i in range(8)]
+
+
+@pytest.mark.slow
+def test_failed_episodes_are_listed_by_id_not_by_when_they_finished(pytester, run_pytest) -> None:
+    pytester.makepyfile(test_order=ORDER_SUITE)
+    held = run_pytest(*ORDER_RUN, "--openenv-failure-reports=0")
+    listed = [
+        m.group(1)
+        for line in held.outlines
+        if (m := re.match(r"^FAILED test_order\.py::test_ep\[(ep-\d{6})\] - ", line))
+    ]
+    assert listed == ORDERED, held.stdout.str()[-3000:]
+    gated = run_pytest(*ORDER_RUN, "--openenv-min-pass-rate=0")
+    assert gated.ret == pytest.ExitCode.OK, gated.stdout.str()[-3000:]
+    counted = [line for line in gated.outlines if line.startswith("test_order.py::test_ep: ")]
+    assert counted == [f"test_order.py::test_ep: 8 failed ({', '.join(ORDERED[:5])} and 3 more)"]
+
+
+SLOW_WRITING = """
+import time
+
+import pytest
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionfinish(session):
+    # after the controller wrote summary.json, before the terminal summary: as a slow
+    # report, inspect log or Hub push would
+    result = yield
+    time.sleep(2)
+    return result
+"""
+WALL = re.compile(r"^wall time: ([\d.]+)s    episodes/s: ([\d.]+)$")
+
+
+@pytest.mark.slow
+def test_terminal_and_summary_report_one_wall_time_without_the_end_of_run_writing(
+    pytester, run_pytest
+) -> None:
+    """The terminal said "2.9 s, 1.4 ep/s" where summary.json and the report said
+    "0.149 s, 26.9 ep/s": the end-of-run writing was counted as the run's."""
+    import json
+
+    pytester.makeconftest(SLOW_WRITING)
+    result = run_pytest("--openenv-env=openspiel:tic_tac_toe", "--openenv-n=6", SCRIPTED)
+    (wall, rate) = next(m.groups() for line in result.outlines if (m := WALL.match(line)))
+    folder = pytester.path / "openenv-results"
+    figures = json.loads((folder / "summary.json").read_text())["figures"]
+    assert wall == f"{figures['wall_time_s']:.1f}", (wall, figures["wall_time_s"])
+    assert rate == f"{figures['episodes_per_s']:.1f}", (rate, figures["episodes_per_s"])
+    assert figures["wall_time_s"] < 2, figures  # the 2 s after the last episode are not in
+    assert figures["episodes_per_s"] == pytest.approx(6 / figures["wall_time_s"], rel=0.01)
+    page = (folder / "report.html").read_text()
+    assert f"{figures['wall_time_s']:.1f} s" in page

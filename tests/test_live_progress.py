@@ -52,7 +52,7 @@ RUN = (
 )
 STATUS = re.compile(
     r"openenv (\d+)/40 \| (\d+) passed, (\d+) failed, (\d+) errored \| pass [\d.]+% "
-    r"\[[\d.]+-[\d.]+\] (?:\| gate \w+ )?\| reward [-\d.e]+ \| [\d.]+ ep/s"
+    r"\[[\d.]+-[\d.]+\] (?:\| gate \w+ )?\| reward [-\d.e]+ \| [\d.]+ (?:ep/s|s/ep)"
 )
 PROGRESS_ROW = re.compile(r"^(test_slow\.py )?([.F]+)\s+\[\s*\d+%\]$")
 
@@ -169,7 +169,7 @@ def test_ini_key_and_bad_values(
 
 
 def test_status_text_figures() -> None:
-    tally = Tally(started=100.0)
+    tally = Tally(started=100.0, first_report_at=101.0, first_report_count=1)
     tally.passed, tally.failed, tally.errored = 8, 1, 1
     for reward in (1.0,) * 8 + (-1.0, 0.0):
         tally.reward.add(reward)
@@ -179,6 +179,89 @@ def test_status_text_figures() -> None:
         "openenv 10/20 | 8 passed, 1 failed, 1 errored | pass 80.0% [49.0-94.3] | "
         "gate failing | reward 0.7 | 1.0 ep/s | ETA 10s | tokens 12k in / 678 out"
     )
+
+
+def test_pace_and_eta_leave_out_the_start_up_the_first_episode_carried() -> None:
+    # 30 s of worker start-up before the first two episodes came in, then 2 episodes/s
+    tally = Tally(started=100.0, first_report_at=130.0, first_report_count=2)
+    tally.passed = 10
+    text = status_text(tally, 20, now=134.0)
+    assert "| 2.0 ep/s | ETA 5s" in text, text
+    # a single report so far: no pace to tell, so no ETA either
+    first = Tally(started=100.0, first_report_at=130.0, first_report_count=1)
+    first.passed = 1
+    assert "ep/s" not in status_text(first, 20, now=131.0)
+    assert "ETA" not in status_text(first, 20, now=131.0)
+
+
+def test_a_slow_model_shows_seconds_per_episode() -> None:
+    tally = Tally(started=0.0, first_report_at=100.0, first_report_count=1)
+    tally.passed = 3
+    text = status_text(tally, 20, now=190.0)  # 2 more episodes in 90 s
+    assert "| 45 s/ep | ETA 12m45s" in text, text
+    assert "ep/s" not in text
+    tally.passed = 2
+    assert "| 4m00s/ep |" in status_text(tally, 20, now=340.0)
+
+
+def test_the_pinned_line_moves_its_eta_while_no_report_comes() -> None:
+    from pytest_openenv.controller.progress import LiveStatus
+
+    now = [100.0]
+    terminal = Terminal()
+    pinned = PinnedLine(terminal, width=lambda: 200)  # type: ignore[arg-type]
+    live = LiveStatus(None, pinned=pinned, interval=30, clock=lambda: now[0], tick=0.02)
+    tally = Tally(started=90.0, first_report_at=100.0, first_report_count=1)
+    tally.passed = 1
+    live.update(tally, 10, lambda: None)
+    tally.passed = 3
+    now[0] = 104.0
+    live.update(tally, 10, lambda: None)  # 2 episodes in 4 s: 7 left, 14 s
+    assert "ETA 14s" in terminal.data
+    now[0] = 124.0  # a slow model: 20 s and no report
+    deadline = time.monotonic() + 10
+    while "ETA 1m24s" not in terminal.data and time.monotonic() < deadline:
+        time.sleep(0.02)
+    live.close()
+    assert "| 12 s/ep | ETA 1m24s" in terminal.data, terminal.data[-300:]
+    closed = terminal.data
+    time.sleep(0.1)
+    assert terminal.data == closed  # nothing drawn after the line was erased
+
+
+GATED_SUITE = """
+import time
+
+
+def test_ep(episode):
+    # the first episode fails, every later one passes: the pass rate climbs past 50%
+    time.sleep(0.1)
+    assert episode.episode_id != "ep-000000"
+"""
+GATE_LINE = re.compile(r"\| (\d+) passed, (\d+) failed, 0 errored \|.* \| gate (\w+) \|")
+
+
+@pytest.mark.slow
+def test_the_gate_on_the_line_judges_the_counts_beside_it(
+    pytester: pytest.Pytester, run_pytest
+) -> None:
+    """The gate was re-judged every 2 s while the counts moved on every report: a line
+    said "gate failing" beside a pass rate above the gate's threshold."""
+    pytester.makepyfile(test_gated=GATED_SUITE)
+    result = run_pytest(
+        "test_gated.py",
+        "--openenv-env=openspiel:tic_tac_toe",
+        "--openenv-n=12",
+        "--openenv-progress=0.01",
+        "--openenv-min-pass-rate=0.5",
+    )
+    lines = [m for line in result.outlines if (m := GATE_LINE.search(line))]
+    assert len(lines) >= 4, result.stdout.str()[-3000:]
+    for match in lines:
+        passed, failed = int(match.group(1)), int(match.group(2))
+        expected = "passing" if passed / (passed + failed) >= 0.5 else "failing"
+        assert match.group(3) == expected, match.group(0)
+    assert {m.group(3) for m in lines} == {"passing", "failing"}
 
 
 class Terminal:

@@ -270,3 +270,35 @@ def test_a_cache_that_cannot_be_written_names_its_path_and_stops_the_run(
     assert requests <= 2, requests
     assert len(rows) < 12
     assert all(r.get("failure", {}).get("outcome") == "error" for r in rows.values())
+
+
+@pytest.mark.slow
+def test_a_replay_says_its_tokens_were_replayed_not_spent(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    """A replay reported "tokens: 13352 in / 568 out" as if the run had spent them."""
+    cache = pytester.path / "llm-cache"
+    with serve_openai() as server:
+        recorded = run_pytest(*llm_args(server, f"--openenv-cache={cache}", n=2))
+        assert recorded.ret in (0, 1), recorded.stdout.str()
+        folder = pytester.path / "openenv-results"
+        spent = json.loads((folder / "summary.json").read_text())["figures"]
+        assert spent["prompt_tokens"] > 0 and spent["completion_tokens"] > 0
+        assert spent["tokens_spent"] == spent["prompt_tokens"] + spent["completion_tokens"]
+        assert "replayed_prompt_tokens" not in spent
+        assert f"tokens: {spent['prompt_tokens']} in / {spent['completion_tokens']} out" in (
+            recorded.stdout.str()
+        )
+        replay = llm_args(server, f"--openenv-cache={cache}", "--openenv-replay", n=2)
+        replayed = run_pytest(*replay)
+    figures = json.loads((folder / "summary.json").read_text())["figures"]
+    assert figures["tokens_spent"] == 0
+    assert figures["replayed_prompt_tokens"] == spent["prompt_tokens"]
+    assert figures["replayed_completion_tokens"] == spent["completion_tokens"]
+    assert (
+        f"tokens: 0 spent ({spent['prompt_tokens']} in / {spent['completion_tokens']} out "
+        "replayed from the response cache)"
+    ) in replayed.stdout.str()
+    card = (folder / "README.md").read_text()
+    assert "(replayed from the response cache: 0 spent)" in card
+    assert "replayed from the response cache: 0 spent" in (folder / "report.html").read_text()

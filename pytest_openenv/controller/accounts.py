@@ -104,7 +104,7 @@ class Accounts:
         self.settings = settings
         #: the families of this process (a crashed episode's row names its policy)
         self.service = service
-        self.tally = Tally()
+        self.tally = Tally(replayed=settings.llm.replay)
         self.passk = PassKTally(settings.run.repeats)
         #: an episode report arrived: the run writes files and prints its summary
         self.active = False
@@ -169,7 +169,10 @@ class Accounts:
             return None
         if report.outcome == "rerun":
             self.tally.rerun += 1
+        counted = self.tally.total
         self.count_outcome(report)
+        if self.tally.total != counted:
+            self.tally.episode_reported()
         brief = getattr(report, "openenv_brief", None)
         if brief is not None:
             self.count_spend(brief)

@@ -480,9 +480,17 @@ class SessionEnd:
         if self.exit_status == pytest.ExitCode.INTERRUPTED:
             expected = self.accounts.expected
             of = f" of {expected}" if expected is not None else ""
+            # a write error stopped the run: the episodes it could not save are not there
+            where = (
+                f"{tally.total - output.unsaved} of them are in {output.writer.folder}, "
+                f"{output.unsaved} could not be written there"
+                if output.unsaved
+                else f"everything finished is in {output.writer.folder}"
+            )
             lines.append(
-                f"interrupted after {tally.total}{of} episodes; everything finished is "
-                f"in {output.writer.folder}. Run the same command with --openenv-resume to finish"
+                f"interrupted after {tally.total}{of} episodes; {where}. Run the same command "
+                "with --openenv-resume to finish"
+                + (" (it plays the unwritten ones again)" if output.unsaved else "")
             )
         if self.publisher is not None:
             lines.extend(self.publisher.terminal_lines())

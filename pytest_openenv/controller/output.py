@@ -193,7 +193,11 @@ class OutputFolder:
         )
         self.lock = RunLock(self.folder / LOCK)
         self.claimed = False
+        #: this run claimed the folder once (it may have written its metadata there)
+        self.was_claimed = False
         self.created_folder = False
+        #: release() removed the folder made for this run, which held nothing but its metadata
+        self.removed_folder = False
         #: the first write that failed, if one did: the run stopped there
         self.write_error: str | None = None
         #: finished episodes that could not be written
@@ -235,7 +239,7 @@ class OutputFolder:
             raise pytest.UsageError(
                 f"--openenv-output={str(folder)!r} cannot be locked for this run: {exc}"
             ) from None
-        self.claimed = True
+        self.claimed = self.was_claimed = True
         if self.lock.took_over is not None:
             self.warn(
                 f"{self.lock.path}: the run that held this folder "
@@ -298,13 +302,37 @@ class OutputFolder:
             self.lock.release()
         self.claimed = False
         if self.created_folder and not wrote:
-            # made for a run that wrote nothing but its metadata: leave no trace
+            # made for a run that wrote nothing but its metadata: leave no trace. Only this
+            # run's own metadata goes; a folder holding anything else (a response cache
+            # inside it) stays, rmdir() refusing a folder that is not empty
             for name in (METADATA,):
                 with contextlib.suppress(OSError):
                     (self.folder / name).unlink()
             with contextlib.suppress(OSError):
-                self.folder.rmdir()  # only if empty
+                self.folder.rmdir()
+                self.removed_folder = True
             self.created_folder = False
+
+    def nothing_finished_lines(self) -> list[str]:
+        """What an interrupted run that finished no episode did to the folder and cache."""
+        folder = self.folder
+        lines = ["interrupted before any episode finished: no row was written"]
+        if self.removed_folder:
+            lines.append(f"{folder} was made for this run and held nothing else: removed again")
+        elif folder.is_dir():
+            kept = ", ".join(sorted(path.name for path in folder.iterdir())) or "nothing"
+            lines.append(f"{folder} kept as it is (it holds {kept})")
+        for moved in self.writer.moved:
+            stem, _, suffix = moved.name.partition(".")
+            lines.append(f"earlier run's {stem}.{suffix.rpartition('.')[2]} kept as {moved}")
+        cache, replay = self.settings.llm.cache, self.settings.llm.replay
+        if cache and not replay:
+            lines.append(
+                f"the response cache {cache} (--openenv-cache) keeps every model answer "
+                "already received: the same command replays them instead of paying again"
+            )
+        lines.append("run the same command to start again")
+        return lines
 
     def warn(self, message: str) -> None:
         self.notes.append(f"WARNING: {message}")

@@ -22,6 +22,7 @@ hooks live in ``XdistController`` (``xdist.py``), registered only with xdist.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,7 +41,7 @@ from .budget import RunBudget
 from .finish import SessionEnd
 from .metadata import RunMetadata
 from .output import OutputFolder, earlier_failures, earlier_passes
-from .progress import LiveStatus, gate_so_far, status_text
+from .progress import LiveStatus, gate_so_far
 from .stopping import RunStop
 from .terminal_end import EndOfRun
 
@@ -163,10 +164,14 @@ class ControllerPlugin:
             self.stop(f"openenv: {reason}")
 
     def show_progress(self) -> None:
-        live, accounts = self.live, self.accounts
+        live, accounts, gate = self.live, self.accounts, self.run.gate
         if live is not None and accounts.tally.total and live.due():
-            gate = live.gate(lambda: gate_so_far(self.run.gate, accounts.tally, accounts.passk))
-            live.show(status_text(accounts.tally, accounts.expected, gate))
+            live.update(
+                accounts.tally,
+                accounts.expected,
+                lambda: gate_so_far(gate, accounts.tally, accounts.passk),
+                costly=gate.active and gate.metric != "pass@1",
+            )
 
     # -- hooks -----------------------------------------------------------------
     def pytest_report_header(self) -> list[str]:
@@ -176,6 +181,8 @@ class ControllerPlugin:
         return [f"openenv: {note}"] if note else []
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # the run's wall time starts here, past the checks made before any episode
+        self.accounts.tally.started = time.monotonic()
         self.stopper.session = session
         from .subset import last_failed_episodes
 
@@ -280,6 +287,7 @@ class ControllerPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.accounts.tally.stop()  # the files written from here on are not the run's time
         if self.live is not None:
             self.live.close()  # before pytest writes its summary
         if self.settings.output.resume and self.accounts.active:
@@ -294,6 +302,11 @@ class ControllerPlugin:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.accounts.active:
+            if self.output.was_claimed and self.end.exit_status == pytest.ExitCode.INTERRUPTED:
+                # Ctrl-C before the first episode finished: say what became of the folder
+                terminalreporter.section("openenv")
+                for line in self.output.nothing_finished_lines():
+                    terminalreporter.write_line(self.secrets.scrub(line))
             return
         terminalreporter.section("openenv")
         for line in self.end.terminal_lines():

@@ -156,7 +156,8 @@ class EndOfRun:
             sep="-",
             bold=True,
         )
-        for key, report in self._held:
+        # by episode id: under xdist the order they finished in is no order at all
+        for key, report in sorted(self._held, key=lambda held: held[1].nodeid):
             word = "ERROR" if key == "error" else "FAILED"
             line = f"{word} {report.nodeid} - {one_line(report)}"
             address = self.link(str(report.openenv_episode_id), report.nodeid)
@@ -226,6 +227,7 @@ def gated_section(
         "(their reports are left out: -v or --openenv-failure-reports=N shows them)",
     ]
     for (test, word), ids in by_test.items():
+        ids.sort()  # the first few by id, not by the order they finished in
         shown = ", ".join(ids[:GATED_IDS_SHOWN])
         more = f" and {len(ids) - GATED_IDS_SHOWN} more" if len(ids) > GATED_IDS_SHOWN else ""
         lines.append(f"{test}: {len(ids)} {word} ({shown}{more})")

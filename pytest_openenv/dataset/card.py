@@ -246,7 +246,15 @@ def figures_table(figures: dict[str, Any], settings: dict[str, Any]) -> list[str
         ("pass rate", rate),
         ("mean reward", reward),
         ("mean turns", "n/a" if f.get("mean_turns") is None else f"{f['mean_turns']:.2f}"),
-        ("tokens", f"{f.get('prompt_tokens', 0)} in / {f.get('completion_tokens', 0)} out"),
+        (
+            "tokens",
+            f"{f.get('prompt_tokens', 0)} in / {f.get('completion_tokens', 0)} out"
+            + (
+                " (replayed from the response cache: 0 spent)"
+                if f.get("replayed_prompt_tokens") is not None
+                else ""
+            ),
+        ),
         *([("cost", usd(f["cost_usd"]))] if f.get("cost_usd") is not None else []),
         (
             "seed",

@@ -92,8 +92,9 @@ def summary_lines(
     if f["mean_turns"] is not None:
         lines.append(f"mean turns: {f['mean_turns']:.2f}")
     lines.append(
-        f"tokens: {f['prompt_tokens']} in / {f['completion_tokens']} out"
+        token_text(f)
         + (f"    cost: {usd(f['cost_usd'])}" if f.get("cost_usd") is not None else "")
+        + (" when recorded, nothing now" if replayed(f) and f.get("cost_usd") is not None else "")
         + (
             f" ({f['unpriced_episodes']} episode(s) of models --openenv-prices does not price)"
             if f.get("cost_usd") is not None and f.get("unpriced_episodes")
@@ -117,6 +118,22 @@ def summary_lines(
     if hint:
         lines.append(hint)
     return lines
+
+
+def replayed(figures: dict[str, Any]) -> bool:
+    """The run replayed its answers from the response cache (``--openenv-replay``)."""
+    return figures.get("replayed_prompt_tokens") is not None
+
+
+def token_text(figures: dict[str, Any]) -> str:
+    """``tokens: ...``: what was spent, or in a replay what the cache's answers carried."""
+    f = figures
+    if replayed(f):
+        return (
+            f"tokens: 0 spent ({f['replayed_prompt_tokens']} in / "
+            f"{f['replayed_completion_tokens']} out replayed from the response cache)"
+        )
+    return f"tokens: {f['prompt_tokens']} in / {f['completion_tokens']} out"
 
 
 def group_lines(groups: list[dict[str, Any]]) -> list[str]:

@@ -41,7 +41,19 @@ class Tally:
     turns: RunningMean = field(default_factory=RunningMean)
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: --openenv-replay: every answer came from the response cache, so the tokens above
+    #: were replayed, not spent
+    replayed: bool = False
+    #: the run's wall time spans ``started`` (the session's start, after the pre-run
+    #: checks) to the last episode report; the end-of-run writing is not the run's
     started: float = field(default_factory=time.monotonic)
+    #: when the first episode report came, and how many episodes it made: the throughput
+    #: is measured from there, past the workers' start-up
+    first_report_at: float | None = None
+    first_report_count: int = 0
+    last_report_at: float | None = None
+    #: when the session finished (the run's end when no episode report ever came)
+    stopped_at: float | None = None
     envs: set[str] = field(default_factory=set)
     policies: set[str] = field(default_factory=set)
     models: set[str] = field(default_factory=set)
@@ -59,6 +71,26 @@ class Tally:
     def total(self) -> int:
         return self.ran + self.skipped
 
+    def episode_reported(self, now: float | None = None) -> None:
+        """An episode's report was counted: the run's wall time reaches this far."""
+        now = time.monotonic() if now is None else now
+        if self.first_report_at is None:
+            self.first_report_at, self.first_report_count = now, self.total
+        self.last_report_at = now
+
+    def stop(self, now: float | None = None) -> None:
+        """The session finished: what comes after (files, report, Hub) is not the run's."""
+        if self.stopped_at is None:
+            self.stopped_at = time.monotonic() if now is None else now
+
+    def wall_time(self, now: float | None = None) -> float:
+        """Seconds from the session's start to the last episode report (to the session's
+        end if none came; to ``now`` while the run goes on and no report came yet)."""
+        end = self.last_report_at if self.last_report_at is not None else self.stopped_at
+        if end is None:
+            end = time.monotonic() if now is None else now
+        return max(0.0, end - self.started)
+
     def add_outcome(self, outcome: str) -> None:
         setattr(self, outcome, getattr(self, outcome) + 1)
 
@@ -68,8 +100,19 @@ class Tally:
         self.test_passed_verdict_failed += int(test_passed and not verdict)
         self.test_failed_verdict_passed += int(verdict and not test_passed)
 
+    def token_spend(self) -> dict[str, int]:
+        """What the tokens cost: spent, or (``--openenv-replay``) replayed from the cache."""
+        tokens = self.prompt_tokens + self.completion_tokens
+        if not self.replayed:
+            return {"tokens_spent": tokens}
+        return {
+            "tokens_spent": 0,
+            "replayed_prompt_tokens": self.prompt_tokens,
+            "replayed_completion_tokens": self.completion_tokens,
+        }
+
     def figures(self, confidence: float = 0.95) -> dict[str, object]:
-        elapsed = time.monotonic() - self.started
+        elapsed = self.wall_time()
         low, high = wilson_interval(self.passed, self.ran, confidence)
         return {
             "episodes": self.total,
@@ -97,8 +140,13 @@ class Tally:
             "mean_turns": self.turns.mean,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            **self.token_spend(),
+            # from the session's start to the last episode report, over the episodes this
+            # run played (an earlier run's rows are not this run's speed)
             "wall_time_s": round(elapsed, 3),
-            "episodes_per_s": round(self.ran / elapsed, 3) if elapsed > 0 else None,
+            "episodes_per_s": round(self.played / elapsed, 3)
+            if elapsed > 0 and self.played
+            else None,
             "envs": sorted(self.envs),
             "policies": sorted(self.policies),
             "models": sorted(self.models),

@@ -9,6 +9,7 @@ past it fails with EFBIG, as a full disk fails with ENOSPC).
 from __future__ import annotations
 
 import json
+import re
 import resource
 import shutil
 import signal
@@ -79,9 +80,19 @@ def test_writes_failing_mid_run_stop_cleanly_and_resume_finishes(
     assert finished.returncode != 0
     assert "File too large" in finished.stdout, finished.stdout[-3000:]
     assert "could not be saved" in finished.stdout
-    assert "interrupted after" in finished.stdout
     after = all_rows(launcher.output)  # every line whole, even the one cut by the limit
     assert {r["episode_id"] for r in before} <= {r["episode_id"] for r in after}
+    # what is in the folder and what is not, counted (not "everything finished is in")
+    told = re.search(
+        r"interrupted after (\d+) of 24 episodes; (\d+) of them are in \S+, (\d+) could not "
+        r"be written there\. Run the same command with --openenv-resume to finish \(it plays "
+        r"the unwritten ones again\)",
+        finished.stdout,
+    )
+    assert told, finished.stdout[-3000:]
+    finished_count, written, unwritten = (int(group) for group in told.groups())
+    assert written == len(after) and unwritten >= 1
+    assert finished_count == written + unwritten
     assert len(after) < N  # the run stopped instead of burning episodes it cannot save
 
     resumed = launcher.run("-n", workers, *RUN, "--openenv-resume")

@@ -10,9 +10,10 @@ import json
 import re
 import signal
 import time
+from pathlib import Path
 
 import pytest
-from faults import ENV, Launcher, read_rows
+from faults import ENV, Finished, Launcher, read_rows
 
 N = 40
 RUN = (f"--openenv-env={ENV}", f"--openenv-n={N}", "test_eps.py")
@@ -68,3 +69,59 @@ def test_ctrl_c_ends_promptly_keeps_what_finished_and_resume_completes(
     assert final_ids == sorted(set(final_ids))
     assert set(ids) <= set(final_ids)
     assert sorted(final_ids + [row["episode_id"] for row in final_failures]) == ALL_IDS
+
+
+def interrupt_the_first_episode(launcher: Launcher, *args: str) -> Finished:
+    """Ctrl-C while the first episode still plays (each move takes a minute)."""
+    run = launcher.start("-n", "0", *RUN, *args, env={"FAULT_DELAY": "60"})
+    deadline = time.monotonic() + 60
+    # the folder is claimed (its metadata written) as the collection ends, then it plays
+    while not (launcher.output / "metadata.json").exists():
+        assert run.proc.poll() is None, run.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    time.sleep(1.0)
+    run.signal_group(signal.SIGINT)
+    finished = run.wait(timeout=60)
+    finished.assert_clean()
+    return finished
+
+
+@pytest.mark.slow
+def test_ctrl_c_before_any_episode_finished_says_what_became_of_the_folder(
+    launcher: Launcher,
+) -> None:
+    """It removed the folder it had made and printed no openenv section at all."""
+    launcher.write_episode_test()
+    finished = interrupt_the_first_episode(launcher, "--openenv-cache=answers")
+    assert finished.returncode == 2, finished.text[-3000:]
+    section = finished.stdout.partition(" openenv ")[2]
+    assert "interrupted before any episode finished: no row was written" in section, (
+        finished.stdout[-3000:]
+    )
+    # made for this run, it held nothing but the run's metadata: removed, and said so
+    assert not launcher.output.exists()
+    assert f"{launcher.output} was made for this run and held nothing else: removed" in section
+    assert "the response cache answers (--openenv-cache) keeps every model answer" in section
+
+
+@pytest.mark.slow
+def test_ctrl_c_before_any_episode_keeps_an_earlier_runs_rows_and_names_them(
+    launcher: Launcher,
+) -> None:
+    launcher.write_episode_test()
+    first = launcher.run(*RUN, "--openenv-n=3")
+    assert first.returncode in (0, 1), first.stdout[-3000:]
+    earlier = read_rows(launcher.output / "results.jsonl") + read_rows(
+        launcher.output / "failures.jsonl"
+    )
+    assert len(earlier) == 3
+    finished = interrupt_the_first_episode(launcher)
+    assert finished.returncode == 2, finished.text[-3000:]
+    section = finished.stdout.partition(" openenv ")[2]
+    assert "interrupted before any episode finished: no row was written" in section
+    moved = re.findall(r"earlier run's (\S+) kept as (\S+)", section)
+    assert ("failures.jsonl" in dict(moved)) or ("results.jsonl" in dict(moved)), section
+    kept = [row for _, path in moved if path.endswith(".jsonl") for row in read_rows(Path(path))]
+    assert sorted(row["episode_id"] for row in kept) == ["ep-000000", "ep-000001", "ep-000002"]
+    assert f"{launcher.output} kept as it is" in section

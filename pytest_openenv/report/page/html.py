@@ -142,6 +142,10 @@ def summary_markup(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
         _card(
             "tokens",
             f"{f.get('prompt_tokens', 0):,} in / {f.get('completion_tokens', 0):,} out",
+            # --openenv-replay: the cache's answers carried them, none was spent
+            "replayed from the response cache: 0 spent"
+            if f.get("replayed_prompt_tokens") is not None
+            else "",
             figure="tokens",
         ),
         _card(
