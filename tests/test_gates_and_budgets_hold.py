@@ -397,8 +397,9 @@ def test_a_gate_over_the_episodes_lf_re_ran_says_so_and_cannot_pass(
 def test_an_episode_the_endpoint_fails_mid_way_keeps_its_turns_and_every_billed_token(
     run_pytest, pytester: pytest.Pytester, workers: int
 ) -> None:
-    # two good answers, then a 500 with no retry left: the third turn's model call fails
-    with OpenAICompatServer(Faults(statuses=[0, 0, 500])) as server:
+    # every episode: two good answers, then a 500 with no retry left on its third turn (a
+    # tic-tac-toe game cannot end in two moves)
+    with OpenAICompatServer(Faults(status_by_turn={3: 500})) as server:
         result = run_pytest(
             ENV,
             "--openenv-n=3",
@@ -411,25 +412,23 @@ def test_an_episode_the_endpoint_fails_mid_way_keeps_its_turns_and_every_billed_
         served = list(server.served)
     text = result.stdout.str()
     assert result.ret == 1, text
-    errored = [
-        r for r in all_rows(pytester).values() if r.get("failure", {}).get("outcome") == "error"
-    ]
-    assert len(errored) == 1, text
-    row = errored[0]
-    # what was played before the fault: the answered turns, their transcript and tokens
-    assert row["metrics"]["turns"] >= 1
-    answered = [m for m in row["messages"] if m["role"] == "assistant"]
-    assert len(answered) == row["metrics"]["turns"]
-    assert row["metrics"]["prompt_tokens"] > 0 and row["metrics"]["completion_tokens"] > 0
-    assert "HTTP 500" in row["failure"]["message"] or "500" in row["failure"]["message"]
-    # every token the endpoint served is counted: figures, budget and the rows agree
+    rows = all_rows(pytester).values()
+    assert len(rows) == 3 and len(served) == 6
+    for row in rows:
+        assert row["failure"]["outcome"] == "error", row["failure"]
+        assert "HTTP 500" in row["failure"]["message"]
+        # what was played before the fault: the answered turns, their transcript and tokens
+        assert row["metrics"]["turns"] == 2
+        assert [m["role"] for m in row["messages"]].count("assistant") == 2
+        assert len(row["tool_trace"]) == 2
+        assert row["metrics"]["prompt_tokens"] > 0 and row["metrics"]["completion_tokens"] > 0
+    # every token the endpoint served is counted: the rows, the figures and the budget agree
     billed_in, billed_out = sum(p for p, _ in served), sum(c for _, c in served)
+    assert sum(r["metrics"]["prompt_tokens"] for r in rows) == billed_in
+    assert sum(r["metrics"]["completion_tokens"] for r in rows) == billed_out
     figures = summary(pytester)
     assert (figures["figures"]["prompt_tokens"], figures["figures"]["completion_tokens"]) == (
         billed_in,
         billed_out,
     )
     assert figures["budget"]["spent_tokens"] == billed_in + billed_out
-    rows = all_rows(pytester).values()
-    assert sum(r["metrics"]["prompt_tokens"] for r in rows) == billed_in
-    assert sum(r["metrics"]["turns"] for r in rows) == len(served)

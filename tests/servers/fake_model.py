@@ -78,6 +78,9 @@ class Faults:
     usage: dict[str, Any] | None = None
     #: per model (the request's ``model``): the HTTP status it answers every request with
     status_by_model: dict[str, int] = field(default_factory=dict)
+    #: per turn of a conversation (1 = its first model call): the HTTP status that turn's
+    #: every request answers, so every episode fails there whatever the order of requests
+    status_by_turn: dict[int, int] = field(default_factory=dict)
     #: per model: the completion's ``usage`` instead of the counts (``None``: ``usage: null``)
     usage_by_model: dict[str, Any] = field(default_factory=dict)
     #: (bytes, with Content-Length?): a completion whose text is that many bytes, streamed
@@ -451,6 +454,8 @@ class ModelServer:
             handler.wfile.write(data)
             return
         status = status or faults.always_status or faults.status_by_model.get(body.get("model"))
+        if not status and faults.status_by_turn:
+            status = faults.status_by_turn.get(self.texts_and_turn(body)[1])
         if status:
             message = f"injected HTTP {status}"
             if faults.echo_auth:
