@@ -245,7 +245,14 @@ def test_a_credential_in_the_env_config_reaches_the_env_and_no_output(
     }
     received: list[dict[str, object]] = []
     with serve_in_thread("reset_task", received=received) as server:
-        common = (f"--openenv-server={server.url}", "-v", "-rA", "--junitxml=junit.xml")
+        common = (
+            f"--openenv-server={server.url}",
+            "--openenv-cache=llm-cache",  # what the agent saw, stored per answer
+            "--openenv-inspect-log",
+            "-v",
+            "-rA",
+            "--junitxml=junit.xml",
+        )
         if where == "option":
             args = (
                 "--openenv-env=openenv:repl_env",
@@ -277,6 +284,8 @@ def test_a_credential_in_the_env_config_reaches_the_env_and_no_output(
     outputs = [result.stdout.str(), result.stderr.str()]
     if where == "option":
         outputs += [resumed.stdout.str(), resumed.stderr.str()]
+    assert list((pytester.path / "llm-cache").rglob("*.json")), "the cache stored nothing"
+    assert list((out / "inspect-logs").iterdir()), "no inspect log was written"
     assert config_leaks(pytester.path, *outputs) == []
     if where == "option":
         card = (out / "README.md").read_text()
