@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 from helpers import read_jsonl
 from servers.openenv_servers import ServerProcess, ThreadServer, serve_in_thread
+from servers.scripted_http import ScriptedHTTP, trickled
 
+from pytest_openenv.controller.preflight import HEALTH_TIMEOUT
 from pytest_openenv.envs.registry import build_family
 from pytest_openenv.episode.loop import EnvFactory, run_episode
 from pytest_openenv.episode.spec import EpisodeSpec
@@ -237,6 +239,33 @@ def test_server_down_before_the_run_is_one_usage_error(
     assert "before any episode ran" in errors
     assert not (pytester.path / "openenv-results").exists()
     assert time.monotonic() - started < 60  # a hang guard, not a speed target
+
+
+@pytest.mark.parametrize(
+    ("bound", "args"),
+    [(5.0, ["--openenv-timeout=5"]), (HEALTH_TIMEOUT, [])],
+    ids=["timeout", "default"],
+)
+@pytest.mark.slow
+def test_a_server_trickling_its_health_answer_is_refused_within_the_checks_bound(
+    run_pytest, pytester: pytest.Pytester, bound: float, args: list[str]
+) -> None:
+    """One byte every 2 s: each read succeeds, so a per-read timeout held the run for ever."""
+    slow = trickled(json.dumps({"status": "healthy", "pad": "x" * 300}).encode(), every=2.0)
+    with ScriptedHTTP({"/health": slow}) as server:
+        started = time.monotonic()
+        result = run_pytest(
+            "--openenv-env=openspiel:tic_tac_toe",
+            "--openenv-n=2",
+            f"--openenv-server={server.url}",
+            *args,
+            timeout=90,
+        )
+        took = time.monotonic() - started
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    said = f"GET {server.url}/health failed: no whole answer within {bound:g} s"
+    assert said in result.stderr.str()
+    assert took < bound + 30, took
 
 
 @pytest.mark.slow

@@ -1,13 +1,30 @@
 """Model endpoints are checked once before any episode, as env servers are: a dead
 endpoint, a refused key or a model the endpoint does not serve is one usage error (exit 4)
-naming endpoint, model and what answered; ``--openenv-replay`` needs no endpoint."""
+naming endpoint, model and what answered; ``--openenv-replay`` needs no endpoint. Each
+request of the check is bounded as a whole, keeps the key from other origins through
+redirects, and sends the endpoint URL's credentials as the run does."""
 
 from __future__ import annotations
+
+import base64
+import json
+import time
 
 import pytest
 from llm_helpers import ENV, MODEL, clean_sdk_env_fixture, dist, output  # noqa: F401 - fixture
 from servers.anthropic_messages import serve_anthropic
 from servers.openai_compat import serve_openai
+from servers.scripted_http import (
+    ScriptedHTTP,
+    answer_json,
+    basic_only,
+    garbled_chunks,
+    redirect,
+    trickled,
+)
+
+from pytest_openenv.config.settings import LLMSettings, Settings
+from pytest_openenv.controller.model_check import CHECK_TIMEOUT, endpoint_problem
 
 DEAD = "http://127.0.0.1:9/v1"
 KEY = "sk-endpoint-check-secret-0123456789"
@@ -133,3 +150,78 @@ def test_a_replay_needs_no_endpoint(run_pytest, pytester: pytest.Pytester) -> No
     )
     assert replayed.ret == recorded.ret
     assert "checked before any episode" not in replayed.stderr.str()
+
+
+# -- the check's requests: bounded as a whole, the key kept to its origin, garbage a usage error --
+LONG_LIST = json.dumps({"object": "list", "data": [{"id": f"m{i}"} for i in range(40)]}).encode()
+
+
+@pytest.mark.slow
+def test_a_trickled_model_list_is_given_up_on_at_the_checks_bound(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    """One byte every 2 s: each read succeeds, so a per-read timeout held the run for ever."""
+    with ScriptedHTTP({"/v1/models": trickled(LONG_LIST, every=2.0)}) as server:
+        started = time.monotonic()
+        result = run_pytest(
+            ENV,
+            "--openenv-n=2",
+            f"--openenv-llm-endpoint={server.url}/v1",
+            "--openenv-model=m",
+            timeout=90,
+        )
+        took = time.monotonic() - started
+    text = refused(result, pytester)
+    assert f"--openenv-model=m): unreachable (no whole answer within {CHECK_TIMEOUT:g} s)" in text
+    assert took < CHECK_TIMEOUT + 30, took
+
+
+def test_the_key_does_not_follow_a_redirect_to_another_origin(
+    run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with ScriptedHTTP({"/v1/models": answer_json({"data": [{"id": "served"}]})}) as away:
+        moved = {
+            "/v1/models": redirect(f"{away.url}/v1/models"),
+            "/v1/models/x": redirect(f"{away.url}/v1/models/x", status=307),
+        }
+        with ScriptedHTTP(moved) as home:
+            result = run_pytest(
+                ENV, "--openenv-n=2", f"--openenv-llm-endpoint={home.url}/v1", "--openenv-model=x"
+            )
+    text = refused(result, pytester)
+    assert "--openenv-model=x): does not serve the model (GET /models lists served)" in text
+    assert [s.headers.get("authorization") for s in home.requests] == [f"Bearer {KEY}"] * 2
+    assert away.paths() == ["/v1/models", "/v1/models/x"]  # followed, without the key
+    assert not any("authorization" in seen.headers for seen in away.requests)
+
+
+@pytest.mark.parametrize("status", [200, 500])
+def test_a_garbled_model_list_is_a_usage_error_not_an_internal_error(
+    run_pytest, pytester: pytest.Pytester, status: int
+) -> None:
+    with ScriptedHTTP({"/v1/models": garbled_chunks(status)}) as server:
+        result = run_pytest(  # run_pytest asserts no INTERNALERROR
+            ENV, "--openenv-n=2", f"--openenv-llm-endpoint={server.url}/v1", "--openenv-model=m"
+        )
+    text = refused(result, pytester)
+    assert "--openenv-model=m): unreachable (a broken HTTP answer (IncompleteRead" in text
+
+
+def basic_endpoint(server: ScriptedHTTP, password: str) -> Settings:
+    port = server.url.rsplit(":", 1)[1]
+    return Settings(llm=LLMSettings(endpoint=f"http://user:{password}@127.0.0.1:{port}/v1"))
+
+
+def test_credentials_in_the_endpoint_url_are_checked_as_the_run_sends_them() -> None:
+    """The check sent ``Bearer EMPTY`` instead, and refused a working Basic-auth endpoint."""
+    listing = answer_json({"data": [{"id": "m"}]})
+    with ScriptedHTTP({"/v1/models": basic_only("user", "pw-right", listing)}) as server:
+        accepted = endpoint_problem("openai", "m", basic_endpoint(server, "pw-right"))
+        wrong = endpoint_problem("openai", "m", basic_endpoint(server, "pw-wrong"))
+    assert accepted is None
+    assert wrong is not None and wrong.startswith("refused the key (HTTP 401: wrong credentials)")
+    assert "check the user and password in --openenv-llm-endpoint" in wrong
+    assert "pw-" not in wrong
+    basic = "Basic " + base64.b64encode(b"user:pw-right").decode()
+    assert server.requests[0].headers.get("authorization") == basic

@@ -1,21 +1,39 @@
-"""Server URLs: ws/wss mapping, credentials used but never shown, option parsing."""
+"""Server URLs: ws/wss mapping, credentials used but never shown, option parsing; every
+plain GET bounded as a whole, its credentials kept from other origins through redirects."""
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import pytest
 from servers.hub_standin import HubStandIn
+from servers.scripted_http import (
+    ScriptedHTTP,
+    answer_json,
+    garbled_chunks,
+    redirect,
+    trickled,
+)
 
 from pytest_openenv.config.convert import server_urls as _server_urls
+from pytest_openenv.envs.remote.hosting import read_report
+from pytest_openenv.errors import ServerUnreachable
 from pytest_openenv.util.endpoints import (
     ServerURL,
     ServerURLError,
     check_health,
+    health_problem,
     redact,
     token_accounts,
 )
+from pytest_openenv.util.fetch import each_at_once
+
+T = TypeVar("T")
 
 
 @pytest.mark.parametrize(
@@ -123,3 +141,100 @@ def test_health_check_names_each_server_that_is_down() -> None:
     assert "http://127.0.0.1:9/health" in problems[0]
     assert "http://127.0.0.1:9/x/health" in problems[1]
     assert not any("pw123" in p for p in problems)
+
+
+# -- every check GET: one bound on the whole request, credentials only to their origin ----------
+def finishes_within(seconds: float, work: Callable[[], T]) -> tuple[T, float]:
+    """``work()`` and how long it took; fails (without waiting for it) past ``seconds``."""
+    done: list[T] = []
+    thread = threading.Thread(target=lambda: done.append(work()), daemon=True)
+    started = time.monotonic()
+    thread.start()
+    thread.join(seconds)
+    assert done, f"still running after {seconds} s"
+    return done[0], time.monotonic() - started
+
+
+#: far longer than any bound when sent at the issue's one byte per 2 s
+LONG_JSON = json.dumps({"status": "healthy", "pad": "x" * 200}).encode()
+
+
+@pytest.mark.parametrize("path", ["/health", "/metadata", "/schema"])
+def test_a_server_trickling_its_answer_is_given_up_on_at_the_requests_bound(path: str) -> None:
+    """A per-read timeout never fires when every read gets a byte: the GET held for ever."""
+    with ScriptedHTTP({path: trickled(LONG_JSON, every=2.0)}) as server:
+        url = ServerURL.parse(server.url)
+
+        def get() -> str:
+            with pytest.raises(ServerUnreachable) as caught:
+                url.get_json(path, timeout=3.0)
+            return str(caught.value)
+
+        message, took = finishes_within(15, get)
+    assert took < 5, took
+    assert message == f"GET {server.url}{path} failed: no whole answer within 3 s"
+
+
+def test_the_health_checks_and_the_servers_report_keep_their_bounds_when_trickled() -> None:
+    routes = {p: trickled(LONG_JSON, every=2.0) for p in ("/health", "/metadata", "/schema")}
+    with ScriptedHTTP(routes) as server:
+        url = ServerURL.parse(server.url)
+        problems, took = finishes_within(15, lambda: check_health([url, url], timeout=2.0))
+        assert took < 4, took
+        assert problems == [f"GET {server.url}/health failed: no whole answer within 2 s"] * 2
+        report, took = finishes_within(30, lambda: read_report(url, timeout=1.0, state=False))
+        assert took < 5, took  # /metadata, /schema, /list_environments: 1 s each at most
+        assert report.name is None and report.action_fields is None
+
+
+@pytest.mark.parametrize("status", [200, 500])
+def test_a_garbled_chunked_answer_is_a_clean_server_unreachable(status: int) -> None:
+    with ScriptedHTTP({"/health": garbled_chunks(status)}) as server:
+        problem = health_problem(ServerURL.parse(server.url), timeout=5.0)
+    assert problem is not None
+    assert problem.startswith(f"GET {server.url}/health failed: a broken HTTP answer (")
+
+
+def test_url_credentials_go_through_a_redirect_only_to_the_same_origin() -> None:
+    healthy = answer_json({"status": "healthy"})
+    with ScriptedHTTP({"/health": healthy}) as away:
+        routes = {
+            "/health": redirect("/same/health"),
+            "/same/health": redirect(f"{away.url}/health"),
+        }
+        with ScriptedHTTP(routes) as home:
+            url = ServerURL.parse(f"http://user:pw-secret@127.0.0.1:{home.url.rsplit(':', 1)[1]}")
+            assert health_problem(url, timeout=5.0) is None
+    basic = "Basic " + base64.b64encode(b"user:pw-secret").decode()
+    assert [(s.path, s.headers.get("authorization")) for s in home.requests] == [
+        ("/health", basic),
+        ("/same/health", basic),  # the same origin keeps them
+    ]
+    assert away.paths() == ["/health"]
+    assert "authorization" not in away.requests[0].headers
+
+
+def test_the_hf_token_does_not_follow_the_hubs_redirect_to_another_origin() -> None:
+    token_accounts.cache_clear()
+    whoami = "/api/whoami-v2"
+    with ScriptedHTTP({whoami: answer_json({"name": "mallory"})}) as away:
+        hub = ScriptedHTTP({whoami: redirect(f"{away.url}{whoami}", status=307)})
+        with hub:
+            token_accounts("hf_redirected_token", hub.url)
+    token_accounts.cache_clear()
+    assert hub.requests[0].headers.get("authorization") == "Bearer hf_redirected_token"
+    assert away.paths() == [whoami]
+    assert "authorization" not in away.requests[0].headers
+
+
+def test_each_at_once_keeps_the_order_and_raises_the_first_failure() -> None:
+    assert each_at_once(lambda n: n * 2, list(range(40)), most=3) == [n * 2 for n in range(40)]
+    assert each_at_once(lambda n: n, []) == []
+
+    def odd_fails(n: int) -> int:
+        if n % 2:
+            raise ValueError(f"item {n}")
+        return n
+
+    with pytest.raises(ValueError, match=r"item 1$"):
+        each_at_once(odd_fails, list(range(10)))

@@ -12,6 +12,10 @@ endpoint and model, none that costs tokens:
   episodes' own retries and errors say more.
 * Anthropic: ``GET /v1/models/{id}`` (the Models API): 404 is an unknown model.
 
+Credentials in the endpoint's URL go as Basic auth instead of the key, as the run sends
+them. Each request is ``util.fetch``'s: bounded as a whole (``CHECK_TIMEOUT``), the key
+only to the endpoint's origin through redirects.
+
 ``--openenv-replay`` needs no endpoint and is not checked; nor is ``--collect-only``.
 """
 
@@ -19,22 +23,22 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..errors import ServerURLError
+from ..errors import ServerUnreachable, ServerURLError
 from ..util.endpoints import ServerURL, redact
+from ..util.fetch import each_at_once, fetch
 from ..util.secrets import KnownSecrets
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
 
-#: seconds the check of one endpoint may take (a model server loading its weights is slow)
+#: seconds one request of the check may take, its whole answer included (a model server
+#: loading its weights is slow)
 CHECK_TIMEOUT = 15.0
 #: most bytes read of an answer (a model list of a big provider is some 100 KB)
 MAX_ANSWER = 4 << 20
@@ -73,25 +77,22 @@ def endpoint_of(provider: str, settings: Settings) -> str:
 
 
 def get(base: ServerURL, path: str, headers: dict[str, str], timeout: float) -> Answer:
-    request = urllib.request.Request(
-        base.http_base + path, headers={"Accept": "application/json", **base.headers(), **headers}
-    )
-    handlers: list[Any] = [urllib.request.ProxyHandler({})] if base.is_loopback else []
-    opener = urllib.request.build_opener(*handlers)
+    """``GET`` one path of the endpoint, answer included within ``timeout`` (``fetch``)."""
     try:
-        with opener.open(request, timeout=timeout) as response:
-            status, raw = response.status, response.read(MAX_ANSWER)
-    except urllib.error.HTTPError as exc:
-        status, raw = exc.code, exc.read(MAX_ANSWER) if exc.fp is not None else b""
-    except urllib.error.URLError as exc:
-        return Answer(None, problem=f"unreachable ({base.scrub(str(exc.reason))})")
-    except (TimeoutError, OSError) as exc:
-        return Answer(None, problem=f"unreachable ({base.scrub(str(exc)) or type(exc).__name__})")
+        fetched = fetch(
+            base.http_base + path,
+            {"Accept": "application/json", **base.headers(), **headers},
+            timeout=timeout,
+            max_bytes=MAX_ANSWER,
+        )
+    except ServerUnreachable as exc:
+        return Answer(None, problem=f"unreachable ({base.scrub(str(exc))})")
+    raw = fetched.body[:MAX_ANSWER]
     try:
         body: Any = json.loads(raw)
     except ValueError:
         body = raw[:200].decode("utf-8", "replace")
-    return Answer(status, body)
+    return Answer(fetched.status, body)
 
 
 def listed_models(body: Any) -> list[str]:
@@ -101,21 +102,28 @@ def listed_models(body: Any) -> list[str]:
     return [str(entry["id"]) for entry in data if isinstance(entry, dict) and "id" in entry]
 
 
-def _refused_key(provider: str, answer: Answer, endpoint: str) -> str:
+def _refused_key(provider: str, answer: Answer, endpoint: str, base: ServerURL) -> str:
     official = endpoint == OFFICIAL[provider]
     key = KEY_ENV[provider]
     fix = f"check {key}" if official or os.environ.get(key) else f"set {key}"
+    if base.username is not None:
+        fix = "check the user and password in --openenv-llm-endpoint" + (
+            f" and {key}" if provider == "anthropic" else ""
+        )
     said = answer.said()
     return f"refused the key (HTTP {answer.status}{': ' + said if said else ''}); {fix}"
 
 
 def openai_problem(base: ServerURL, model: str, key: str | None, endpoint: str) -> str | None:
-    headers = {"Authorization": f"Bearer {key or PLACEHOLDER_KEY}"}
+    # credentials in the URL go as Basic auth instead of the key, as the run sends them
+    headers = (
+        {} if base.username is not None else {"Authorization": f"Bearer {key or PLACEHOLDER_KEY}"}
+    )
     listing = get(base, "/models", headers, CHECK_TIMEOUT)
     if listing.status is None:
         return listing.problem
     if listing.status in (401, 403):
-        return _refused_key("openai", listing, endpoint)
+        return _refused_key("openai", listing, endpoint, base)
     if listing.status != 200:
         return None  # no model list here, or busy: the episodes will say more
     names = listed_models(listing.body)
@@ -134,7 +142,7 @@ def anthropic_problem(base: ServerURL, model: str, key: str | None, endpoint: st
     if answer.status is None:
         return answer.problem
     if answer.status in (401, 403):
-        return _refused_key("anthropic", answer, endpoint)
+        return _refused_key("anthropic", answer, endpoint, base)
     if answer.status == 404:
         said = answer.said()
         return f"does not serve the model (HTTP 404{': ' + said if said else ''})"
@@ -164,7 +172,6 @@ def check_model_endpoints(config: pytest.Config, settings: Settings, arms: list[
             wanted[(arm.policy, model)] = None
     if not wanted:
         return
-    from concurrent.futures import ThreadPoolExecutor
 
     def problem(pair: tuple[str, str]) -> str | None:
         found = endpoint_problem(*pair, settings)
@@ -175,8 +182,7 @@ def check_model_endpoints(config: pytest.Config, settings: Settings, arms: list[
             f"--openenv-model={model}): {found}"
         )
 
-    with ThreadPoolExecutor(max_workers=min(8, len(wanted))) as pool:
-        problems = [p for p in pool.map(problem, list(wanted)) if p]
+    problems = [p for p in each_at_once(problem, list(wanted), most=8) if p]
     if not problems:
         return
     secrets = KnownSecrets.from_settings(settings)

@@ -9,7 +9,9 @@ owner would receive the token. Whose the token is, the Hub says (``/api/whoami-v
 ``HF_ENDPOINT``, the one place huggingface_hub sends it); a Space's host is
 ``{owner}-{space}.hf.space``.
 
-Only the standard library here: the WebSocket session lives in ``remote``.
+Every plain HTTP request goes through ``fetch``: one wall-clock bound on the whole
+request, credentials only to their own origin through redirects. Only the standard
+library here: the WebSocket session lives in ``remote``.
 """
 
 from __future__ import annotations
@@ -17,15 +19,13 @@ from __future__ import annotations
 import base64
 import functools
 import os
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import JSONTooDeep, ServerUnreachable, ServerURLError
+from .fetch import each_at_once, fetch
 from .jsonlimits import MAX_JSON_BYTES, loads_bounded
 
 HTTP_SCHEMES = {"http": "http", "https": "https", "ws": "http", "wss": "https"}
@@ -50,15 +50,15 @@ def token_accounts(token: str, endpoint: str) -> frozenset[str]:
     Asked once per process and token (cached: an external fact, not run state). Offline,
     or with a token the Hub refuses, nothing matches: the token is sent to no Space.
     """
-    request = urllib.request.Request(
-        endpoint + "/api/whoami-v2", headers={"Authorization": f"Bearer {token}"}
-    )
-    loopback = urllib.parse.urlsplit(endpoint).hostname in LOOPBACK_HOSTS
-    opener = urllib.request.build_opener(*([urllib.request.ProxyHandler({})] if loopback else []))
     try:
-        with opener.open(request, timeout=WHOAMI_TIMEOUT) as response:
-            answer = loads_bounded(response.read(MAX_JSON_BYTES))
-    except (OSError, ValueError):
+        fetched = fetch(
+            endpoint + "/api/whoami-v2",
+            {"Authorization": f"Bearer {token}"},
+            timeout=WHOAMI_TIMEOUT,
+            max_bytes=MAX_JSON_BYTES,
+        )
+        answer = loads_bounded(fetched.body) if fetched.status == 200 else None
+    except (ServerUnreachable, ValueError):
         return frozenset()
     if not isinstance(answer, dict):
         return frozenset()
@@ -180,26 +180,21 @@ class ServerURL:
         At most ``max_bytes`` are read and ``MAX_JSON_DEPTH`` levels parsed: a huge or
         deeply nested answer is refused, never loaded.
         """
-        url = self.http_base + path
-        request = urllib.request.Request(
-            url, headers={"Accept": "application/json", **self.headers()}
-        )
-        handlers: list[Any] = []
-        if self.is_loopback:
-            handlers.append(urllib.request.ProxyHandler({}))
-        opener = urllib.request.build_opener(*handlers)
         shown = f"GET {self.public}{path}"
         try:
-            with opener.open(request, timeout=timeout) as response:
-                body = response.read(max_bytes + 1)
-        except urllib.error.HTTPError as exc:
-            raise ServerUnreachable(f"{shown} answered HTTP {exc.code} {exc.reason}") from None
-        except urllib.error.URLError as exc:
-            raise ServerUnreachable(f"{shown} failed: {self.scrub(str(exc.reason))}") from None
-        except (TimeoutError, OSError) as exc:
+            answer = fetch(
+                self.http_base + path,
+                {"Accept": "application/json", **self.headers()},
+                timeout=timeout,
+                max_bytes=max_bytes,
+            )
+        except ServerUnreachable as exc:
+            raise ServerUnreachable(f"{shown} failed: {self.scrub(str(exc))}") from None
+        if not 200 <= answer.status < 300:
             raise ServerUnreachable(
-                f"{shown} failed: {self.scrub(str(exc)) or type(exc).__name__}"
-            ) from None
+                self.scrub(f"{shown} answered HTTP {answer.status} {answer.reason}")
+            )
+        body = answer.body
         if len(body) > max_bytes:
             raise ServerUnreachable(
                 f"{shown} answered more than {max_bytes} bytes (the most read from a server's "
@@ -250,8 +245,5 @@ def health_problem(server: ServerURL, *, timeout: float) -> str | None:
 def check_health(servers: Iterable[ServerURL], *, timeout: float) -> list[str]:
     """One ``GET /health`` per server, all at once; the problems found (empty when fine)."""
     servers = list(servers)
-    if not servers:
-        return []
-    with ThreadPoolExecutor(max_workers=min(16, len(servers))) as pool:
-        results = pool.map(lambda s: health_problem(s, timeout=timeout), servers)
-        return [problem for problem in results if problem]
+    results = each_at_once(lambda s: health_problem(s, timeout=timeout), servers)
+    return [problem for problem in results if problem]

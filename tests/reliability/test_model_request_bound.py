@@ -4,16 +4,22 @@ The real ``openai`` and ``anthropic`` SDKs against the loopback fake model: one 
 hangs (accepts, never answers) and one that trickles a valid answer one byte at a
 time (slowloris: every socket read succeeds, so a per-read timeout never fires).
 Without ``--openenv-timeout`` the bound is ``--openenv-request-timeout`` (default
-120 s; the tests set 1 s so they do not wait for the default).
+120 s; the tests set 1 s so they do not wait for the default). A Ctrl-C ends a run
+whose check before the run is being trickled.
 """
 
 from __future__ import annotations
+
+import json
+import signal
+import time
 
 import pytest
 from faults import Launcher, read_rows
 from servers.anthropic_messages import AnthropicMessagesServer
 from servers.fake_model import Faults
 from servers.openai_compat import OpenAICompatServer
+from servers.scripted_http import ScriptedHTTP, trickled
 
 from pytest_openenv.config.options import DEFAULT_REQUEST_TIMEOUT, OPTIONS
 from pytest_openenv.config.settings import RunSettings, Settings
@@ -77,3 +83,30 @@ def test_the_default_request_bound_is_stated_and_used() -> None:
         ]
         == 120
     )
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_a_run_whose_model_check_is_trickled(launcher: Launcher) -> None:
+    """The check's thread was stuck in a read that never timed out, and the run's exit
+    waited for it: two Ctrl-C did not end the run."""
+    body = json.dumps({"data": [{"id": f"m{i}"} for i in range(40)]}).encode()
+    with ScriptedHTTP({"/v1/models": trickled(body, every=2.0)}) as server:
+        run = launcher.start(
+            "--openenv-env=openspiel:tic_tac_toe",
+            "--openenv-n=2",
+            f"--openenv-llm-endpoint={server.url}/v1",
+            "--openenv-model=m",
+        )
+        deadline = time.monotonic() + 60
+        while not server.requests:
+            assert run.proc.poll() is None, run.read()
+            assert time.monotonic() < deadline, "the check never asked"
+            time.sleep(0.05)
+        time.sleep(0.5)  # in the middle of the trickled answer
+        interrupted = time.monotonic()
+        run.signal_controller(signal.SIGINT)
+        finished = run.wait(timeout=30)
+        took = time.monotonic() - interrupted
+    assert took < 5, took
+    assert finished.returncode == pytest.ExitCode.INTERRUPTED, finished.text[-3000:]
+    assert "INTERNALERROR" not in finished.text

@@ -27,7 +27,7 @@ from ...errors import ServerMismatch
 from ...util.endpoints import ServerUnreachable, ServerURL
 from ..base import EnvFamily, StepResult
 
-#: seconds one GET of /metadata, /schema or /state may take
+#: seconds one GET of /metadata, /schema or /state may take, its whole answer included
 FACTS_TIMEOUT = 10.0
 
 
@@ -143,7 +143,10 @@ def report_of(public: str, facts: ServerFacts, state: dict[str, Any] | None = No
 
 
 def read_report(server: ServerURL, *, timeout: float = FACTS_TIMEOUT, state: bool) -> ServerReport:
-    """``GET /metadata`` and ``/schema`` (and ``/state`` if asked); what fails stays unknown."""
+    """``GET /metadata`` and ``/schema`` (and ``/state`` if asked); what fails stays unknown.
+
+    Each GET within ``timeout``, and never longer than ``FACTS_TIMEOUT``."""
+    timeout = min(timeout, FACTS_TIMEOUT)
     http_state = _get(server, "/state", timeout) if state else None
     return report_of(
         server.public,
