@@ -35,6 +35,7 @@ import re
 from typing import Any, ClassVar
 
 from ..util.endpoints import ServerURL
+from ..util.secrets import HIDDEN, names_a_secret
 from .base import (
     ActionRejected,
     Backend,
@@ -535,10 +536,14 @@ class GenericFamily(EnvFamily):
         self.unconfirmed = tuple(k for k in self.config if status.get(k) == NOT_CONFIRMED)
         for key, sent in self.config.items():
             if status.get(key) == REFUSED:
+                # a credential's value (an hf_token field) is named, never shown
+                hide = names_a_secret(key)
                 raise EnvConfigError(
-                    f"{server.public} did not take the reset field {key}={show(sent)} from "
-                    f"--openenv-env-config: after the reset its state says {key}="
-                    f"{show(state.get(key))}, as it does after a reset without the field"
+                    f"{server.public} did not take the reset field "
+                    f"{key}={HIDDEN if hide else show(sent)} from --openenv-env-config: after "
+                    f"the reset its state says {key}="
+                    f"{HIDDEN if hide else show(state.get(key))}, as it does after a reset "
+                    "without the field"
                 )
 
     def start_warnings(self) -> list[str]:

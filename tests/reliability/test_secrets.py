@@ -294,3 +294,24 @@ def test_a_credential_in_the_env_config_reaches_the_env_and_no_output(
         assert metadata["settings"]["env_config"]["hf_token"] == "***"
     else:
         assert "signed in with ***" in text  # the failure message, scrubbed
+
+
+def test_a_dropped_credential_field_is_named_in_the_usage_error_never_shown() -> None:
+    """A server that drops an ``hf_token`` reset field is refused by name: the value the
+    user sent (and the one the server's state holds) stay out of the message."""
+    from pytest_openenv.envs.generic import REFUSED, GenericFamily
+    from pytest_openenv.envs.remote.hosting import Survey
+    from pytest_openenv.errors import EnvConfigError
+    from pytest_openenv.util.endpoints import ServerURL
+
+    sent, held = "hf_MARKERsentTokenQ4z8", "hf_MARKERheldTokenP2w6"
+    family = GenericFamily("repl_env", {"hf_token": sent, "difficulty": "hard"})
+    survey = Survey(
+        state={"hf_token": held, "difficulty": "easy"},
+        config_status={"hf_token": REFUSED, "difficulty": "confirmed"},
+    )
+    with pytest.raises(EnvConfigError) as refused:
+        family._check_config_taken(ServerURL.parse("http://127.0.0.1:1"), survey)
+    message = str(refused.value)
+    assert "did not take the reset field hf_token=*** " in message, message
+    assert sent not in message and held not in message and "MARKER" not in message
