@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from servers.fake_model import Faults
 from servers.openai_compat import OpenAICompatServer, serve_openai
+from servers.scripted_http import ScriptedHTTP, raw
 
 from pytest_openenv.errors import (
     AnswerTooLarge,
@@ -326,7 +327,7 @@ def test_a_chunked_answer_after_an_informational_one_is_read_whole_and_the_link_
         chat = ChatEndpoint(f"{redirector.url}/chunked", "sk-test", max_retries=0)
         answers = [chat.post(BODY, 5.0) for _ in range(2)]
         assert [json.loads(a.body) for a in answers] == [{"choices": [{"message": {}}], "x": 1}] * 2
-        assert answers[0].is_json
+        assert answers[0].headers["content-type"] == "application/json"
         assert len(chat._idle) == 1  # both over one kept-alive connection
     finally:
         redirector.close()
@@ -428,3 +429,25 @@ def test_a_kernel_that_refuses_the_bounds_falls_back_to_the_sockets_timeout(
     finally:
         link.close()
         theirs.close()
+
+
+def test_a_chunk_size_past_the_cap_is_said_as_announced_not_as_bytes_read() -> None:
+    """The message said "1152921504606846975 bytes read" of an answer that sent none."""
+    huge_chunk = raw(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\nFFFFFFFFFFFFFFF\r\n{}"
+    )
+    with ScriptedHTTP({"/v1/chat/completions": huge_chunk}) as server:
+        chat = ChatEndpoint(f"{server.url}/v1", "sk-test", max_retries=0)
+        with pytest.raises(AnswerTooLarge) as raised:
+            chat.post(BODY, 5.0)
+    message = str(raised.value)
+    assert "(a chunk of 1152921504606846975 bytes announced after 0)" in message, message
+    assert "bytes read" not in message
+
+
+def test_a_json_completion_sent_as_text_plain_is_read_as_json() -> None:
+    body = json.dumps({"choices": [{"message": {"content": "hi"}}]})
+    answer = http_client.Answer(200, {"content-type": "text/plain"}, body.encode())
+    assert answer.decoded() == {"choices": [{"message": {"content": "hi"}}]}
+    assert http_client.Answer(200, {}, b"<html>").decoded() == "<html>"

@@ -5,7 +5,8 @@ with an HTML page or its own JSON. Scored as an empty agent turn, that would low
 the pass rate; it must error the episode, naming the endpoint and what came back
 (cut short, secrets scrubbed). A real completion with no tool call, empty content
 or content parts stays a model turn. A 429 whose ``Retry-After`` is longer than the
-SDK waits is reported as what happened (not retried), not as retries spent.
+SDK waits is reported as what happened (not retried), not as retries spent, under the
+name of the header read. A completion is read as JSON whatever its content type says.
 
 The real ``openai`` and ``anthropic`` SDKs against the loopback fake model.
 """
@@ -19,6 +20,7 @@ from faults import Launcher, read_rows
 from servers.anthropic_messages import AnthropicMessagesServer
 from servers.fake_model import Faults
 from servers.openai_compat import OpenAICompatServer
+from servers.scripted_http import ScriptedHTTP, with_headers
 
 from pytest_openenv.policies.llm.anthropic_messages import is_message
 from pytest_openenv.policies.llm.openai_chat import is_chat_completion
@@ -251,3 +253,55 @@ def test_a_callable_policy_answer_past_the_cap_is_an_episode_error(launcher: Lau
     message = row["failure"]["message"]
     assert f"answered {MAX_ANSWER_BYTES + 1} bytes" in message, message
     assert len(json.dumps(row)) < 100_000
+
+
+@pytest.mark.parametrize("client", ["http", "sdk"])
+@pytest.mark.slow
+def test_a_long_retry_after_ms_is_named_as_the_header_read(launcher: Launcher, client: str) -> None:
+    """A ``retry-after-ms`` was reported as ``Retry-After``, a header the server never sent."""
+    slow_down = with_headers(
+        429,
+        {"Content-Type": "application/json", "retry-after-ms": "3600000"},
+        json.dumps({"error": {"message": "slow down"}}).encode(),
+    )
+    with ScriptedHTTP({"/v1/chat/completions": slow_down}) as server:
+        finished = launcher.run(
+            "--openenv-env=openspiel:tic_tac_toe",
+            "--openenv-n=1",
+            f"--openenv-llm-endpoint={server.url}/v1",
+            "--openenv-model=fake-model",
+            f"--openenv-llm-client={client}",
+            timeout=90,
+        )
+    assert finished.returncode == 1, finished.text[-3000:]
+    [row] = read_rows(launcher.output / "failures.jsonl")
+    message = row["failure"]["message"]
+    assert "(retry-after-ms: 3600000: the server asked to wait 3600 s" in message, message
+    assert "Retry-After" not in message, message
+
+
+@pytest.mark.parametrize("client", ["http", "sdk"])
+@pytest.mark.slow
+def test_a_completion_sent_as_text_plain_is_a_model_turn(launcher: Launcher, client: str) -> None:
+    """Both paths refused a valid completion whose content type said text/plain, which the
+    SDK's ``chat.completions.create`` reads as JSON whatever the content type says."""
+    completion = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "fake-model",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "no move from me"},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 4, "total_tokens": 14},
+    }
+    faults = Faults(raw_200=("text/plain; charset=utf-8", json.dumps(completion)))
+    run(launcher, "openai", faults, f"--openenv-llm-client={client}")
+    rows = read_rows(launcher.output / "failures.jsonl")
+    assert len(rows) == 2
+    assert all(row["failure"]["outcome"] == "failed" for row in rows), rows[0]["failure"]
+    assert all(row["metrics"]["turns"] >= 1 for row in rows)

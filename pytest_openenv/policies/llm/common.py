@@ -351,16 +351,15 @@ class RemoteModelPolicy(Policy):
 
     def _retries_spent(self, headers: Any, configured: int) -> str:
         """What the client did before giving up: retries counted, and a wait it refused."""
-        from .deadline import LONGEST_RETRY_AFTER, retry_after
+        from .deadline import LONGEST_RETRY_AFTER, retry_after, retry_after_said
 
         attempts = getattr(self._attempts, "count", 0)
         spent = max(attempts - 1, 0) if attempts else configured
         text = f" after {spent} retries" if spent else ""
         wait = retry_after(headers) if headers is not None else None
         if wait is not None and wait > LONGEST_RETRY_AFTER:
-            asked = headers.get("retry-after") or f"{wait:g}"
             text += (
-                f" (Retry-After: {asked}: the server asked to wait {wait:g} s, longer than "
+                f" ({retry_after_said(headers)}: the server asked to wait {wait:g} s, longer than "
                 f"the {LONGEST_RETRY_AFTER:g} s a retry may wait; not retried)"
             )
         elif not spent:

@@ -138,6 +138,16 @@ def retry_after(headers: Any) -> float | None:
     return when.timestamp() - time.time()
 
 
+def retry_after_said(headers: Any) -> str:
+    """The header ``retry_after`` took the wait from, as ``name: value``."""
+    millis = headers.get("retry-after-ms")
+    try:
+        float(millis)
+    except (TypeError, ValueError):
+        return f"Retry-After: {headers.get('retry-after')}"
+    return f"retry-after-ms: {millis}"
+
+
 def refuse_long_waits(response: Any) -> None:
     wait = retry_after(response.headers)
     if wait is not None and wait > LONGEST_RETRY_AFTER:

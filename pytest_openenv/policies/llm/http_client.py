@@ -89,9 +89,14 @@ class Answer:
     headers: dict[str, str]
     body: bytes
 
-    @property
-    def is_json(self) -> bool:
-        return "json" in self.headers.get("content-type", "")
+    def decoded(self) -> Any:
+        """The body as JSON when it parses, whatever the content type says, else its text
+        (as the openai SDK reads an answer it expects a model of)."""
+        text = self.body.decode("utf-8", "replace")
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
 
 
 def retried_status(status: int, headers: dict[str, str]) -> bool:
@@ -389,11 +394,7 @@ class ChatEndpoint:
 
     @staticmethod
     def _error_body(answer: Answer) -> Any:
-        text = answer.body.decode("utf-8", "replace")
-        try:
-            return json.loads(text)
-        except ValueError:
-            return text
+        return answer.decoded()
 
 
 def _left(ends: float) -> float:
@@ -559,8 +560,8 @@ class Link:
                 while self._line(ends):  # trailers, up to the blank line
                     pass
                 return b"".join(parts)
+            if have + size > max_bytes:  # said, not read: the size line alone says too much
+                raise too_large(where, f"a chunk of {size} bytes announced after {have}", max_bytes)
             have += size
-            if have > max_bytes:
-                raise too_large(where, f"{have} bytes read", max_bytes)
             parts.append(self.read_exactly(size, ends))
             self._line(ends)  # the chunk's own line end

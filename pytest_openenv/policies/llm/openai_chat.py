@@ -110,6 +110,14 @@ def is_chat_completion(response: Any) -> bool:
     )
 
 
+def json_or_text(text: str) -> Any:
+    """``text`` as JSON when it parses, else itself."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def parse_response(response: Any, turn: Turn) -> Reply:
     """A chat completion as one assistant ``Reply``."""
     choices = _field(response, "choices") or []
@@ -168,6 +176,10 @@ class OpenAIPolicy(RemoteModelPolicy):
         # per call, which under the GIL caps how many episodes one process keeps in flight).
         options = {"timeout": timeout} if timeout is not None else {}
         response = client.post("/chat/completions", body=body, cast_to=object, options=options)
+        if isinstance(response, str):
+            # the text of an answer not labelled JSON; chat.completions.create would still
+            # read it as JSON (a proxy may call a completion text/plain)
+            response = json_or_text(response)
         if not is_chat_completion(response):
             raise self.unreadable(response, "a chat completion")
         return parse_response(response, turn)
@@ -207,9 +219,8 @@ class OpenAIHTTPPolicy(OpenAIPolicy):
         body = self._body(turn)
         data = BODY_JSON.encode(body).encode("utf-8")
         answer = client.post(data, timeout or self.config.request_timeout, turn.deadline)
-        text = answer.body.decode("utf-8", "replace")
-        # as the SDK reads it: JSON when the server says so, else the text (not a completion)
-        response: Any = json.loads(text) if answer.is_json else text
+        # as the SDK reads it: JSON when it parses (a proxy may call it text/plain), else text
+        response: Any = answer.decoded()
         if not is_chat_completion(response):
             raise self.unreadable(response, "a chat completion")
         return parse_response(response, turn)
