@@ -238,3 +238,25 @@ def test_each_at_once_keeps_the_order_and_raises_the_first_failure() -> None:
 
     with pytest.raises(ValueError, match=r"item 1$"):
         each_at_once(odd_fails, list(range(10)))
+
+
+def test_a_remote_servers_check_goes_through_the_environments_proxy_a_loopback_ones_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    healthy = answer_json({"status": "healthy"})
+    with (
+        ScriptedHTTP({"http://env.example/health": healthy}) as proxy,
+        ScriptedHTTP({"/health": healthy}) as local,
+    ):
+        proxy_url = f"http://pu:pp-proxy@127.0.0.1:{proxy.url.rsplit(':', 1)[1]}"
+        for name in ("http_proxy", "HTTP_PROXY"):
+            monkeypatch.setenv(name, proxy_url)
+        assert health_problem(ServerURL.parse("http://env.example"), timeout=5.0) is None
+        assert health_problem(ServerURL.parse(local.url), timeout=5.0) is None
+    assert proxy.paths() == ["http://env.example/health"]  # the absolute URL, as urllib sends it
+    sent = proxy.requests[0].headers
+    assert sent["proxy-authorization"] == "Basic " + base64.b64encode(b"pu:pp-proxy").decode()
+    assert sent["host"] == "env.example"
+    assert local.paths() == ["/health"]
