@@ -18,8 +18,11 @@ from servers.openai_compat import serve_openai
 
 from pytest_openenv.config.options import OPTIONS
 from pytest_openenv.config.settings import LLMSettings, Settings
-from pytest_openenv.policies.llm.common import build_llm_policy
-from pytest_openenv.policies.llm.openai_chat import OpenAIHTTPPolicy, OpenAIPolicy
+from pytest_openenv.policies.llm.openai_chat import (
+    OpenAIHTTPPolicy,
+    OpenAIPolicy,
+    build_openai_policy,
+)
 
 ENDPOINT = "http://127.0.0.1:8000/v1"
 
@@ -39,7 +42,7 @@ def test_the_llm_client_option_picks_what_carries_openai_requests(
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0000")
     settings = Settings(llm=LLMSettings(model=MODEL, endpoint=endpoint, client=client))
-    policy = build_llm_policy("openai", settings)
+    policy = build_openai_policy(settings)
     assert type(policy) is expected
 
 
@@ -51,11 +54,9 @@ def test_the_http_client_needs_no_sdk_installed(monkeypatch: pytest.MonkeyPatch)
         importlib.util, "find_spec", lambda name, *a: None if name == "openai" else real(name, *a)
     )
     settings = Settings(llm=LLMSettings(model=MODEL, endpoint=ENDPOINT))
-    assert isinstance(build_llm_policy("openai", settings), OpenAIHTTPPolicy)
+    assert isinstance(build_openai_policy(settings), OpenAIHTTPPolicy)
     with pytest.raises(pytest.UsageError, match="needs the openai SDK, which is not installed"):
-        build_llm_policy(
-            "openai", Settings(llm=LLMSettings(model=MODEL, endpoint=ENDPOINT, client="sdk"))
-        )
+        build_openai_policy(Settings(llm=LLMSettings(model=MODEL, endpoint=ENDPOINT, client="sdk")))
 
 
 @pytest.mark.parametrize(

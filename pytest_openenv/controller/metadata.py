@@ -41,11 +41,11 @@ class RunMetadata:
     def samples(self, played: set[str] | frozenset[str]) -> bool:
         """Whether a policy that sends the sampling options played (or, before any row, is
         named for the run)."""
-        from ..policies.registry import LLM
+        from ..policies.registry import plays_a_model
 
         run = self.settings.run
         named = {*run.named_policies, self.service.run_policy_name() or ""}
-        return any(name in LLM for name in (played or named))
+        return any(plays_a_model(name) for name in (played or named) if name)
 
     def identity(self) -> dict[str, Any]:
         """What must match for ``--openenv-resume`` to continue a folder (``dataset/identity``)."""

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import EnvConfigError
-from .registry import LLM
+from .registry import plays_a_model
 
 _NOT_IN_IDS = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -43,10 +43,11 @@ def arms_of(policies: tuple[str, ...], models: tuple[str, ...]) -> list[Arm]:
     would share an id (names that differ only in characters ids cannot hold)."""
     arms: list[Arm] = []
     for policy in policies:
-        if policy in LLM and len(models) > 1:
+        plays = plays_a_model(policy)
+        if plays and len(models) > 1:
             arms.extend(Arm(policy, model) for model in models)
         else:
-            arms.append(Arm(policy, models[0] if policy in LLM and models else None))
+            arms.append(Arm(policy, models[0] if plays and models else None))
     if len(arms) > 1:
         seen: dict[str, Arm] = {}
         for arm in arms:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import PolicyUnavailable
 from .base import Policy, Reply, ToolCall, Turn
+
+if TYPE_CHECKING:
+    from ..config.settings import Settings
+    from ..util.overload import OverloadSignal
 
 
 class ExpertPolicy(Policy):
@@ -19,3 +23,7 @@ class ExpertPolicy(Policy):
             raise PolicyUnavailable("this env offers no expert move; choose another policy")
         call = ToolCall.from_proposed(turn.expert, f"call_{turn.turn:03d}")
         return Reply(tool_calls=(call,))
+
+
+def build_expert_policy(settings: Settings, overload: OverloadSignal | None = None) -> Policy:
+    return ExpertPolicy()

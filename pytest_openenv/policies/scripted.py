@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import random
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import PolicyUnavailable
 from .base import Policy, Reply, ToolCall, Turn
+
+if TYPE_CHECKING:
+    from ..config.settings import Settings
+    from ..util.overload import OverloadSignal
 
 
 def _call_id(turn: Turn) -> str:
@@ -37,3 +41,11 @@ class RandomPolicy(Policy):
         rng = random.Random(f"policy:{turn.seed}:{turn.repeat}:{turn.turn}")
         choice = rng.choice(options)
         return Reply(tool_calls=(ToolCall.from_proposed(choice, _call_id(turn)),))
+
+
+def build_scripted_policy(settings: Settings, overload: OverloadSignal | None = None) -> Policy:
+    return ScriptedPolicy()
+
+
+def build_random_policy(settings: Settings, overload: OverloadSignal | None = None) -> Policy:
+    return RandomPolicy()

@@ -195,7 +195,8 @@ def check_what_plays(
     """A marker's ``models=[...]`` no policy of the test plays: refused (exit 4). The command
     line's model or sampling options, when the test plays no model: remembered, and refused
     once the collection shows that no test plays one (``WhatPlays.run_wide_problem``)."""
-    from .what_plays import plays_a_model, unplayed_model, unused_sampling
+    from ..policies.registry import plays_a_model
+    from .what_plays import unplayed_model, unused_sampling
 
     policies = [arm.policy for arm in arms]
     if any(plays_a_model(p) for p in policies):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ..policies.base import Policy
-from ..policies.registry import BUILTIN, LLM
+from ..policies.registry import BUILT_IN, model_policies, teachers
 
 if TYPE_CHECKING:
     from ..envs.base import EnvFamily
@@ -56,18 +56,18 @@ def check_honoured(policy: str, family: EnvFamily, where: str) -> None:
     The family declares it (``EnvFamily.builtin_policy_problem``); a record that says
     ``random`` must never hold the oracle's answer.
     """
-    if policy not in BUILTIN:
+    if policy not in teachers():
         return
     problem = family.builtin_policy_problem(policy)
     if problem is None:
         return
     fitting = [
         name
-        for name in BUILTIN
+        for name in teachers()
         if family.builtin_policy_problem(name) is None
-        and not (BUILTIN[name].wants_expert and family.expert_problem())
+        and not (BUILT_IN[name].wants_expert and family.expert_problem())
     ]
-    choices = ", ".join([*fitting, *LLM, "pkg.module:callable"])
+    choices = ", ".join([*fitting, *model_policies(), "pkg.module:callable"])
     raise pytest.UsageError(
         f"{where} cannot play {family.spec} (family {family.name!r}): {problem}. "
         f"Choose one of: {choices}"

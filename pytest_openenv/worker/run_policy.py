@@ -19,7 +19,7 @@ def check_run_policy(config: pytest.Config, service: EpisodeService) -> list[Pol
     several), for a process that plays to load."""
     from ..errors import EnvConfigError
     from ..policies.arms import arms_of
-    from ..policies.registry import LLM, check_known
+    from ..policies.registry import check_known, plays_a_model
 
     settings = service.settings
     family = service.run_family()
@@ -35,7 +35,11 @@ def check_run_policy(config: pytest.Config, service: EpisodeService) -> list[Pol
         check_what_plays(config, policies, settings)
     built = []
     for arm in arms:
-        if arm.model is None and arm.policy in LLM and models_from_markers(config, settings):
+        if (
+            arm.model is None
+            and plays_a_model(arm.policy)
+            and models_from_markers(config, settings)
+        ):
             continue  # each test's models=[...]; a test without them: its collection error
         policy = service.policy(arm.policy, arm.model)
         built.append(policy)

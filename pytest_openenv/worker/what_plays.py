@@ -12,12 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..policies.registry import LLM
-
-
-def plays_a_model(policy: str) -> bool:
-    """Whether ``policy`` sends ``--openenv-model`` (and samples with the sampling options)."""
-    return policy in LLM
+from ..policies.registry import calls_endpoint, plays_a_model
 
 
 def _policy_words(policies: Sequence[str], chosen_by: str | None) -> str:
@@ -63,7 +58,7 @@ def unused_endpoint(
     policies: Sequence[str], endpoint_given: str | None, *, chosen_by: str | None
 ) -> str | None:
     """Why ``--openenv-llm-endpoint`` would be called by none of ``policies``, or None."""
-    if endpoint_given is None or any(p in ("openai", "anthropic") for p in policies):
+    if endpoint_given is None or any(calls_endpoint(p) for p in policies):
         return None
     return (
         f"{endpoint_given} is set but {_policy_words(policies, chosen_by)}, which calls no "

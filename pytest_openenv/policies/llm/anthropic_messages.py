@@ -9,10 +9,14 @@ SDK is imported on the first model call.
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..base import Reply, ToolCall, Turn, Usage, content_text, readable_count
-from .common import RemoteModelPolicy
+from .common import RemoteModelPolicy, checked_remote_policy
+
+if TYPE_CHECKING:
+    from ...config.settings import Settings
+    from ...util.overload import OverloadSignal
 
 #: Messages rejects an assistant turn with no content; ours may be empty (the model said nothing).
 EMPTY_TURN = "(no reply)"
@@ -193,3 +197,12 @@ class AnthropicPolicy(RemoteModelPolicy):
         if not is_message(response):
             raise self.unreadable(response, "a Messages response")
         return from_anthropic(_field(response, "content"), _field(response, "usage"))
+
+
+def build_anthropic_policy(
+    settings: Settings, overload: OverloadSignal | None = None
+) -> RemoteModelPolicy:
+    """``--openenv-policy=anthropic``: model, SDK and key checked before any episode."""
+    return checked_remote_policy(
+        AnthropicPolicy, settings, overload, example_model="claude-sonnet-4-5"
+    )

@@ -385,35 +385,23 @@ class RemoteModelPolicy(Policy):
 NEEDS_MODEL = "needs --openenv-model"
 
 
-def uses_http_client(settings: Settings) -> bool:
-    """Whether ``--openenv-policy=openai`` requests go through ``http_client`` (not the SDK).
-
-    ``auto``: for ``--openenv-llm-endpoint``, a self-hosted server that needs nothing of the
-    SDK but the wire format; the official API keeps the SDK (``OPENAI_BASE_URL``, its auth
-    and headers, whatever OpenAI changes next).
-    """
-    client = settings.llm.client
-    return client == "http" or (client == "auto" and bool(settings.llm.endpoint))
-
-
-def build_llm_policy(
-    provider: str, settings: Settings, overload: OverloadSignal | None = None
+def checked_remote_policy(
+    cls: type[RemoteModelPolicy],
+    settings: Settings,
+    overload: OverloadSignal | None,
+    *,
+    example_model: str,
 ) -> RemoteModelPolicy:
-    """``--openenv-policy=openai|anthropic``: check model, SDK and key before any episode.
+    """A ``cls`` for ``--openenv-policy=<cls.provider>``, with model, SDK and key checked
+    before any episode (``example_model`` in the message when the model is missing).
 
     ``overload`` hears the endpoint's pushback (429/503, timeouts).
     """
-    if provider == "openai":
-        from .openai_chat import OpenAIHTTPPolicy, OpenAIPolicy
-
-        cls = OpenAIHTTPPolicy if uses_http_client(settings) else OpenAIPolicy
-    else:
-        from .anthropic_messages import AnthropicPolicy as cls  # type: ignore[assignment]
+    provider = cls.provider
     model, replay, endpoint = settings.llm.model, settings.llm.replay, settings.llm.endpoint
     if not model:
-        example = "gpt-4o-mini" if provider == "openai" else "claude-sonnet-4-5"
         raise pytest.UsageError(
-            f"--openenv-policy={provider} {NEEDS_MODEL} (e.g. --openenv-model={example})"
+            f"--openenv-policy={provider} {NEEDS_MODEL} (e.g. --openenv-model={example_model})"
         )
     if not replay and cls.sdk and importlib.util.find_spec(cls.sdk) is None:
         # presence only: importing an SDK costs up to a second of CPU (``import openai``

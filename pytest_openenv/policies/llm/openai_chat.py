@@ -13,11 +13,15 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...errors import EndpointStatus, EndpointTimeout, EndpointUnreachable
 from ..base import Reply, ToolCall, Turn, Usage, content_text
-from .common import Failure, RemoteModelPolicy
+from .common import Failure, RemoteModelPolicy, checked_remote_policy
+
+if TYPE_CHECKING:
+    from ...config.settings import Settings
+    from ...util.overload import OverloadSignal
 
 #: OpenAI reasoning models (o1, o3, o4-mini, gpt-5 ...) reject ``max_tokens`` and
 #: ``temperature`` on the official API; they take ``max_completion_tokens``.
@@ -243,3 +247,23 @@ class OpenAIHTTPPolicy(OpenAIPolicy):
         if isinstance(exc, EndpointStatus):
             return self._status_failure(exc, exc.headers, retries)
         return None
+
+
+def uses_http_client(settings: Settings) -> bool:
+    """Whether ``--openenv-policy=openai`` requests go through ``http_client`` (not the SDK).
+
+    ``auto``: for ``--openenv-llm-endpoint``, a self-hosted server that needs nothing of the
+    SDK but the wire format; the official API keeps the SDK (``OPENAI_BASE_URL``, its auth
+    and headers, whatever OpenAI changes next).
+    """
+    client = settings.llm.client
+    return client == "http" or (client == "auto" and bool(settings.llm.endpoint))
+
+
+def build_openai_policy(
+    settings: Settings, overload: OverloadSignal | None = None
+) -> RemoteModelPolicy:
+    """``--openenv-policy=openai``: model, SDK (unless the standard library carries the
+    requests) and key checked before any episode."""
+    cls = OpenAIHTTPPolicy if uses_http_client(settings) else OpenAIPolicy
+    return checked_remote_policy(cls, settings, overload, example_model="gpt-4o-mini")

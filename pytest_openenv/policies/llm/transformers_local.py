@@ -31,7 +31,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pytest
 
@@ -47,6 +47,9 @@ from .openai_chat import sampling_seed
 from .prefix_cache import PrefixStore, cache_argument, layer_tensors, supports_block_prefill
 from .template_fit import TemplateFit, in_form, probe, render_with_transformers
 from .tool_text import parse_tool_calls
+
+if TYPE_CHECKING:
+    from ...util.overload import OverloadSignal
 
 EXTRA = "pip install 'pytest-openenv[transformers]'"
 #: what the policy imports, by the name pip knows it under
@@ -439,8 +442,11 @@ def share_cores_with_other_workers(torch: Any) -> None:
     torch.set_num_threads(max(1, (cores or 1) // int(workers)))
 
 
-def build_transformers_policy(settings: Settings) -> TransformersPolicy:
-    """Check model, extra and chat template before any episode; every misfit is exit 4."""
+def build_transformers_policy(
+    settings: Settings, overload: OverloadSignal | None = None
+) -> TransformersPolicy:
+    """Check model, extra and chat template before any episode; every misfit is exit 4.
+    (No endpoint, so no ``overload`` to tell.)"""
     llm = settings.llm
     where = "--openenv-policy=transformers"
     if not llm.model:
