@@ -43,7 +43,9 @@ Hierarchy::
      │    │    └── RenderTimeout      it renders past its bound (a loop without end)
      │    ├── CheckpointProblem       ``--openenv-model`` names no checkpoint transformers can load
      │    ├── ViewError               ``python -m pytest_openenv view``: bad folder, host, port
-     │    └── HarnessParameterError   (ValueError) an OpenEnv ``eval_parameters`` key we lack
+     │    ├── HarnessParameterError   (ValueError) an OpenEnv ``eval_parameters`` key we lack
+     │    └── TrainingSetupError      (ValueError) ``pytest_openenv.trl``: a tool TRL cannot
+     │                                call, a dataset row without a seed
      ├── InfrastructureFault          -> the item ERRORS (setup), row in failures.jsonl
      │    ├── EpisodeError            what run_episode raises for any fault below
      │    │    └── EpisodeTimeout     over --openenv-timeout
@@ -66,7 +68,8 @@ Hierarchy::
      │    └── ContextExhausted        the model's context is full: the episode ends unfinished
      ├── PushError                    the upload did not happen; local files intact
      │    └── NotAnOutputFolder       the folder lacks the files the plugin writes
-     └── HarnessRunFailed             (RuntimeError) ``openenv_harness``: a run gave no figures
+     ├── HarnessRunFailed             (RuntimeError) ``openenv_harness``: a run gave no figures
+     └── EvaluationRunFailed          (RuntimeError) ``trl.EvalCallback``: a run gave no figures
 
 A fault that reaches the episode loop becomes ``EpisodeError`` there (with the
 episode id in its message), so the fixture has one exception to turn into the
@@ -300,3 +303,13 @@ class HarnessRunFailed(OpenEnvError, RuntimeError):
     """The pytest run behind an ``EvalHarness.run`` ended without figures (a usage error,
     an internal error, nothing collected, a time limit): the message says which, with the
     end of its output."""
+
+
+class TrainingSetupError(BadInput, ValueError):
+    """``pytest_openenv.trl``: an env tool TRL cannot expose as a method (a name that is no
+    identifier, or one the environment class needs), or a dataset row without a ``seed``."""
+
+
+class EvaluationRunFailed(OpenEnvError, RuntimeError):
+    """``pytest_openenv.trl.EvalCallback``: the run of one evaluation ended without figures
+    (a usage error, an internal error, nothing collected); the message gives its exit code."""

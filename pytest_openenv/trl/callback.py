@@ -1,0 +1,303 @@
+"""``EvalCallback``: the model being trained, judged every N steps by a pytest-openenv run.
+
+Each evaluation is a whole run in this process (``pytest.main``: the bundled episode test
+on one env, or a suite file), whose policy is the trainer's model as it is at that step (the
+``transformers`` policy over the model and tokenizer in memory; nothing is saved). So each
+step leaves a normal output folder (``results.jsonl``, ``failures.jsonl``, ``summary.json``,
+``report.html``) with the run's own figures and gate, and the evaluations pair up seed by
+seed: each against step 0 and against the best before it, by the exact McNemar test the
+plugin's baselines use.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from transformers import Trainer, TrainerCallback
+
+from ..errors import EvaluationRunFailed
+from ..policies.llm.checkpoint import Checkpoint
+from ..policies.llm.template_fit import probe
+from ..policies.llm.transformers_local import LocalSampling, TransformersPolicy
+from ..report.paired import Outcome, compare_pair
+from ..util.render_bound import bounded_render
+
+#: exit codes after which a run's summary.json holds its figures (episodes or a gate failed)
+WITH_FIGURES = (0, 1)
+#: the prefix of every key an evaluation logs
+PREFIX = "openenv/"
+
+
+class TrainedModelPolicy(TransformersPolicy):
+    """The ``transformers`` policy over a model and tokenizer already in memory.
+
+    No prompt blocks are kept between turns (``prefixes``): the weights change with every
+    training step, and blocks encoded by an earlier model would be stale. No response cache
+    either (``cache_identity`` None): the same conversation gets a new answer each step.
+    """
+
+    name: ClassVar[str] = "transformers"
+
+    def __init__(self, model: Any, tokenizer: Any, label: str, sampling: LocalSampling) -> None:
+        template = str(getattr(tokenizer, "chat_template", None) or "")
+        checkpoint = Checkpoint(
+            spec=label, source=label, folder=Path(), gguf_file=None, chat_template=template
+        )
+        super().__init__(checkpoint, sampling, None)
+        self._in_memory = (model, tokenizer)
+
+    def _load(self) -> tuple[Any, Any, Any]:
+        import torch
+
+        model, tokenizer = self._in_memory
+
+        def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+            with bounded_render(f"the chat template of {self.model}"):
+                return tokenizer.apply_chat_template(messages, tools=tools, tokenize=False)
+
+        self.fit = probe(render)
+        self.prefixes = None
+        return torch, tokenizer, model
+
+    def cache_identity(self) -> None:  # type: ignore[override]
+        return None
+
+
+def _policy_fixture(policy: TrainedModelPolicy) -> types.ModuleType:
+    """A plugin whose ``openenv_policy`` fixture is the trained model's policy (a module:
+    pytest reads a plugin object's fixtures from its class, a module's from the module)."""
+
+    @pytest.fixture(scope="session", name="openenv_policy")
+    def openenv_policy() -> TrainedModelPolicy:
+        return policy
+
+    plugin = types.ModuleType("pytest_openenv_trained_model")
+    plugin.openenv_policy = openenv_policy  # type: ignore[attr-defined]
+    return plugin
+
+
+class _Override:
+    """Registers ``_policy_fixture`` last, so its fixture wins over the plugin's default."""
+
+    def __init__(self, policy: TrainedModelPolicy) -> None:
+        self.policy = policy
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_configure(self, config: pytest.Config) -> None:
+        config.pluginmanager.register(_policy_fixture(self.policy), "pytest-openenv-trained-model")
+
+
+def read_outcomes(folder: Path) -> dict[Any, Outcome]:
+    """(env, seed, episode id) -> (passed, reward; None when the episode errored), from the
+    rows: the same episode of two runs on the same seeds has the same key."""
+    outcomes: dict[Any, Outcome] = {}
+    for name in ("results.jsonl", "failures.jsonl"):
+        path = folder / name
+        if not path.exists():
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            errored = (row.get("failure") or {}).get("outcome") == "error"
+            key = (row.get("env"), row.get("seed"), row.get("episode_id"))
+            outcomes[key] = (bool(row.get("passed")), None if errored else row.get("reward"))
+    return outcomes
+
+
+class EvalCallback(TrainerCallback):
+    """Evaluates the model being trained at step 0 and every ``every`` steps.
+
+    ``env``: an env spec (``openspiel:tic_tac_toe``), played on ``n`` fixed seeds from
+    ``seed`` (keep them apart from the training seeds); or ``suite``: a pytest-openenv
+    suite file or folder, whose tests, markers and gates run instead. ``pytest_args``: more
+    arguments for every run (``--openenv-max-turns=5``, ``--openenv-env-config=...``);
+    ``min_pass_rate`` adds ``--openenv-min-pass-rate``. ``max_tokens`` and ``temperature``
+    are the model's sampling (0: greedy). Each evaluation's output folder is
+    ``output/step-000010``.
+
+    Logged at each evaluation (under ``openenv/``): ``pass_rate`` with its Wilson interval
+    (``pass_rate_low``, ``pass_rate_high``), ``mean_reward``, ``tokens``, ``episodes``;
+    after step 0, ``p_vs_step0`` and ``p_vs_best`` (two-sided exact McNemar on the paired
+    seeds) and ``best_step``. Attached to the trainer (``attach``), the figures go through
+    ``Trainer.log`` to every ``report_to`` logger and ``state.log_history``; given only in
+    ``callbacks=``, they go to ``state.log_history`` alone (a callback is not handed the
+    trainer).
+
+    The gate, from the first evaluation after step 0: training stops when a run fails its
+    gate (``stop_on_gate``: ``min_pass_rate``, or any gate in ``pytest_args`` or the suite),
+    or when the pass rate fell significantly below step 0's (``stop_on_drop``: McNemar at
+    ``1 - confidence``). ``stopped_because`` then says why.
+    """
+
+    def __init__(
+        self,
+        env: str | None = None,
+        *,
+        suite: str | Path | None = None,
+        n: int = 20,
+        seed: int = 10_000,
+        every: int = 10,
+        output: str | Path = "openenv-evals",
+        pytest_args: Sequence[str] = (),
+        min_pass_rate: float | None = None,
+        stop_on_gate: bool = True,
+        stop_on_drop: bool = False,
+        confidence: float = 0.95,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        request_timeout: float = 600.0,
+    ) -> None:
+        if (env is None) == (suite is None):
+            raise ValueError("EvalCallback needs one of env= (an env spec) or suite= (a path)")
+        if every < 1:
+            raise ValueError(f"EvalCallback(every={every}): evaluate every 1 or more steps")
+        self.env = env
+        self.suite = None if suite is None else Path(suite)
+        self.n = n
+        self.seed = seed
+        self.every = every
+        self.output = Path(output)
+        self.pytest_args = list(pytest_args)
+        if min_pass_rate is not None:
+            self.pytest_args.append(f"--openenv-min-pass-rate={min_pass_rate}")
+        self.stop_on_gate = stop_on_gate
+        self.stop_on_drop = stop_on_drop
+        self.confidence = confidence
+        self.sampling = LocalSampling(
+            temperature=temperature,
+            max_tokens=max_tokens,
+            request_timeout=request_timeout,
+            timeout=None,
+        )
+        self.trainer: Trainer | None = None
+        #: each evaluation's logged figures, with its step and folder
+        self.evaluations: list[dict[str, Any]] = []
+        #: why the gate stopped training; None: it did not
+        self.stopped_because: str | None = None
+        self._outcomes: dict[int, dict[Any, Outcome]] = {}
+
+    def attach(self, trainer: Trainer) -> EvalCallback:
+        """Add this callback to ``trainer`` and log through it (its loggers see the figures)."""
+        self.trainer = trainer
+        trainer.add_callback(self)
+        return self
+
+    # -- the trainer's events -------------------------------------------------------
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if state.global_step not in self._outcomes:
+            self.evaluate(state, control, kwargs["model"], kwargs["processing_class"])
+        return control
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if state.global_step % self.every == 0 and state.global_step not in self._outcomes:
+            self.evaluate(state, control, kwargs["model"], kwargs["processing_class"])
+        return control
+
+    # -- one evaluation ---------------------------------------------------------------
+    def run_args(self, folder: Path) -> list[str]:
+        args = ["-p", "no:cacheprovider", "-q", f"--openenv-output={folder}"]
+        if self.suite is not None:
+            args.append(str(self.suite))
+        else:
+            args += [f"--openenv-env={self.env}", f"--openenv-n={self.n}"]
+            args.append(f"--openenv-seed={self.seed}")
+        return args + self.pytest_args
+
+    def play(self, step: int, model: Any, processing_class: Any) -> Path:
+        """One run with the model as it is now; its output folder."""
+        folder = self.output / f"step-{step:06d}"
+        tokenizer = getattr(processing_class, "tokenizer", processing_class)
+        policy = TrainedModelPolicy(model, tokenizer, f"trained model, step {step}", self.sampling)
+        was_training = bool(getattr(model, "training", False))
+        model.eval()
+        try:
+            code = int(pytest.main(self.run_args(folder), plugins=[_Override(policy)]))
+        finally:
+            policy.close()
+            if was_training:
+                model.train()
+        if code not in WITH_FIGURES or not (folder / "summary.json").exists():
+            raise EvaluationRunFailed(
+                f"the evaluation at step {step} ended with exit code {code} and no figures "
+                f"(pytest arguments: {' '.join(self.run_args(folder))}); its output is above"
+            )
+        return folder
+
+    def evaluate(self, state: Any, control: Any, model: Any, processing_class: Any) -> None:
+        step = int(state.global_step)
+        folder = self.play(step, model, processing_class)
+        summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+        figures = summary.get("figures") or {}
+        low, high = figures.get("pass_rate_ci95") or (None, None)
+        entry: dict[str, Any] = {
+            f"{PREFIX}pass_rate": figures.get("pass_rate"),
+            f"{PREFIX}pass_rate_low": low,
+            f"{PREFIX}pass_rate_high": high,
+            f"{PREFIX}mean_reward": figures.get("mean_reward"),
+            f"{PREFIX}tokens": (figures.get("prompt_tokens") or 0)
+            + (figures.get("completion_tokens") or 0),
+            f"{PREFIX}episodes": figures.get("episodes"),
+        }
+        outcomes = read_outcomes(folder)
+        comparisons = self.pair(step, outcomes, entry)
+        self._outcomes[step] = outcomes
+        record = {"step": step, "folder": str(folder), **entry, "paired": comparisons}
+        (folder / "training_eval.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
+        self.evaluations.append(record)
+        self.log(state, entry)
+        if step > 0:
+            self.gate(step, summary.get("gate"), comparisons.get("step 0"), control)
+
+    def pair(
+        self, step: int, outcomes: dict[Any, Outcome], entry: dict[str, Any]
+    ) -> dict[str, Any]:
+        """This evaluation against step 0 and against the best before it (McNemar)."""
+        if not self._outcomes:
+            return {}
+        first = min(self._outcomes)
+        best = max(self.evaluations, key=lambda e: (e[f"{PREFIX}pass_rate"] or 0.0, -e["step"]))
+        found = {}
+        for name, earlier in (("step 0", first), ("best", int(best["step"]))):
+            found[name] = compare_pair(
+                f"step {step}",
+                f"step {earlier}",
+                outcomes,
+                self._outcomes[earlier],
+                self.confidence,
+            )
+        entry[f"{PREFIX}p_vs_step0"] = found["step 0"]["pass"]["p_value"]
+        entry[f"{PREFIX}p_vs_best"] = found["best"]["pass"]["p_value"]
+        entry[f"{PREFIX}best_step"] = int(best["step"])
+        return found
+
+    def gate(
+        self, step: int, gate: dict[str, Any] | None, vs_first: dict[str, Any] | None, control: Any
+    ) -> None:
+        reason = None
+        if self.stop_on_gate and gate and gate.get("passed") is False:
+            checks = [c.get("detail") or c.get("rule") for c in gate.get("checks") or []]
+            reason = f"the run at step {step} failed its gate ({'; '.join(map(str, checks))})"
+        elif self.stop_on_drop and vs_first is not None:
+            verdict = vs_first["pass"]
+            if verdict["better"] == vs_first["b"]:
+                reason = (
+                    f"step {step} passes significantly fewer seeds than step 0 "
+                    f"(exact McNemar p = {verdict['p_value']:.3g})"
+                )
+        if reason is not None:
+            self.stopped_because = reason
+            control.should_training_stop = True
+
+    def log(self, state: Any, entry: dict[str, Any]) -> None:
+        figures = {key: value for key, value in entry.items() if value is not None}
+        if self.trainer is not None:
+            # the base class's log: GRPOTrainer's own would take (and clear) its pending metrics
+            Trainer.log(self.trainer, figures)
+        else:
+            state.log_history.append({**figures, "step": int(state.global_step)})
