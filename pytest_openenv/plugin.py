@@ -81,10 +81,6 @@ def pytest_configure(config: pytest.Config) -> None:
         resumed = controller.output.resumed if controller is not None else None
         worker = WorkerPlugin.start(config, service, bundled=runs_bundled_test, resumed=resumed)
         episode_fixture.player = worker.play
-        if controller is not None:  # one process: the rows go from one side to the other
-            from .dataset.handoff import RowHandoff
-
-            worker.handoff = controller.accounts.handoff = RowHandoff()
     if is_worker(config):
         from .worker import snapshot_writes
 
@@ -119,9 +115,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def start_service(config: pytest.Config) -> tuple[EpisodeService, TemplateCheck | None]:
     """This process's families and policies, with the run's env and policy checked; and
     on the controller what ``--openenv-chat-template`` found."""
+    from .worker.service import EpisodeService
     from .util import heap
     from .worker.run_policy import check_run_policy
-    from .worker.service import EpisodeService
 
     service = EpisodeService(read_settings(config))
     config.add_cleanup(service.close)

@@ -4,7 +4,7 @@ Fed every report the controller receives. Counts outcomes, reward, turns and tok
 (``Tally``), per-seed runs for pass@k (``PassKTally``), which episodes failed (a
 passing gate excuses them in JUnit XML), the failures the gate never excuses, and
 with ``--openenv-resume`` the earlier run's passes, counted once when their items
-are skipped. It also gives a crashed worker's report the episode fields xdist
+are skipped. It also gives a crashed worker's report the ``EpisodeOutcome`` xdist
 could not.
 """
 
@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..config.settings import Settings
+from ..episode.outcome import EpisodeOutcome, outcome_of, put_outcome
 from ..report.arms import ArmAccounts
 from ..report.passk import PassKTally
 from ..report.tally import Tally
 from .output import Row
 
 if TYPE_CHECKING:
-    from ..dataset.handoff import RowHandoff
     from ..worker.service import EpisodeService
 
 EPISODE_ID_IN_NODEID = re.compile(r"\[(?:.*-)?(ep-\d{6}(?:-r\d+)?)(?:-.*)?\]$")
@@ -87,14 +87,11 @@ REPEATS_FIX = (
 
 def only_marks_reported(report: pytest.TestReport) -> bool:
     """Whether counting ``report`` does no more than mark its test reported: a passed
-    setup or teardown that carries neither a row nor an episode's brief."""
-    return (
-        report.passed
-        and report.when != "call"
-        and not getattr(report, "rerun", 0)
-        and not hasattr(report, "openenv_record")
-        and not hasattr(report, "openenv_brief")
-    )
+    setup or teardown that carries neither a row nor an episode's figures."""
+    if not report.passed or report.when == "call" or getattr(report, "rerun", 0):
+        return False
+    outcome = outcome_of(report)
+    return outcome is None or not (outcome.has_figures or outcome.line is not None)
 
 
 class Accounts:
@@ -130,8 +127,6 @@ class Accounts:
         #: kept failures whose skipped item this run reported: without a gate they fail the
         #: run as they did when played (a resume does not turn a failed dataset green)
         self.kept_counted = 0
-        #: in a run without xdist, the dicts the worker side dumped each row's line from
-        self.handoff: RowHandoff | None = None
         #: per group (test function, env, model or policy) and per model, and what pairs
         #: their episodes
         self.arms = ArmAccounts(
@@ -153,47 +148,46 @@ class Accounts:
 
     def count(self, report: pytest.TestReport) -> Row | None:
         """Count one report; the row it carries (taken off it), for the output folder."""
-        episode_id = getattr(report, "openenv_episode_id", None)
-        if episode_id is None or (report.when == "teardown" and report.failed):
+        outcome = outcome_of(report)
+        if outcome is None or (report.when == "teardown" and report.failed):
             # not an episode's verdict: the gate never excuses it
             self.other_failures += int(report.failed)
-            if episode_id is None:
+            if outcome is None:
                 return None
         self.active = True
         self.reported.add(report.nodeid)
         if getattr(report, "rerun", 0):
             # pytest-rerunfailures' later attempt: the first one was counted and written
-            self.count_later_attempt(report)
-            with contextlib.suppress(AttributeError):
-                del report.openenv_record  # type: ignore[attr-defined]
+            self.count_later_attempt(report, outcome)
+            if outcome.line is not None:
+                put_outcome(report, outcome.written())
             return None
         if report.outcome == "rerun":
             self.tally.rerun += 1
         counted = self.tally.total
-        self.count_outcome(report)
+        self.count_outcome(report, outcome)
         if self.tally.total != counted:
             self.tally.episode_reported()
-        brief = getattr(report, "openenv_brief", None)
-        if brief is not None:
-            self.count_spend(brief)
-        self.arms.count(report, brief)
-        record = getattr(report, "openenv_record", None)
+        if outcome.has_figures:
+            self.count_spend(outcome)
+            self.arms.count(report, outcome)
+        record = outcome.line
         if record is None:
             return None
-        parsed = self.handoff.take(report) if self.handoff is not None else None
+        parsed = outcome.row
         if report.nodeid in self.replayed:
             record = self.next_attempt(report.nodeid, record)
             parsed = None
-        self.remember_test(report.nodeid, record)
+        self.remember_test(report.nodeid, record, parsed)
         # Reports stay alive in the terminal reporter's stats for the whole session.
-        del report.openenv_record  # type: ignore[attr-defined]
+        put_outcome(report, outcome.written())
         # the training split: a passed test whose row carries no failure (verdict-failed)
-        train = report.when == "call" and report.passed and (brief or {}).get("train", True)
+        train = report.when == "call" and report.passed and outcome.train
         if train:
             self.tally.train_rows += 1
-        return Row(record, bool(train), (episode_id, report.nodeid), parsed)
+        return Row(record, train, (outcome.episode_id, report.nodeid), parsed)
 
-    def count_later_attempt(self, report: pytest.TestReport) -> None:
+    def count_later_attempt(self, report: pytest.TestReport, outcome: EpisodeOutcome) -> None:
         """pytest-rerunfailures ran a failed episode again: this attempt is not counted.
 
         pass@1 is the chance that one attempt passes; counting the attempt that finally
@@ -205,10 +199,9 @@ class Accounts:
         """
         if report.when == "call" and report.passed:
             self.tally.passed_on_rerun += 1
-        brief = getattr(report, "openenv_brief", None)
-        if brief is not None:  # the tokens were spent all the same
-            self.tally.prompt_tokens += int(brief.get("prompt_tokens", 0))
-            self.tally.completion_tokens += int(brief.get("completion_tokens", 0))
+        # the tokens were spent all the same
+        self.tally.prompt_tokens += outcome.prompt_tokens
+        self.tally.completion_tokens += outcome.completion_tokens
 
     def keep_earlier_failures(self, failures: dict[str, dict[str, Any]], *, replay: bool) -> None:
         """--openenv-resume: the failed rows of failures.jsonl are kept, counted once each by
@@ -233,7 +226,7 @@ class Accounts:
         row["extra"] = {**extra, "attempt": attempt}
         return dumps_record(row)
 
-    def count_outcome(self, report: pytest.TestReport) -> None:
+    def count_outcome(self, report: pytest.TestReport, outcome: EpisodeOutcome) -> None:
         earlier = self.earlier.pop(report.nodeid, None) if report.skipped else None
         kept = self.kept_failures.pop(report.nodeid, None) if report.skipped else None
         if earlier is not None:
@@ -254,21 +247,20 @@ class Accounts:
             if report.failed or report.outcome == "rerun":
                 self.failed_episodes.add(report.nodeid)
             self.passk.add(report.nodeid, report.passed)
-            brief = getattr(report, "openenv_brief", None)
-            if brief is not None:
-                self.tally.reward.add(float(brief["reward"]))
-                self.tally.turns.add(int(brief["turns"]))
-                self.tally.count_verdict(report.passed, bool(brief.get("verdict", report.passed)))
+            if outcome.has_figures:
+                self.tally.reward.add(float(outcome.reward))
+                self.tally.turns.add(int(outcome.turns))
+                self.tally.count_verdict(report.passed, outcome.verdict)
         elif report.when not in ("setup", "teardown") and report.failed:
             # xdist's report for an item whose worker died (when="???")
             self.tally.add_outcome("errored")
             self.passk.add(report.nodeid, False)
 
-    def count_spend(self, brief: dict[str, Any]) -> None:
+    def count_spend(self, outcome: EpisodeOutcome) -> None:
         """Tokens, and which envs, policies and models the run used."""
-        self.tally.prompt_tokens += int(brief.get("prompt_tokens", 0))
-        self.tally.completion_tokens += int(brief.get("completion_tokens", 0))
-        self._count_names(brief)
+        self.tally.prompt_tokens += outcome.prompt_tokens
+        self.tally.completion_tokens += outcome.completion_tokens
+        self._count_names({"env": outcome.env, "policy": outcome.policy, "model": outcome.model})
 
     def count_earlier_pass(self, nodeid: str, earlier: dict[str, Any]) -> None:
         self.tally.attempts = max(self.tally.attempts, int(earlier.get("attempt", 1)))
@@ -324,12 +316,14 @@ class Accounts:
             if seen.get(key):
                 bucket.add(seen[key])
 
-    def remember_test(self, nodeid: str, record: str) -> None:
-        """Per test function (not per episode): what a crashed item's row is rebuilt from."""
+    def remember_test(self, nodeid: str, record: str, row: dict[str, Any] | None = None) -> None:
+        """Per test function (not per episode): what a crashed item's row is rebuilt from;
+        ``row``: what parsing ``record`` gives, when at hand."""
         function = nodeid.rpartition("[")[0]
         if function in self.seen_tests:
             return
-        row = json.loads(record)
+        if row is None:
+            row = json.loads(record)
         self.seen_tests[function] = {
             "env": row.get("env"),
             "policy": row.get("policy"),
@@ -352,7 +346,7 @@ class Accounts:
         self._add_crashed_episode(report, episode_id, why)
 
     def _add_crashed_episode(self, report: pytest.TestReport, episode_id: str, why: str) -> None:
-        from ..episode.record import comparison_brief, dumps_record, placeholder_row
+        from ..episode.record import dumps_record, placeholder_row
         from ..episode.spec import EpisodeSpec
 
         index_text, _, repeat_text = episode_id.removeprefix("ep-").partition("-r")
@@ -383,6 +377,4 @@ class Accounts:
         )
         reason = f"{why} (the process running this episode died: os._exit, a signal or OOM)"
         record = placeholder_row(spec, reason, test=report.nodeid)
-        report.openenv_episode_id = spec.episode_id  # type: ignore[attr-defined]
-        report.openenv_record = dumps_record(record)  # type: ignore[attr-defined]
-        report.openenv_brief = comparison_brief(record)  # type: ignore[attr-defined]
+        put_outcome(report, EpisodeOutcome.of_row(spec.episode_id, record, dumps_record(record)))

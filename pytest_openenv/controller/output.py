@@ -34,8 +34,8 @@ class Row(NamedTuple):
     passed: bool
     #: (episode id, node id): what finalize() sorts and de-duplicates by
     key: tuple[str, str]
-    #: the dict ``line`` is the JSON of, when the worker side of this process handed it
-    #: over (``dataset/handoff.py``): the row's digest is taken from it, not re-parsed
+    #: the dict ``line`` is the JSON of, when the worker side of this process made it
+    #: (``EpisodeOutcome.row``): the row's digest is taken from it, not re-parsed
     parsed: dict[str, Any] | None = None
 
 

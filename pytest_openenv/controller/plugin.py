@@ -32,6 +32,7 @@ import pytest
 from ..config.options import given_as
 from ..dataset.hub import HubPublisher
 from ..dataset.identity import RESUME_REFUSED, USAGE_REFUSED
+from ..episode.outcome import outcome_from_wire, outcome_of
 from ..report.gates import GateConfig
 from ..report.slim import ReportSlimmer
 from ..util.secrets import KnownSecrets
@@ -208,12 +209,13 @@ class ControllerPlugin:
     def check_usage(self, report: pytest.TestReport) -> None:
         """An episode whose answers reported no readable usage: warn, once, that the budget
         cannot count it (or stop, with --openenv-strict-budget)."""
-        brief = getattr(report, "openenv_brief", None)
-        answers = brief.get("usage_unknown") if isinstance(brief, dict) else None
+        outcome = outcome_of(report)
+        answers = outcome.usage_unknown if outcome is not None else 0
         if not answers or getattr(report, "rerun", 0):
             return
-        where = f"{brief.get('arm') or 'the model'} (in {report.nodeid})"
-        message = self.budget.unknown_usage(int(answers), where)
+        assert outcome is not None
+        where = f"{outcome.arm or 'the model'} (in {report.nodeid})"
+        message = self.budget.unknown_usage(answers, where)
         if message is None:
             return
         if self.budget.stopped == message:
@@ -226,7 +228,8 @@ class ControllerPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        halt = getattr(report, "openenv_stop", None)
+        outcome = outcome_of(report)
+        halt = outcome.stop if outcome is not None else None
         if halt and not self.halted:
             # a worker's response cache is full: stop as a full output disk does
             self.halted = str(halt)
@@ -247,15 +250,19 @@ class ControllerPlugin:
         self.slimmer.slim(report)
         self.show_progress()
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_from_serializable(self, config: pytest.Config, data: dict[str, Any]) -> None:
+        """A worker's report is rebuilt (by pytest's own hook, after this one): its episode
+        outcome an ``EpisodeOutcome`` again."""
+        outcome_from_wire(data)
+
     def pytest_report_teststatus(
         self, report: pytest.TestReport, config: pytest.Config
     ) -> tuple[str, str, tuple[str, dict[str, bool]]] | None:
-        brief = getattr(report, "openenv_brief", None)
-        if brief is None or report.when != "call":
+        outcome = outcome_of(report)
+        if outcome is None or not outcome.has_figures or report.when != "call":
             return None
-        detail = brief.get("detail") or (
-            f"reward={brief['reward']:g} turns={brief['turns']} {brief['outcome']}"
-        )
+        detail = outcome.status_detail()
         if report.passed:
             return "passed", ".", (f"PASSED ({detail})", {"green": True})
         if report.failed:

@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 
+from ..episode.outcome import outcome_of
+
 #: the category of gate-accepted episodes in pytest's last line
 GATED = "gated"
 #: where pytest files failed and errored reports
@@ -35,24 +37,29 @@ _ERROR_PREFIX = re.compile(r"^E\s+")
 
 
 def is_episode_verdict(report: Any) -> bool:
-    return getattr(report, "openenv_episode_id", None) is not None and report.when != "teardown"
+    return outcome_of(report) is not None and report.when != "teardown"
+
+
+def episode_id(report: Any) -> str:
+    """The episode id of a report ``is_episode_verdict`` picked."""
+    outcome = outcome_of(report)
+    assert outcome is not None
+    return outcome.episode_id
 
 
 def one_line(report: Any) -> str:
     """The story of a failed episode in one line: its figures and why it did not pass."""
-    brief = getattr(report, "openenv_brief", None)
+    outcome = outcome_of(report)
     text = str(getattr(report, "longrepr", "") or "")
     # an assertion's story comes as pytest's "E   ..." lines
     lines = [_ERROR_PREFIX.sub("", line).strip() for line in text.splitlines() if line.strip()]
     reason = next((line for line in lines if line.startswith(("reason:", "episode error:"))), "")
-    if brief is not None:
+    if outcome is not None and outcome.has_figures:
         # the verdict's own words (``Episode.status_line``), as the item status line shows them
-        summary = brief.get("detail") or (
-            f"reward={brief['reward']:g} turns={brief['turns']} {brief['outcome']}"
-        )
+        summary = outcome.status_detail()
         why = reason.removeprefix("reason: ")
         # the status line ends with the outcome word the reason starts with: say it once
-        word = str(brief.get("outcome") or "")
+        word = outcome.outcome
         if word and summary.endswith(f" {word}") and why.startswith(f"{word}: "):
             why = why[len(word) + 2 :]
         message = f"{summary}: {why}" if why else summary
@@ -160,7 +167,7 @@ class EndOfRun:
         for key, report in sorted(self._held, key=lambda held: held[1].nodeid):
             word = "ERROR" if key == "error" else "FAILED"
             line = f"{word} {report.nodeid} - {one_line(report)}"
-            address = self.link(str(report.openenv_episode_id), report.nodeid)
+            address = self.link(episode_id(report), report.nodeid)
             terminalreporter.write_line(line + (f"  {address}" if address else ""))
 
     def _hold_back(self, stats: dict[str, list[Any]]) -> list[tuple[str, Any]]:
@@ -221,7 +228,7 @@ def gated_section(
     for key, report in gated:
         test = report.nodeid.rpartition("[")[0] or report.nodeid
         word = "errored" if key == "error" else "failed"
-        by_test.setdefault((test, word), []).append(str(report.openenv_episode_id))
+        by_test.setdefault((test, word), []).append(episode_id(report))
     lines = [
         f"-- {len(gated)} episode failure(s) the gate accepted",
         "(their reports are left out: -v or --openenv-failure-reports=N shows them)",
@@ -232,7 +239,7 @@ def gated_section(
         more = f" and {len(ids) - GATED_IDS_SHOWN} more" if len(ids) > GATED_IDS_SHOWN else ""
         lines.append(f"{test}: {len(ids)} {word} ({shown}{more})")
     first = gated[0][1]
-    address = link(str(first.openenv_episode_id), first.nodeid)
+    address = link(episode_id(first), first.nodeid)
     where = []
     if address:
         where.append(f"transcripts: {address.partition('#')[0]}")

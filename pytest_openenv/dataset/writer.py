@@ -193,7 +193,8 @@ class DatasetWriter:
         parsed: dict[str, Any] | None = None,
     ) -> None:
         """Append one row; ``key`` (episode id, test) spares finalize() re-reading the file;
-        ``parsed``: what ``json.loads(line)`` gives, for the observer (``handoff.py``)."""
+        ``parsed``: what ``json.loads(line)`` gives, for the observer (a
+        one-process run's ``EpisodeOutcome.row``)."""
         if not self.opened:
             self.open()
         if self.secrets.active:

@@ -5,8 +5,8 @@ with their type and meaning (the dataset card's schema table shows it);
 ``episode_row`` makes the row of a finished episode (``Episode.record``),
 ``placeholder_row`` that of an episode that errored before it finished (the
 worker, and the controller for an episode whose process died), with the same
-fields, so both load as one table; ``brief`` is the few figures a report carries
-beside the row, ``dumps_record`` the JSONL line.
+fields, so both load as one table; ``dumps_record`` the JSONL line (what a report
+carries of it is ``outcome.py``'s ``EpisodeOutcome``).
 
 Rows are built where episodes finish (the worker) and read by
 ``datasets``/pyarrow, which infer one column type per field from the rows they
@@ -281,34 +281,6 @@ def with_failure(row: dict[str, Any], outcome: str, message: str) -> dict[str, A
         "message": message,
     }
     return row
-
-
-def brief(row: dict[str, Any]) -> dict[str, Any]:
-    """What a report carries beside its row, for the controller's figures and live line."""
-    metrics = row["metrics"]
-    return {
-        "reward": row["reward"],
-        "turns": metrics["turns"],
-        "outcome": row["verify_metrics"]["outcome"],
-        "prompt_tokens": metrics["prompt_tokens"],
-        "completion_tokens": metrics["completion_tokens"],
-        "env": row["env"],
-        "policy": row["policy"],
-        "model": row["model"],
-    }
-
-
-def comparison_brief(row: dict[str, Any]) -> dict[str, Any]:
-    """``brief`` and what the per-model figures and paired tests read (``report/arms.py``)."""
-    metrics = row["metrics"]
-    return {
-        **brief(row),
-        "arm": row["model"] or row["policy"],
-        "seed": row["seed"],
-        "repeat": row["extra"].get("repeat", 0),
-        "cost_usd": metrics.get("cost_usd"),
-        "wall_time_s": metrics.get("wall_time_s", 0.0),
-    }
 
 
 #: Characters JSON leaves raw in strings but line readers (``str.splitlines``, older

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from ..episode.outcome import EpisodeOutcome
 from .paired import Outcome, compare_pair
 from .passk import PassKTally
 from .stats import RunningMean, wilson_interval
@@ -84,7 +85,7 @@ class ArmTally:
     episode_seconds: float = 0.0
     outcomes: dict[PairKey, Outcome] = field(default_factory=dict)
     passk: PassKTally | None = None
-    #: its names come from an episode that played (not only from skipped items' briefs)
+    #: its names come from an episode that played (not only from skipped items' outcomes)
     named: bool = True
 
     @property
@@ -207,7 +208,7 @@ class ArmAccounts:
         the node id, as the row's policy name may be a conftest policy's own).
 
         ``played``: the report is of an episode that played (or an earlier run's row), so
-        its names are the group's; a skipped item's brief may name the run's default policy
+        its names are the group's; a skipped item's outcome may name the run's default policy
         instead of the one its test would have used."""
         seen = seen or {}
         key = (
@@ -239,42 +240,46 @@ class ArmAccounts:
         first_seen = {name: i for i, name in enumerate(arms)}
         return sorted(arms.values(), key=lambda t: (self._rank(t.name), first_seen[t.name]))
 
-    def count(self, report: pytest.TestReport, brief: dict[str, Any] | None) -> None:
-        """One episode report (not a resumed pass: ``count_earlier``)."""
-        if brief is None or not brief.get("arm"):
+    def count(self, report: pytest.TestReport, outcome: EpisodeOutcome) -> None:
+        """One episode report with its figures (not a resumed pass: ``count_earlier``)."""
+        if not outcome.arm:
             return
         skipped = report.when == "setup" and report.skipped
-        tally = self.arm(report.nodeid, str(brief["arm"]), brief, played=not skipped)
-        key = pair_key(report.nodeid, brief.get("seed"), brief.get("repeat"))
-        outcome: Outcome | None = None
+        tally = self.arm(
+            report.nodeid,
+            outcome.arm,
+            {"env": outcome.env, "policy": outcome.policy, "model": outcome.model},
+            played=not skipped,
+        )
+        key = pair_key(report.nodeid, outcome.seed, outcome.repeat)
+        result: Outcome | None = None
         if report.when == "setup" and report.skipped:
             tally.skipped += 1
         elif report.when == "call":
             passed = bool(report.passed)
             tally.passed += passed
             tally.failed += not passed
-            reward = float(brief["reward"])
+            reward = float(outcome.reward)
             tally.reward.add(reward)
-            outcome = (passed, reward)
+            result = (passed, reward)
         elif report.failed and report.when != "teardown":
             tally.errored += 1  # setup error, or the crash report of a worker that died
-            outcome = (False, None)
+            result = (False, None)
         else:
             return
-        self.spend(tally, brief)
-        if outcome is not None:
+        self.spend(tally, outcome)
+        if result is not None:
             if tally.passk is not None:
-                tally.passk.add(report.nodeid, outcome[0])
+                tally.passk.add(report.nodeid, result[0])
             if key is not None:
-                tally.outcomes[key] = outcome
+                tally.outcomes[key] = result
 
-    def spend(self, tally: ArmTally, brief: dict[str, Any]) -> None:
-        prompt = int(brief.get("prompt_tokens") or 0)
-        completion = int(brief.get("completion_tokens") or 0)
+    def spend(self, tally: ArmTally, outcome: EpisodeOutcome) -> None:
+        prompt, completion = outcome.prompt_tokens, outcome.completion_tokens
         tally.prompt_tokens += prompt
         tally.completion_tokens += completion
-        tally.episode_seconds += float(brief.get("wall_time_s") or 0.0)
-        cost = brief.get("cost_usd")
+        tally.episode_seconds += outcome.wall_time_s or 0.0
+        cost = outcome.cost_usd
         if isinstance(cost, (int, float)):
             tally.cost_usd += float(cost)
             self.cost_usd += float(cost)

@@ -18,12 +18,11 @@ from typing import Any
 
 import pytest
 
+from ..episode.outcome import OUTCOME_ATTR, outcome_of, put_outcome
+
 #: shared stand-ins for the per-report empty containers of passed reports
 NO_KEYWORDS: MappingProxyType[str, Any] = MappingProxyType({})
 NOTHING: tuple[()] = ()
-
-#: our own per-report fields that only the live report line needs
-DROP_WHEN_PASSED = ("openenv_brief",)
 
 
 def _interned(value: Any) -> Any:
@@ -61,28 +60,28 @@ class ReportSlimmer:
         the rebuilt report gets those objects instead of copies of its own. (``TestReport``
         takes a parsed node id where it takes the string.)
         """
-        if data.get("openenv_episode_id") is None or data.get("$report_type") != "TestReport":
+        wire = data.get(OUTCOME_ATTR)
+        if not isinstance(wire, dict) or data.get("$report_type") != "TestReport":
             return
         shared = self._in_flight.get(data["nodeid"])
         if shared is not None:
-            data["nodeid"], data["location"], data["openenv_episode_id"] = shared
+            data["nodeid"], data["location"], wire["episode_id"] = shared
 
     def after_rebuild(self, report: Any) -> None:
         """xdist: the rebuilt report; the first of its item lends its fields to the others."""
-        episode_id = getattr(report, "openenv_episode_id", None)
-        if episode_id is None or not isinstance(report, pytest.TestReport):
+        outcome = outcome_of(report)
+        if outcome is None or not isinstance(report, pytest.TestReport):
             return
         nodeid = report.nodeid
         if report.when == "teardown":
             self._in_flight.pop(nodeid, None)  # the item's last report
         elif nodeid not in self._in_flight:
             report.location = tuple(_interned(part) for part in report.location)  # type: ignore[assignment]
-            report.openenv_episode_id = sys.intern(episode_id)  # type: ignore[attr-defined]
             # pytest >= 9.2 keeps the node id parsed (``TestReport.id``); older ones a string
             self._in_flight[nodeid] = (
                 getattr(report, "id", nodeid),
                 report.location,
-                report.openenv_episode_id,  # type: ignore[attr-defined]
+                sys.intern(outcome.episode_id),
             )
 
     def slim(self, report: pytest.TestReport) -> None:
@@ -104,8 +103,9 @@ class ReportSlimmer:
         for name in ("sections", "user_properties"):
             if fields.get(name) == []:
                 fields[name] = NOTHING
-        for name in DROP_WHEN_PASSED:
-            fields.pop(name, None)
+        outcome = outcome_of(report)
+        if outcome is not None and outcome.has_figures:  # only the live report line read them
+            put_outcome(report, outcome.slimmed())
 
     @staticmethod
     def share_collection(ids: list[str]) -> None:

@@ -333,8 +333,9 @@ class KnownSecrets:
                 setattr(report, name, cleaned)
 
 
-#: what a test report carries to the terminal, JUnit XML and the controller
-REPORT_TEXT = ("longrepr", "sections", "user_properties", "openenv_record")
+#: what a test report carries to the terminal, JUnit XML and the controller (an episode's
+#: outcome is a frozen dataclass, its row line among its strings: scrubbed in place)
+REPORT_TEXT = ("longrepr", "sections", "user_properties", "openenv_outcome")
 #: deepest level of a report tree walked; below it values are left as they are
 MAX_TREE_DEPTH = 20
 

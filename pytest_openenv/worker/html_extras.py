@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from ..episode.outcome import outcome_of
+
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
@@ -71,12 +73,12 @@ def transcript_html(record: dict[str, Any]) -> str:
 
 def attach_transcript(report: pytest.TestReport) -> None:
     """Add the episode's transcript to ``report.extras`` (call report, or setup on error)."""
-    line = getattr(report, "openenv_record", None)
-    if line is None:
+    outcome = outcome_of(report)
+    if outcome is None or outcome.line is None:
         return
     from pytest_html import extras
 
-    record = json.loads(line)
+    record = json.loads(outcome.line)
     report.extras = [*getattr(report, "extras", []), extras.html(transcript_html(record))]  # type: ignore[attr-defined]
 
 
@@ -111,17 +113,17 @@ class HtmlRows:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_table_row(self, report: pytest.TestReport, cells: list[str]) -> None:
-        episode_id = getattr(report, "openenv_episode_id", None)
+        outcome = outcome_of(report)
         verdict = report.when == "call" or (report.when == "setup" and report.failed)
-        if episode_id is None or not verdict or len(cells) < 4:
+        if outcome is None or not verdict or len(cells) < 4:
             return
-        seconds = getattr(report, "openenv_wall_time_s", None)
-        if isinstance(seconds, (int, float)):
+        seconds = outcome.wall_time_s
+        if seconds is not None:
             formatted = self.config.hook.pytest_html_duration_format(duration=seconds)
             text = formatted[0] if formatted else duration_text(float(seconds))
             cells[2] = f'<td class="col-duration">{escape(str(text))}</td>'
         link = (
-            f'<a target="_blank" href="{escape(self.address(str(episode_id), report.nodeid))}" '
+            f'<a target="_blank" href="{escape(self.address(outcome.episode_id, report.nodeid))}" '
             'class="col-links__extra url">episode in report.html</a>'
         )
         cells[3] = cells[3].replace("</td>", link + "</td>", 1)

@@ -15,6 +15,7 @@ import pytest
 
 from ..config.settings import Settings
 from ..dataset.identity import RESUME_REFUSED, USAGE_REFUSED, RowIdentity
+from ..episode.outcome import outcome_to_wire
 from ..episode.spec import EpisodeSpec
 from ..errors import CacheUnwritable
 from ..util import heap
@@ -33,7 +34,6 @@ from .what_plays import WhatPlays
 from .xdist_queue import WorkerQueue
 
 if TYPE_CHECKING:
-    from ..dataset.handoff import RowHandoff
     from ..episode.result import Episode
 
 WORKER_KEY: pytest.StashKey[WorkerPlugin] = pytest.StashKey()
@@ -88,8 +88,9 @@ class WorkerPlugin:
         #: a test's collection error that makes the run a usage error (exit 4)
         self.usage_refused: str | None = None
         self.sigterm = TermAsInterrupt()
-        #: in a run without xdist: the controller side's, for the rows it is handed
-        self.handoff: RowHandoff | None = None
+        #: a run without xdist: the controller gets this process's reports themselves, so an
+        #: outcome may keep the row dict its line was dumped from (``episode/outcome.py``)
+        self.one_process = self.workerinput is None
 
     @classmethod
     def start(
@@ -245,30 +246,39 @@ class WorkerPlugin:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        row = attach_to_report(
+        spec = spec_of(item)  # its env config may hold a credential of its own (the marker's)
+        secrets = self.secrets.with_config(spec.config) if spec is not None else self.secrets
+        outcome = attach_to_report(
             item,
             report,
             self.tool_arguments,
             self.settings.budget.prices,
             train_on=self.settings.output.train_on,
+            # a scrubbed line is no longer the dict's JSON: the controller digests the line
+            keep_row=self.one_process and not secrets.active,
         )
-        spec = spec_of(item)  # its env config may hold a credential of its own (the marker's)
-        secrets = self.secrets.with_config(spec.config) if spec is not None else self.secrets
-        if row is not None and self.handoff is not None and not secrets.active:
-            self.handoff.give(report, row)
-        if STOP_KEY in item.stash and report.when != "teardown":
-            report.openenv_stop = item.stash[STOP_KEY]  # type: ignore[attr-defined]
         if secrets.active:
             # one choke point for what JUnit XML, the terminal and the controller receive
             secrets.scrub_report(report)
-        # after the row was taken (it keeps the text as it was): what the terminal prints
+        # after the row was made (it keeps the text as it was): what the terminal prints
         neutralise_report(report)
-        if getattr(report, "openenv_record", None) is not None:
+        if outcome is not None and outcome.line is not None:
             from . import html_extras
 
             if html_extras.wanted(item.config):
                 html_extras.attach_transcript(report)  # pytest-html: the transcript per item
         return report
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_report_to_serializable(
+        self, config: pytest.Config, report: pytest.CollectReport | pytest.TestReport
+    ) -> Generator[None, dict[str, Any] | None, dict[str, Any] | None]:
+        """An xdist worker sends a report: its episode outcome goes as a plain dict (the
+        controller side makes it an ``EpisodeOutcome`` again)."""
+        data = yield
+        if data is not None:
+            outcome_to_wire(data)
+        return data
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:

@@ -1,25 +1,22 @@
-"""What a worker puts on an episode item's reports: the episode, as JSON text.
+"""What a worker puts on an episode item's reports: an ``EpisodeOutcome`` each.
 
 The controller is the only writer of files, so each finished episode travels to it
-on the call (or setup) report: ``openenv_record`` (the row), ``openenv_brief`` (the
-few figures the live line and the tally need) and ``openenv_episode_id``.
+on the call (or setup) report, as one ``episode/outcome.py`` ``EpisodeOutcome``: the
+row as JSON text and the figures the live line and the counts need. The item's other
+reports carry an outcome with only the episode id.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, cast
 
 import pytest
 
 from ..config.prices import PriceTable, cost_usd
-from ..episode.record import (
-    VERDICT_FAILED,
-    comparison_brief,
-    dumps_record,
-    placeholder_row,
-    with_failure,
-)
-from .items import EPISODE_KEY, ERROR_KEY, spec_of
+from ..episode.outcome import EpisodeOutcome, put_outcome
+from ..episode.record import VERDICT_FAILED, dumps_record, placeholder_row, with_failure
+from .items import EPISODE_KEY, ERROR_KEY, STOP_KEY, spec_of
 
 
 def failure_message(report: pytest.TestReport) -> str:
@@ -55,20 +52,21 @@ def attach_to_report(
     tool_arguments: str = "string",
     prices: PriceTable | None = None,
     train_on: str = "verdict",
-) -> dict[str, Any] | None:
-    """Put the episode on the report as JSON text: the controller is the only writer.
+    keep_row: bool = False,
+) -> EpisodeOutcome | None:
+    """Put the episode's outcome on the report: the controller is the only writer.
 
-    Returns the row the text is the JSON of (None: the report carries no row).
+    Returns that outcome (None: ``item`` is no episode item).
 
     ``tool_arguments`` (``--openenv-tool-arguments``): how the row's messages carry them;
     ``prices`` (``--openenv-prices``): the row's ``metrics.cost_usd`` is priced by it;
     ``train_on`` (``--openenv-train-on``): ``verdict`` sends a test-passed episode the env's
-    verdict failed to failures.jsonl (``verdict-failed``), ``test`` keeps it for training.
+    verdict failed to failures.jsonl (``verdict-failed``), ``test`` keeps it for training;
+    ``keep_row``: the outcome keeps the row dict too (one process, nothing to scrub).
     """
     spec = spec_of(item)
     if spec is None:
         return None
-    report.openenv_episode_id = spec.episode_id  # type: ignore[attr-defined]
     episode = item.stash.get(EPISODE_KEY, None)
     record: dict[str, Any] | None = None
     if report.when == "setup" and report.failed:
@@ -101,21 +99,19 @@ def attach_to_report(
                 prices, record["model"], metrics["prompt_tokens"], metrics["completion_tokens"]
             )
         line = episode.line(record) if episode is not None else dumps_record(record)
-        report.openenv_record = line  # type: ignore[attr-defined]
-        # the episode's own duration (pytest-html's row shows it): kept on the report
-        # when the controller slims a passed one
-        report.openenv_wall_time_s = float(record["metrics"]["wall_time_s"])  # type: ignore[attr-defined]
         shorten_crash_message(report)
-        report.openenv_brief = comparison_brief(record)  # type: ignore[attr-defined]
-        # which file the row goes to: results.jsonl only without a failure
-        report.openenv_brief["train"] = "failure" not in record  # type: ignore[attr-defined]
-        report.openenv_brief["verdict"] = bool(record["verify_metrics"]["verdict"])  # type: ignore[attr-defined]
-        # the name the run knows the arm by, for a played and an errored episode alike
-        report.openenv_brief["arm"] = spec.model or spec.policy  # type: ignore[attr-defined]
-        if episode is not None:  # the verdict's own words for the item status line
-            report.openenv_brief["detail"] = episode.status_line()  # type: ignore[attr-defined]
-            if episode.usage.unknown:  # answers no token or cost budget can count
-                report.openenv_brief["usage_unknown"] = episode.usage.unknown  # type: ignore[attr-defined]
+        outcome = EpisodeOutcome.of_row(
+            spec.episode_id,
+            record,
+            line,
+            # the name the run knows the arm by, for a played and an errored episode alike
+            arm=spec.model or spec.policy,
+            # the verdict's own words for the item status line
+            detail=episode.status_line() if episode is not None else None,
+            # answers no token or cost budget can count
+            usage_unknown=episode.usage.unknown if episode is not None else 0,
+            keep_row=keep_row,
+        )
         # junitxml writes the teardown report's user_properties, copied from the item
         # when that report is made; a few scalars only, never the record itself.
         item.user_properties.extend(
@@ -125,10 +121,16 @@ def attach_to_report(
                 ("openenv.outcome", record["verify_metrics"]["outcome"]),
             ]
         )
+    else:
+        outcome = EpisodeOutcome(spec.episode_id)
+    if STOP_KEY in item.stash and report.when != "teardown":
+        # the controller stops the run, as for a full output disk
+        outcome = dataclasses.replace(outcome, stop=item.stash[STOP_KEY])
+    put_outcome(report, outcome)
     if report.when == "teardown" and EPISODE_KEY in item.stash:
         # release the transcript: items live for the whole session
         del item.stash[EPISODE_KEY]
-    return record
+    return outcome
 
 
 # -- failures that show only their message ---------------------------------------------

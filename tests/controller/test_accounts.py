@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -9,9 +10,10 @@ import pytest
 
 from pytest_openenv.config.settings import RunSettings, Settings
 from pytest_openenv.controller.accounts import Accounts, episode_id_from_nodeid, only_marks_reported
-from pytest_openenv.episode.record import brief, dumps_record, placeholder_row
-from pytest_openenv.episode.spec import EpisodeSpec
+from pytest_openenv.episode.outcome import EpisodeOutcome, outcome_of
+from pytest_openenv.episode.record import dumps_record, placeholder_row
 from pytest_openenv.worker.service import EpisodeService
+from pytest_openenv.episode.spec import EpisodeSpec
 
 ENV = "openspiel:tic_tac_toe"
 TEST = "test_x.py::test_ep"
@@ -32,14 +34,26 @@ def record(index: int, *, seed: int, reward: float = 1.0) -> str:
 
 
 def report(
-    index: int, when: str, outcome: str, *, line: str | None = None, **extra: Any
+    index: int, when: str, outcome_word: str, *, line: str | None = None, **extra: Any
 ) -> pytest.TestReport:
     nodeid = f"{TEST}[ep-{index:06d}]"
-    fields: dict[str, Any] = {"openenv_episode_id": f"ep-{index:06d}", **extra}
+    episode_id = f"ep-{index:06d}"
+    outcome = EpisodeOutcome(episode_id)
     if line is not None:
-        fields["openenv_record"] = line
-        fields["openenv_brief"] = {**brief(json.loads(line)), "prompt_tokens": 7}
-    return pytest.TestReport(nodeid, ("test_x.py", 0, "test_ep"), {}, outcome, None, when, **fields)  # type: ignore[arg-type]
+        outcome = EpisodeOutcome.of_row(episode_id, json.loads(line), line)
+        # the row is a placeholder's: its test's outcome says whether it trains and passed
+        passed = outcome_word == "passed"
+        outcome = dataclasses.replace(outcome, prompt_tokens=7, train=True, verdict=passed)
+    fields: dict[str, Any] = {"openenv_outcome": outcome, **extra}
+    location = ("test_x.py", 0, "test_ep")
+    return pytest.TestReport(nodeid, location, {}, outcome_word, None, when, **fields)  # type: ignore[arg-type]
+
+
+def written_line(report: pytest.TestReport) -> str | None:
+    """The row text a report still holds once counted (None: taken off it)."""
+    outcome = outcome_of(report)
+    assert outcome is not None
+    return outcome.line
 
 
 def test_a_passed_call_is_counted_and_its_row_taken_off_the_report() -> None:
@@ -50,7 +64,7 @@ def test_a_passed_call_is_counted_and_its_row_taken_off_the_report() -> None:
     assert row is not None and row.passed
     assert row.key == ("ep-000000", f"{TEST}[ep-000000]")
     assert json.loads(row.line)["reward"] == 1.0
-    assert not hasattr(passed, "openenv_record")  # the controller keeps no transcript
+    assert written_line(passed) is None  # the controller keeps no transcript
     books.count(report(0, "teardown", "passed"))
     tally = books.tally
     assert (tally.passed, tally.failed, tally.errored) == (1, 0, 0)
@@ -79,7 +93,7 @@ def test_an_episode_counts_by_its_first_attempt_under_reruns() -> None:
     assert books.failed_episodes == {f"{TEST}[ep-000002]"}
     later = report(2, "call", "passed", line=record(2, seed=2, reward=1.0), rerun=1)
     assert books.count(later) is None
-    assert not hasattr(later, "openenv_record")
+    assert written_line(later) is None
     assert (books.tally.passed, books.tally.failed, books.tally.total) == (0, 1, 1)
     assert books.tally.passed_on_rerun == 1
     assert books.tally.prompt_tokens == 14  # both attempts' tokens were spent
@@ -131,12 +145,14 @@ def test_a_crashed_worker_s_report_is_given_its_episode_from_a_sibling() -> None
         "???",
     )
     books.decorate_crash_report(crash, crash.nodeid)
-    row = json.loads(crash.openenv_record)  # type: ignore[attr-defined]
-    assert crash.openenv_episode_id == "ep-000007"  # type: ignore[attr-defined]
+    outcome = outcome_of(crash)
+    assert outcome is not None and outcome.line is not None
+    row = json.loads(outcome.line)
+    assert outcome.episode_id == "ep-000007"
     assert (row["env"], row["policy"], row["seed"]) == (ENV, "random", 107)
     assert "worker 'gw0' crashed" in row["failure"]["message"]
     assert "other episodes of that worker were in flight" in row["failure"]["message"]
-    assert crash.openenv_brief["outcome"] == "error"  # type: ignore[attr-defined]
+    assert outcome.outcome == "error"
     books.count(crash)
     assert books.tally.errored == 1
 
@@ -147,7 +163,7 @@ def test_a_crash_of_an_item_that_is_no_episode_is_left_as_xdist_made_it() -> Non
         "test_y.py::test_plain", ("test_y.py", None, "x"), {}, "failed", "gone", "???"
     )
     books.decorate_crash_report(crash, crash.nodeid)
-    assert not hasattr(crash, "openenv_record")
+    assert outcome_of(crash) is None
 
 
 @pytest.mark.parametrize(
@@ -175,8 +191,10 @@ def test_a_crashed_episode_of_one_of_several_models_keeps_its_model_and_id() -> 
     nodeid = f"{TEST}[run1-org_b-ep-000004]"
     crash = pytest.TestReport(nodeid, ("test_x.py", None, "x"), {}, "failed", "gone", "???")
     books.decorate_crash_report(crash, nodeid)
-    row = json.loads(crash.openenv_record)  # type: ignore[attr-defined]
-    assert crash.openenv_episode_id == row["episode_id"] == "run1-org_b-ep-000004"  # type: ignore[attr-defined]
+    outcome = outcome_of(crash)
+    assert outcome is not None and outcome.line is not None
+    row = json.loads(outcome.line)
+    assert outcome.episode_id == row["episode_id"] == "run1-org_b-ep-000004"
     assert (row["policy"], row["model"], row["seed"]) == ("openai", "org/b", 4)
     books.count(crash)
     assert books.arms.arms["org/b"].errored == 1

@@ -12,9 +12,9 @@ import pytest
 from pytest_openenv.dataset.card import schema_section
 from pytest_openenv.envs.registry import build_family
 from pytest_openenv.episode.loop import EnvFactory, run_episode
+from pytest_openenv.episode.outcome import EpisodeOutcome
 from pytest_openenv.episode.record import (
     FIELDS,
-    brief,
     dumps_record,
     episode_row,
     placeholder_row,
@@ -85,17 +85,26 @@ def test_brief_and_line_are_read_from_the_row(played: dict[str, Any]) -> None:
         "verdict": verdict,
         "message": "lost",
     }
-    figures = brief(row)
-    assert figures == {
-        "reward": played["reward"],
-        "turns": played["metrics"]["turns"],
-        "outcome": played["verify_metrics"]["outcome"],
-        "prompt_tokens": 0,
-        "completion_tokens": 0,
-        "env": "openspiel:tic_tac_toe",
-        "policy": "random",
-        "model": None,
-    }
+    figures = EpisodeOutcome.of_row(row["episode_id"], row, "")
+    assert (
+        figures.reward,
+        figures.turns,
+        figures.outcome,
+        figures.prompt_tokens,
+        figures.completion_tokens,
+        figures.env,
+        figures.policy,
+        figures.model,
+    ) == (
+        played["reward"],
+        played["metrics"]["turns"],
+        played["verify_metrics"]["outcome"],
+        0,
+        0,
+        "openspiel:tic_tac_toe",
+        "random",
+        None,
+    )
     line = dumps_record({**row, "note": "a\u2028b"})
     assert "\n" not in line and "\u2028" not in line
     assert json.loads(line)["note"] == "a\u2028b"

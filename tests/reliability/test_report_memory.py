@@ -17,12 +17,14 @@ from faults import ENV, Launcher
 PROBE = """
 import json
 
+from pytest_openenv.episode.outcome import outcome_of
+
 
 def pytest_unconfigure(config):
     if hasattr(config, "workerinput"):
         return
     stats = config.pluginmanager.get_plugin("terminalreporter").stats
-    episode = [r for reports in stats.values() for r in reports if hasattr(r, "openenv_episode_id")]
+    episode = [r for reports in stats.values() for r in reports if outcome_of(r) is not None]
     passed = [r for r in episode if r.passed]
     with open("held.json", "w") as out:
         json.dump({
@@ -31,7 +33,7 @@ def pytest_unconfigure(config):
             "node_ids": len({id(getattr(r, "id", r.nodeid)) for r in episode}),
             "locations": len({id(r.location) for r in episode}),
             "passed_with_keywords": sum(bool(r.keywords) for r in passed),
-            "passed_with_brief": sum(hasattr(r, "openenv_brief") for r in passed),
+            "passed_with_brief": sum(outcome_of(r).has_figures for r in passed),
             "failed_with_details": sum(bool(r.longrepr) for r in episode if r.failed),
             "failed": sum(r.failed for r in episode),
         }, out)

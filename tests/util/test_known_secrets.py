@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from pytest_openenv.episode.outcome import EpisodeOutcome
 from pytest_openenv.util.endpoints import ServerURL
 from pytest_openenv.util.secrets import HIDDEN, KnownSecrets
 
@@ -188,12 +189,15 @@ def test_a_report_is_scrubbed_where_pytest_and_the_controller_read_it() -> None:
         longrepr=Opaque(),
         sections=[("Captured stdout call", f"printed {KEY}")],
         user_properties=[("openenv.outcome", "lost")],
-        openenv_record=json.dumps({"messages": [{"content": KEY}]}),
+        openenv_outcome=EpisodeOutcome(
+            "ep-000000", line=json.dumps({"messages": [{"content": KEY}]})
+        ),
     )
     secrets.scrub_report(report)
     assert report.longrepr == f"opaque {HIDDEN}"
     assert report.sections == [("Captured stdout call", f"printed {HIDDEN}")]
-    assert KEY not in report.openenv_record and HIDDEN in report.openenv_record
+    line = report.openenv_outcome.line
+    assert KEY not in line and HIDDEN in line
     assert report.user_properties == [("openenv.outcome", "lost")]
 
 

@@ -1,0 +1,158 @@
+"""One attempt at an episode as the controller receives it: ``EpisodeOutcome``.
+
+Built once on the worker side, when pytest makes the item's report
+(``worker/reporting.py``), and carried as one report attribute through pytest's
+report serialization (docs/architecture.md, "The wire"). Every report of an
+episode item carries one: the report that decides the episode (the call, or the
+setup when the episode errored) carries the row and its figures, the others only
+the episode id. ``outcome_of`` is the one place that reads the attribute.
+
+On the wire it is a plain dict of the fields that differ from their defaults
+(``to_wire`` / ``from_wire``, used by the serialization hooks in ``plugin.py``), so
+the controller only ever sees an ``EpisodeOutcome``. In a run without xdist the
+controller receives the worker's report object itself, and ``row`` still holds the
+dict the line was dumped from: the controller digests it without parsing the line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+#: the report attribute an episode's outcome travels in
+OUTCOME_ATTR = "openenv_outcome"
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeOutcome:
+    episode_id: str
+    #: the row as its results.jsonl / failures.jsonl line; None on a report that carries no
+    #: row, and once the controller has written it
+    line: str | None = None
+    #: the report carries the attempt's figures below (the one that decides the episode)
+    has_figures: bool = False
+    #: the row goes to results.jsonl (no failure in it), not failures.jsonl
+    train: bool = False
+    #: the env's verdict at the run's threshold, apart from the test's outcome
+    verdict: bool = False
+    #: the verdict's word (``verify_metrics.outcome``: win, loss, error, ...)
+    outcome: str = ""
+    reward: float = 0.0
+    turns: int = 0
+    env: str = ""
+    policy: str = ""
+    model: str | None = None
+    #: the name the run knows the arm by (its model, or its policy without one)
+    arm: str = ""
+    seed: int = 0
+    repeat: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    #: the episode's own duration (pytest-html's row shows it)
+    wall_time_s: float | None = None
+    #: the item status line's detail in the verdict's own words (``Episode.status_line``)
+    detail: str | None = None
+    #: model answers that reported no readable usage (no token or cost budget counts them)
+    usage_unknown: int = 0
+    #: why this episode stops the whole run (its response cache cannot be written)
+    stop: str | None = None
+    #: in one process only, never on the wire: the dict ``line`` is the JSON of
+    row: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def of_row(
+        cls,
+        episode_id: str,
+        row: dict[str, Any],
+        line: str,
+        *,
+        arm: str | None = None,
+        detail: str | None = None,
+        usage_unknown: int = 0,
+        keep_row: bool = False,
+    ) -> EpisodeOutcome:
+        """The outcome of the report carrying ``row`` (``line`` is its JSON text).
+
+        ``arm``: the name the run knows it by (default: the row's model, else its policy);
+        ``keep_row``: ``row`` rides along (one process, the line unchanged since)."""
+        metrics = row["metrics"]
+        verify = row["verify_metrics"]
+        return cls(
+            episode_id,
+            line=line,
+            has_figures=True,
+            train="failure" not in row,
+            verdict=bool(verify["verdict"]),
+            outcome=verify["outcome"],
+            reward=row["reward"],
+            turns=metrics["turns"],
+            env=row["env"],
+            policy=row["policy"],
+            model=row["model"],
+            arm=(row["model"] or row["policy"]) if arm is None else arm,
+            seed=row["seed"],
+            repeat=row["extra"].get("repeat", 0),
+            prompt_tokens=metrics["prompt_tokens"],
+            completion_tokens=metrics["completion_tokens"],
+            cost_usd=metrics.get("cost_usd"),
+            wall_time_s=float(metrics.get("wall_time_s", 0.0)),
+            detail=detail,
+            usage_unknown=usage_unknown,
+            row=row if keep_row else None,
+        )
+
+    def status_detail(self) -> str:
+        """What the item status line says in brackets: ``reward=1 turns=3 win``."""
+        return self.detail or f"reward={self.reward:g} turns={self.turns} {self.outcome}"
+
+    def written(self) -> EpisodeOutcome:
+        """This outcome once its row is written: the report keeps no transcript."""
+        return dataclasses.replace(self, line=None, row=None)
+
+    def slimmed(self) -> EpisodeOutcome:
+        """What a passed report keeps for the rest of the session: the id and duration."""
+        return EpisodeOutcome(self.episode_id, wall_time_s=self.wall_time_s)
+
+    def to_wire(self) -> dict[str, Any]:
+        """JSON-safe, and only what differs from the defaults (most reports carry an id)."""
+        return {
+            name: value
+            for name, default in WIRE_DEFAULTS
+            if (value := getattr(self, name)) != default or name == "episode_id"
+        }
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> EpisodeOutcome:
+        return cls(**data)
+
+
+#: (field, default) of every field that crosses processes (all but ``row``)
+WIRE_DEFAULTS = tuple(
+    (spec.name, spec.default) for spec in dataclasses.fields(EpisodeOutcome) if spec.name != "row"
+)
+
+
+def outcome_of(report: object) -> EpisodeOutcome | None:
+    """The episode outcome ``report`` carries; None: not an episode item's report."""
+    found = getattr(report, OUTCOME_ATTR, None)
+    return found if isinstance(found, EpisodeOutcome) else None
+
+
+def put_outcome(report: object, outcome: EpisodeOutcome) -> None:
+    setattr(report, OUTCOME_ATTR, outcome)
+
+
+def outcome_to_wire(data: dict[str, Any]) -> None:
+    """A report's serialized dict: its outcome made a plain dict (xdist sends JSON-safe data)."""
+    outcome = data.get(OUTCOME_ATTR)
+    if isinstance(outcome, EpisodeOutcome):
+        data[OUTCOME_ATTR] = outcome.to_wire()
+
+
+def outcome_from_wire(data: dict[str, Any]) -> None:
+    """A serialized report about to be rebuilt: its outcome an ``EpisodeOutcome`` again."""
+    wire = data.get(OUTCOME_ATTR)
+    if isinstance(wire, dict):
+        data[OUTCOME_ATTR] = EpisodeOutcome.from_wire(wire)
