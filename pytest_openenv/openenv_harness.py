@@ -44,7 +44,7 @@ from typing import Any
 
 from openenv.core.evals import EvalHarness
 
-from . import __version__
+from ._version import __version__
 from .config.options import OPTION_BY_FLAG
 from .errors import HarnessParameterError, HarnessRunFailed
 

@@ -55,7 +55,7 @@ class RunMetadata:
         self, *, finished: bool = True, played: set[str] | frozenset[str] = frozenset()
     ) -> dict[str, Any]:
         """``played``: the policies the rows name (at the end); before the run, the run's own."""
-        from .. import __version__
+        from .._version import __version__
 
         settings = self.settings.public()
         identity = self.identity()

@@ -248,7 +248,7 @@ def push_folder(
     try:
         from huggingface_hub import CommitOperationAdd, HfApi
 
-        from .. import __version__
+        from .._version import __version__
 
         api = HfApi(token=token, library_name="pytest-openenv", library_version=__version__)
         with bounded_hub_requests(seconds):

@@ -44,14 +44,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config.convert import TOOL_ARGUMENT_FORMS
 from ..util.memo import BoundedMemo
 from ..util.secrets import withhold_config_json
 
 if TYPE_CHECKING:
-    from .result import Episode
+    from ..envs.verdict import Decision
     from .spec import EpisodeSpec
 
 #: Bump when the row layout changes in a way readers must know about. 2: ``tool_trace``
@@ -171,8 +171,45 @@ def task_section(
     }
 
 
+class PlayedEpisode(Protocol):
+    """What a row is made of: a finished episode (``result.py``'s ``Episode``, which makes
+    its row with this module, so the row knows it by these fields only)."""
+
+    episode_id: str
+    env: str
+    seed: int
+    index: int
+    repeat: int
+    policy: str
+    model: str | None
+    reward: float
+    passed: bool
+    done: bool
+    outcome: str
+    min_reward: float
+    decision: Decision | None
+    reason: str | None
+    messages: list[dict[str, Any]]
+    tool_trace: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    metrics: dict[str, Any]
+    task: dict[str, Any]
+    final_observation: str
+    max_turns: int | None
+    prompt_style: str | None
+    sampling: dict[str, Any] | None
+    backend: str
+    server: str | None
+    server_reports: dict[str, Any] | None
+    seeded: bool | None
+
+
 def episode_row(
-    episode: Episode, *, test: str = "", passed: bool | None = None, tool_arguments: str = "string"
+    episode: PlayedEpisode,
+    *,
+    test: str = "",
+    passed: bool | None = None,
+    tool_arguments: str = "string",
 ) -> dict[str, Any]:
     """The row of a finished episode: OpenEnv ``EpisodeRecord`` keys plus ours.
 

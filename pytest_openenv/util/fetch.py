@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .. import __version__
+from .._version import __version__
 from ..errors import ServerUnreachable
 
 #: redirects one request follows (urllib's own limit)

@@ -36,10 +36,37 @@ import re
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from ..config.settings import Settings
+
+class _Servers(Protocol):
+    @property
+    def urls(self) -> tuple[str, ...]: ...
+
+
+class _Endpoint(Protocol):
+    @property
+    def endpoint(self) -> str | None: ...
+
+
+class _EnvConfig(Protocol):
+    @property
+    def config(self) -> dict[str, Any]: ...
+
+
+class SecretSources(Protocol):
+    """The settings that name a run's secrets (``config.settings.Settings``: util sits
+    below config, so it is described here, not imported)."""
+
+    @property
+    def servers(self) -> _Servers: ...
+
+    @property
+    def llm(self) -> _Endpoint: ...
+
+    @property
+    def run(self) -> _EnvConfig: ...
+
 
 #: named explicitly: the variables the plugin itself reads
 SECRET_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -267,7 +294,7 @@ class KnownSecrets:
         return cls(tuple(sorted(forms, key=lambda form: (-len(form), form))))
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> KnownSecrets:
+    def from_settings(cls, settings: SecretSources) -> KnownSecrets:
         """The run's secrets: the environment's, the server and endpoint URLs' credentials,
         and those of ``--openenv-env-config`` (the ini's included)."""
         return cls.collect(

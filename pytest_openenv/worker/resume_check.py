@@ -31,8 +31,8 @@ from ..envs.base import EnvFamily
 from ..episode.loop import sampling_of
 from ..episode.spec import EpisodeSpec
 from ..policies.arms import Arm
+from .episode_plan import EpisodeTest
 from .fixtures import fixture_is_ours
-from .marker import EpisodeTest
 from .service import EpisodeService
 
 

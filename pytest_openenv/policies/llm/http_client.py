@@ -48,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ... import __version__
+from ..._version import __version__
 from ...errors import EndpointStatus, EndpointTimeout, EndpointUnreachable
 from ...util.jsonlimits import MAX_ANSWER_BYTES
 from .deadline import LONGEST_RETRY_AFTER, retry_after, too_large

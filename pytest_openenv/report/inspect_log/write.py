@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ... import __version__
+from ..._version import __version__
 from ...dataset.folder import read_metadata
 from ...dataset.played import Group, PlayedEpisodes, group_of
 from ...dataset.writer import INSPECT_LOGS
