@@ -18,7 +18,7 @@ from .config.options import register
 if TYPE_CHECKING:
     from .config.settings import Settings
     from .controller.template import TemplateCheck
-    from .worker.service import EpisodeService
+    from .episode.service import EpisodeService
 
 # Everything but the options and the fixtures loads on first use: importing this module
 # (which pytest does in every run) must stay cheap for the many runs that never touch an
@@ -115,7 +115,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def start_service(config: pytest.Config) -> tuple[EpisodeService, TemplateCheck | None]:
     """This process's families and policies, with the run's env and policy checked; and
     on the controller what ``--openenv-chat-template`` found."""
-    from .worker.service import EpisodeService
+    from .episode.service import EpisodeService
     from .util import heap
     from .worker.run_policy import check_run_policy
 

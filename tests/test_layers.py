@@ -70,8 +70,13 @@ def test_the_package_keeps_its_layers() -> None:
             "from ..envs import registry as _families",
             "pytest_openenv.policies is not allowed to import pytest_openenv.envs",
         ),
+        (
+            "controller/metadata.py",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..worker import marker",
+            "pytest_openenv.controller is not allowed to import pytest_openenv.worker",
+        ),
     ],
-    ids=["upward", "side-to-side", "envs-to-policies", "policies-to-envs"],
+    ids=["upward", "side-to-side", "envs-to-policies", "policies-to-envs", "type-checking"],
 )
 @pytest.mark.slow
 def test_a_planted_import_across_the_layers_breaks_the_contract(

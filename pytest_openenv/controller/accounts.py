@@ -25,7 +25,7 @@ from ..report.tally import Tally
 from .output import Row
 
 if TYPE_CHECKING:
-    from ..worker.service import EpisodeService
+    from ..episode.service import EpisodeService
 
 EPISODE_ID_IN_NODEID = re.compile(r"\[(?:.*-)?(ep-\d{6}(?:-r\d+)?)(?:-.*)?\]$")
 

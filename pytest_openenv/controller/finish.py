@@ -34,7 +34,7 @@ from .output import OutputFolder
 from .subset import subset_text
 
 if TYPE_CHECKING:
-    from ..worker.service import EpisodeService
+    from ..episode.service import EpisodeService
 
 PASSK_NAMES = ("pass@1", "pass@k", "pass^k")
 

@@ -15,7 +15,7 @@ from ..dataset.identity import run_identity
 from ..report.gates import GateConfig
 
 if TYPE_CHECKING:
-    from ..worker.service import EpisodeService
+    from ..episode.service import EpisodeService
     from .template import TemplateCheck
 
 

@@ -47,7 +47,7 @@ from .stopping import RunStop
 from .terminal_end import EndOfRun
 
 if TYPE_CHECKING:
-    from ..worker.service import EpisodeService
+    from ..episode.service import EpisodeService
     from .template import TemplateCheck
 
 

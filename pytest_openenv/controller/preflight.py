@@ -25,7 +25,7 @@ from ..util.endpoints import ServerURL, check_health, redact
 from ..util.secrets import KnownSecrets
 
 if TYPE_CHECKING:
-    from ..worker.service import EpisodeService
+    from ..episode.service import EpisodeService
 
 
 def check_deployed_servers(config: pytest.Config, service: EpisodeService) -> None:

@@ -27,7 +27,7 @@ from ..envs.base import EnvFamily
 from ..errors import RenderTimeout
 
 if TYPE_CHECKING:
-    from ..worker.service import EpisodeService
+    from ..episode.service import EpisodeService
 
 #: rows of results.jsonl rendered after the run (each costs one rendering per message)
 ROWS_CHECKED = 8

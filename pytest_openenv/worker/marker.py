@@ -14,10 +14,10 @@ from ..config.convert import check_item_count, check_seed_range
 from ..config.settings import Settings
 from ..envs.base import EnvConfigError
 from ..envs.verdict import JUDGE_AT
+from ..episode.service import EpisodeService
 from ..policies.arms import Arm, id_part
 from .episode_plan import EpisodeTest
 from .fixtures import EPISODE_FIXTURE, fixture_is_ours
-from .service import EpisodeService
 
 if TYPE_CHECKING:
     from .resume_check import ResumeCheck

@@ -16,6 +16,7 @@ import pytest
 from ..config.settings import Settings
 from ..dataset.identity import RESUME_REFUSED, USAGE_REFUSED, RowIdentity
 from ..episode.outcome import outcome_to_wire
+from ..episode.service import EpisodeService
 from ..episode.spec import EpisodeSpec
 from ..errors import CacheUnwritable
 from ..util import heap
@@ -29,7 +30,6 @@ from .marker import parametrize
 from .reporting import attach_to_report, message_only_report, shows_message_only
 from .resume_check import ResumeCheck
 from .runahead import Runahead
-from .service import EpisodeService
 from .what_plays import WhatPlays
 from .xdist_queue import WorkerQueue
 

@@ -29,11 +29,11 @@ from ..dataset.identity import (
 )
 from ..envs.base import EnvFamily
 from ..episode.loop import sampling_of
+from ..episode.service import EpisodeService
 from ..episode.spec import EpisodeSpec
 from ..policies.arms import Arm
 from .episode_plan import EpisodeTest
 from .fixtures import fixture_is_ours
-from .service import EpisodeService
 
 
 class ResumeCheck:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from ..config.settings import Settings
+from ..episode.service import EpisodeService
 from ..policies.base import Policy
-from .service import EpisodeService
 
 
 def check_run_policy(config: pytest.Config, service: EpisodeService) -> list[Policy]:

@@ -52,12 +52,12 @@ import pytest
 from ..config.convert import WINDOW_FACTOR
 from ..episode.loop import EpisodeTimeout
 from ..episode.result import Episode
+from ..episode.service import EpisodeService
 from ..episode.spec import EpisodeSpec
 from ..policies.base import Policy
 from .adaptive import AUTO, AdaptiveLimit, concurrency_ceiling
 from .fixtures import OWN_FIXTURES, fixture_is_ours
 from .items import SPEC_KEY
-from .service import EpisodeService
 from .xdist_queue import WorkerQueue
 
 #: seconds past --openenv-timeout before the waiting item gives up on the episode thread

@@ -12,7 +12,7 @@ from pytest_openenv.config.settings import RunSettings, Settings
 from pytest_openenv.controller.accounts import Accounts, episode_id_from_nodeid, only_marks_reported
 from pytest_openenv.episode.outcome import EpisodeOutcome, outcome_of
 from pytest_openenv.episode.record import dumps_record, placeholder_row
-from pytest_openenv.worker.service import EpisodeService
+from pytest_openenv.episode.service import EpisodeService
 from pytest_openenv.episode.spec import EpisodeSpec
 
 ENV = "openspiel:tic_tac_toe"

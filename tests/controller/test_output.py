@@ -12,9 +12,9 @@ import pytest
 from pytest_openenv.config.settings import Settings
 from pytest_openenv.controller.metadata import RunMetadata
 from pytest_openenv.controller.output import OutputFolder, Row
+from pytest_openenv.episode.service import EpisodeService
 from pytest_openenv.report.gates import GateConfig
 from pytest_openenv.util.secrets import KnownSecrets
-from pytest_openenv.worker.service import EpisodeService
 
 ROW = json.dumps({"episode_id": "ep-000000", "test": "t.py::test[ep-000000]"})
 

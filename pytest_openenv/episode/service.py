@@ -2,7 +2,8 @@
 
 One per process (``plugin.pytest_configure`` makes it): the workers play episodes
 with it, and the controller asks it the run's env family (pre-flight checks, the
-policy a crashed episode played). Nothing here writes files.
+policy a crashed episode played). Both sides use it, so it lives below both of them.
+Nothing here writes files.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from ..config.settings import Settings
 from ..envs.base import EnvConfigError, EnvFamily
 from ..envs.registry import build_family
 from ..envs.remote.servers import RemoteServers
-from ..episode.loop import EnvFactory, Limits, run_episode
-from ..episode.result import Episode
-from ..episode.spec import EpisodeSpec
 from ..policies.base import Policy
 from ..policies.registry import build_policy
 from ..util.overload import OverloadSignal
+from .loop import EnvFactory, Limits, run_episode
+from .result import Episode
+from .spec import EpisodeSpec
 
 
 class EpisodeService:
