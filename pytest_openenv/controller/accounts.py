@@ -19,6 +19,7 @@ import pytest
 
 from ..config.settings import Settings
 from ..episode.outcome import EpisodeOutcome, outcome_of, put_outcome
+from ..episode.spec import REPEATS_FIX
 from ..report.arms import ArmAccounts
 from ..report.passk import PassKTally
 from ..report.tally import Tally
@@ -76,13 +77,6 @@ def dist_each_problem(nodeids: list[str], dist: str | None) -> str | None:
         "--dist each runs every episode once on every worker, so each would be counted "
         f"and written as many times; use --dist load (the default with -n), and {REPEATS_FIX}"
     )
-
-
-#: what the refusals of one episode played several times point at
-REPEATS_FIX = (
-    "to run each seed several times use --openenv-repeats K (ids ep-000000-r0 ..., "
-    "reported as pass@1, pass@k and pass^k)"
-)
 
 
 def only_marks_reported(report: pytest.TestReport) -> bool:

@@ -5,6 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+#: what a refusal of one episode played several times points at (the worker refuses a test
+#: parametrized beyond its episode, the controller ``--dist each``): repeats of one seed
+#: have ids of their own
+REPEATS_FIX = (
+    "to run each seed several times use --openenv-repeats K (ids ep-000000-r0 ..., "
+    "reported as pass@1, pass@k and pass^k)"
+)
+
 
 @dataclass(frozen=True)
 class EpisodeSpec:

@@ -15,6 +15,7 @@ from ..config.settings import Settings
 from ..envs.base import EnvConfigError
 from ..envs.verdict import JUDGE_AT
 from ..episode.service import EpisodeService
+from ..episode.spec import REPEATS_FIX
 from ..policies.arms import Arm, id_part
 from .episode_plan import EpisodeTest
 from .fixtures import EPISODE_FIXTURE, fixture_is_ours
@@ -158,13 +159,6 @@ def check_what_plays(
     ) or unused_sampling(policies, settings.llm.sampling_given, chosen_by=chosen_by)
     if problem and plays.unplayed is None:
         plays.unplayed = f"{where}: {problem}"
-
-
-#: what a refusal of one episode played several times points at
-REPEATS_FIX = (
-    "to run each seed several times use --openenv-repeats K (ids ep-000000-r0 ..., "
-    "reported as pass@1, pass@k and pass^k)"
-)
 
 
 def parametrized_beyond_the_episode(metafunc: pytest.Metafunc) -> str | None:
