@@ -122,11 +122,11 @@ class Episode:
     def record(
         self, *, test: str = "", passed: bool | None = None, tool_arguments: str = "string"
     ) -> dict[str, Any]:
-        """The dataset row (``record.py``, docs/files-and-schema.md): OpenEnv ``EpisodeRecord`` keys plus
-        ours, every field in one JSON type across rows and families, so ``datasets``/pyarrow
-        and the Hub viewer load the files as they are. ``tool_arguments``
-        (``--openenv-tool-arguments``): ``"string"`` or ``"object"``, how ``messages`` carry
-        tool-call arguments.
+        """The dataset row (``record.py``, docs/files-and-schema.md): OpenEnv
+        ``EpisodeRecord`` keys plus ours, every field in one JSON type across rows and
+        families, so ``datasets``/pyarrow and the Hub viewer load the files as they are.
+        ``tool_arguments`` (``--openenv-tool-arguments``): ``"string"`` or ``"object"``, how
+        ``messages`` carry tool-call arguments.
         """
         prepared, self._prepared = self._prepared, None
         if prepared is not None and prepared[0] == tool_arguments:
