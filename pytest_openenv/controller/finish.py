@@ -18,13 +18,18 @@ from ..dataset.card import render_card
 from ..dataset.folder import card_is_generated
 from ..dataset.hub import HubPublisher
 from ..dataset.writer import CARD, METADATA, REPORT, RESULTS, SUMMARY
-from ..report.arms import ArmTally
 from ..report.baseline import DEFAULT_CONFIDENCE
-from ..report.gates import GateConfig, RunFigures, Verdict, evaluate
-from ..report.passk import PassKTally
+from ..report.gates import GateConfig, Verdict
+from ..report.judge import RunCounts, best_of_unjudged, judge
 from ..report.step_summary import append_step_summary, summary_markdown
-from ..report.summary import arm_lines, summary_lines
-from ..util.format import percent
+from ..report.summary import (
+    SummarySection,
+    arm_lines,
+    passk_lines,
+    render_sections,
+    summary_sections,
+    verdict_lines,
+)
 from ..util.secrets import KnownSecrets
 from .accounts import Accounts
 from .budget import RunBudget
@@ -35,8 +40,6 @@ from .subset import subset_text
 
 if TYPE_CHECKING:
     from ..episode.service import EpisodeService
-
-PASSK_NAMES = ("pass@1", "pass@k", "pass^k")
 
 
 def unsorted_message(unsorted: list[tuple[Path, str]]) -> str:
@@ -134,137 +137,34 @@ class SessionEnd:
             ),
         }
 
-    def gate_figures(self) -> RunFigures | list[RunFigures]:
-        """What the gate reads: each group's figures (the groups of ``--openenv-gate-model``
-        only, or with ``--openenv-gate-vs`` every other model's), or with one group or
-        ``--openenv-gate-pooled`` the pooled figures; each with its episodes for the paired
-        tests (``--openenv-gate-vs``, a paired ``--openenv-baseline``)."""
-        arms = self.accounts.arms
-        groups = arms.groups()
-        baseline = self.gate.baseline
-        baseline_groups = len(baseline.groups) if baseline is not None else 0
-        if self.gate.pooled or not groups or (len(groups) == 1 and baseline_groups <= 1):
-            return self.pooled_gate_figures()
-        judged = [
-            group
-            for group in groups
-            if (self.gate.model is None or group.name == self.gate.model)
-            and (self.gate.model is not None or group.name != self.gate.vs)
-        ]
-        figures = []
-        for group in judged:
-            vs = self.vs_group(group) if self.gate.vs else None
-            figures.append(
-                RunFigures(
-                    passed=group.passed,
-                    ran=group.ran,
-                    reward=group.reward,
-                    passk=(group.passk or PassKTally(self.settings.run.repeats)).result(),
-                    judged=group.passed + group.failed,
-                    model=group.name,
-                    outcomes=group.outcomes,
-                    vs_outcomes=vs.outcomes if vs is not None else None,
-                    envs=frozenset({group.env} - {""}),
-                    policies=frozenset({group.policy} - {None}),  # type: ignore[arg-type]
-                    models=frozenset({group.model} - {None}),  # type: ignore[arg-type]
-                    group=group.label,
-                    group_key=(group.test, group.env, group.name),
-                    attempts=self.accounts.tally.attempts,
-                )
-            )
-        return figures
-
-    def vs_group(self, group: ArmTally) -> ArmTally | None:
-        """``--openenv-gate-vs``'s group beside ``group``: the same test and env."""
-        for other in self.accounts.arms.by_group.values():
-            if (other.test, other.env, other.name) == (group.test, group.env, self.gate.vs):
-                return other
-        return None
-
-    def pooled_gate_figures(self) -> RunFigures | list[RunFigures]:
-        """The pooled figures: the whole run's, or with several models the gated one's
-        (``--openenv-gate-model``), or each model's but ``--openenv-gate-vs``'s."""
-        tally, arms = self.accounts.tally, self.accounts.arms
-        merged = arms.arms
-        vs = merged.get(self.gate.vs) if self.gate.vs else None
-        vs_outcomes = vs.outcomes if vs is not None else None
-        ordered = arms.ordered()
-        if not arms.several or (self.gate.model is None and self.gate.vs is None):
-            only = ordered[0] if len(ordered) == 1 else None
-            outcomes: dict[Any, Any] = {}
-            for arm in ordered:
-                outcomes.update(arm.outcomes)
-            return RunFigures(
-                passed=tally.passed,
-                ran=tally.ran,
-                reward=tally.reward,
-                passk=self.accounts.passk.result(),
-                judged=tally.passed + tally.failed,
-                model=only.name if only is not None else None,
-                outcomes=outcomes if only is not None else None,
-                vs_outcomes=vs_outcomes,
-                envs=frozenset(tally.envs),
-                policies=frozenset(tally.policies),
-                models=frozenset(tally.models),
-                group="pooled (all groups)" if arms.several_groups else None,
-                attempts=tally.attempts,
-            )
-        names = [arm.name for arm in ordered]
-        if self.gate.model is None:
-            # every model is judged against the reference, each over all its groups
-            others = [name for name in names if name != self.gate.vs] or names[:1]
-            return [self.pooled_model_figures(name, vs_outcomes) for name in others]
-        return self.pooled_model_figures(self.gate.model, vs_outcomes)
-
-    def pooled_model_figures(self, name: str, vs_outcomes: dict[Any, Any] | None) -> RunFigures:
-        """One model's figures pooled over its groups."""
-        tally, arms = self.accounts.tally, self.accounts.arms
-        gated = arms.arms.get(name) or ArmTally(name)
-        return RunFigures(
-            passed=gated.passed,
-            ran=gated.ran,
-            reward=gated.reward,
-            passk=(gated.passk or PassKTally(self.settings.run.repeats)).result(),
-            judged=gated.passed + gated.failed,
-            model=name,
-            outcomes=gated.outcomes,
-            vs_outcomes=vs_outcomes,
-            # the gated model is compared with the baseline's: only the env must agree
-            envs=frozenset(tally.envs),
-            group=f"pooled ({name}, all its groups)" if arms.several_groups else None,
-            attempts=tally.attempts,
-        )
-
     def apply_gate(self, session: pytest.Session) -> None:
         """With a gate set the gate decides the exit code; other failures still fail it."""
         if self.budget is not None:
             self.budget.count_not_started(self.accounts.expected, self.accounts.tally.total)
         if not (self.accounts.active and self.gate.active):
             return
-        attempts = self.accounts.tally.attempts
-        if attempts > 1 and not self.settings.output.gate_best_of:
-            # a failure played again until it passed is no pass@1: nothing to gate on
-            self.notes.append(
-                f"WARNING: the gate was not judged: the figures are best of up to {attempts} "
-                "attempts per episode (--openenv-resume-failed played failed episodes again); "
-                "pass --openenv-gate-best-of to judge them anyway"
-            )
+        unjudged = best_of_unjudged(self.accounts.tally.attempts, self.settings.output.gate_best_of)
+        if unjudged is not None:
+            self.notes.append(unjudged)
             return
-        figures = self.gate_figures()
         stopped = session.shouldfail or session.shouldstop
-        self.verdict = evaluate(
+        last_failed = self.last_failed
+        self.verdict = judge(
             self.gate,
-            figures,
+            self.counts(),
             other_failures=self.accounts.other_failures,
             stopped_early=str(stopped) if stopped else None,
-            subset=subset_text(self.last_failed, judged_count(figures))
-            if self.last_failed
-            else None,
+            subset=(lambda judged: subset_text(last_failed, judged)) if last_failed else None,
         )
         if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             session.exitstatus = (
                 pytest.ExitCode.OK if self.verdict.passed else pytest.ExitCode.TESTS_FAILED
             )
+
+    def counts(self) -> RunCounts:
+        """What the gate reads of the run (``report/judge.py``)."""
+        accounts = self.accounts
+        return RunCounts(accounts.tally, accounts.arms, accounts.passk, self.settings.run.repeats)
 
     def align_junit(self) -> None:
         """A passing gate: the episodes it accepted are not failures in JUnit XML either."""
@@ -427,56 +327,50 @@ class SessionEnd:
         return "expert" if family.expert_problem() is None else None
 
     def terminal_lines(self) -> list[str]:
-        tally, output = self.accounts.tally, self.output
+        return [self.secrets.scrub(line) for line in render_sections(self.terminal_sections())]
+
+    def terminal_sections(self) -> list[SummarySection]:
+        """The run's figures (``report/summary.py``), then what the controller adds: pass@k,
+        the models side by side, the budget, the gate's verdict, notes, and what became of
+        the folder and its push."""
         arms = self.accounts.arms
-        groups = arms.groups_json(self.gate.confidence or DEFAULT_CONFIDENCE)
-        lines = summary_lines(
-            self.figures(),
+        confidence = self.gate.confidence or DEFAULT_CONFIDENCE
+        figures = self.figures()
+        sections = summary_sections(
+            figures,
             str(self.settings.output.folder),
             gated=self.gate.active,
             teacher=self.stronger_teacher(),
             exit_status=self.final_exit_status,
-            groups=groups,
+            groups=arms.groups_json(confidence),
+            verdicts=verdict_lines(figures, self.settings.output.train_on),
         )
-        # beside the pass rate they qualify, indented as it is (under the pooled heading)
-        at, indent = next(
-            (
-                (i + 1, line[: len(line) - len(line.lstrip())])
-                for i, line in enumerate(lines)
-                if line.lstrip().startswith("pass rate:")
-            ),
-            (2, ""),
-        )
-        verdicts = verdict_lines(self.figures(), self.settings.output.train_on)
-        lines[at:at] = [indent + line for line in verdicts]
         passk = self.accounts.passk.result()
-        if passk.k > 1:
-            lines.append(
-                ("pooled " if arms.several_groups else "")
-                + f"repeats: {passk.k} per seed over {passk.problems} seed(s): "
-                + "    ".join(
-                    f"{name.replace('k', str(passk.k))} {percent(passk.metric(name))}"
-                    for name in PASSK_NAMES
-                )
-                + (
-                    f" (pass@{passk.k}/pass^{passk.k} over {passk.problems_scored} seeds "
-                    f"with all {passk.k} runs)"
-                    if passk.problems_scored != passk.problems
-                    else ""
-                )
-            )
+        sections.append(SummarySection("repeats", tuple(passk_lines(passk, arms.several_groups))))
         if arms.several:
-            lines.extend(arm_lines(arms, self.gate.confidence or DEFAULT_CONFIDENCE))
+            sections.append(SummarySection("models", tuple(arm_lines(arms, confidence))))
         if self.budget is not None:
-            lines.extend(self.budget.lines())
+            sections.append(SummarySection("budget", tuple(self.budget.lines())))
         if self.verdict is not None:
-            lines.extend(self.verdict.lines())
+            sections.append(SummarySection("gate", tuple(self.verdict.lines())))
+        sections.append(SummarySection("notes", tuple(self.note_lines())))
+        sections.append(SummarySection("folder", tuple(self.folder_lines())))
+        return sections
+
+    def note_lines(self) -> list[str]:
+        """A failed step summary, earlier files moved aside, and the notes of the run."""
+        lines = []
         if self.step_summary_error:
             lines.append(f"WARNING: {self.step_summary_error}")
-        for moved in output.writer.moved:
+        for moved in self.output.writer.moved:
             stem, _, suffix = moved.name.partition(".")
             lines.append(f"earlier run's {stem}.{suffix.rpartition('.')[2]} kept as {moved}")
-        lines.extend(self.notes)
+        return lines + self.notes
+
+    def folder_lines(self) -> list[str]:
+        """What an interruption left in the folder, the push, and what could not be written."""
+        tally, output = self.accounts.tally, self.output
+        lines = []
         if self.exit_status == pytest.ExitCode.INTERRUPTED:
             expected = self.accounts.expected
             of = f" of {expected}" if expected is not None else ""
@@ -501,36 +395,4 @@ class SessionEnd:
                     f"ERROR: {output.unsaved} finished episode(s) could not be saved; fix the "
                     "output folder and run again with --openenv-resume to redo them"
                 )
-        return [self.secrets.scrub(line) for line in lines]
-
-
-def judged_count(figures: RunFigures | list[RunFigures]) -> int:
-    """How many episodes the gate's figures cover (each group's, or the pooled ones)."""
-    return sum(one.ran for one in figures) if isinstance(figures, list) else figures.ran
-
-
-def verdict_lines(figures: dict[str, Any], train_on: str) -> list[str]:
-    """Where the tests' outcomes and the env's verdicts differ, what each counts and which
-    rule filled results.jsonl (the summary's ``passed`` and pass rate count test outcomes)."""
-    kept_out = figures.get("test_passed_verdict_failed", 0)
-    stricter = figures.get("test_failed_verdict_passed", 0)
-    if not kept_out and not stricter:
-        return []
-    rate = figures.get("verdict_pass_rate")
-    shown = f" ({100 * rate:.1f}%)" if rate is not None else ""
-    lines = [
-        f"env verdict: {figures.get('verdict_passed', 0)} of {figures['ran']} passed{shown}; "
-        f"tests passed: {figures['passed']} (the episodes line and pass rate count tests)"
-    ]
-    if kept_out and train_on == "verdict":
-        lines.append(
-            f"training split: {figures.get('train_rows', 0)} rows in results.jsonl; "
-            f"{kept_out} test-passed episode(s) the env's verdict failed went to "
-            "failures.jsonl as verdict-failed (--openenv-train-on=test keeps them)"
-        )
-    elif kept_out:
-        lines.append(
-            f"training split: {figures.get('train_rows', 0)} rows in results.jsonl, "
-            f"{kept_out} of them failed by the env's verdict (--openenv-train-on=test)"
-        )
-    return lines
+        return lines

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..util.format import (
@@ -14,6 +16,7 @@ from ..util.format import (
     percent,
     usd,
 )
+from .passk import PassAtK
 
 
 def failure_hint(figures: dict[str, Any], teacher: str | None = None) -> str | None:
@@ -33,6 +36,68 @@ def failure_hint(figures: dict[str, Any], teacher: str | None = None) -> str | N
     return hint
 
 
+@dataclass(frozen=True)
+class SummarySection:
+    """One part of the terminal summary: what it holds (``title``), its lines, and the
+    indent they take (the run's own figures sit under the pooled heading, indented)."""
+
+    title: str
+    lines: tuple[str, ...]
+    indent: str = ""
+
+    def rendered(self) -> list[str]:
+        return [self.indent + line for line in self.lines]
+
+
+def render_sections(sections: Sequence[SummarySection]) -> list[str]:
+    """The terminal summary's lines, section after section."""
+    return [line for section in sections for line in section.rendered()]
+
+
+def summary_sections(
+    figures: dict[str, Any],
+    output: str,
+    *,
+    gated: bool = False,
+    teacher: str | None = None,
+    exit_status: int | None = None,
+    groups: list[dict[str, Any]] | None = None,
+    verdicts: Sequence[str] = (),
+) -> list[SummarySection]:
+    """The run's sections, in order: with more than one group (``groups``: summary.json's
+    ``groups``) a line each and a pooled heading first, then the run's figures (labelled as
+    pooled then, and indented), its wall time and output folder, and the hint for failures.
+
+    ``verdicts``: where the tests' outcomes and the env's verdicts differ (``verdict_lines``),
+    shown right after the pass rate they qualify;
+    ``gated``: a gate decides the exit code, so failed episodes need no explaining;
+    ``teacher``: a stronger policy to suggest when episodes failed (``failure_hint``);
+    ``exit_status``: pytest's exit code, when known. The hint says failed episodes make
+    pytest exit 1, so it shows only when it does (not under xfail, exit 0, nor Ctrl-C, 2)."""
+    several = groups is not None and len(groups) > 1
+    sections: list[SummarySection] = []
+    if several:
+        assert groups is not None
+        sections.append(SummarySection("groups", tuple(group_lines(groups))))
+        sections.append(
+            SummarySection(
+                "pooled", ("pooled (all groups): the figures below count every group together",)
+            )
+        )
+    indent = "  " if several else ""
+    sections.append(SummarySection("episodes", tuple(episode_lines(figures)), indent))
+    sections.append(SummarySection("pass rate", (pass_rate_line(figures),), indent))
+    if verdicts:
+        sections.append(SummarySection("env verdicts", tuple(verdicts), indent))
+    sections.append(SummarySection("means", tuple(mean_lines(figures)), indent))
+    sections.append(SummarySection("run", tuple(run_lines(figures, output))))
+    exits_1 = exit_status is None or exit_status == 1
+    hint = None if gated or not exits_1 else failure_hint(figures, teacher)
+    if hint:
+        sections.append(SummarySection("hint", (hint,)))
+    return sections
+
+
 def summary_lines(
     figures: dict[str, Any],
     output: str,
@@ -42,14 +107,18 @@ def summary_lines(
     exit_status: int | None = None,
     groups: list[dict[str, Any]] | None = None,
 ) -> list[str]:
-    """``groups``: summary.json's ``groups``; with more than one, a line each comes first
-    and the run's own figures follow labelled as pooled;
-    ``gated``: a gate decides the exit code, so failed episodes need no explaining;
-    ``teacher``: a stronger policy to suggest when episodes failed (``failure_hint``);
-    ``exit_status``: pytest's exit code, when known. The hint says failed episodes make
-    pytest exit 1, so it shows only when it does (not under xfail, exit 0, nor Ctrl-C, 2)."""
+    """The lines of ``summary_sections`` (the same arguments)."""
+    return render_sections(
+        summary_sections(
+            figures, output, gated=gated, teacher=teacher, exit_status=exit_status, groups=groups
+        )
+    )
+
+
+def episode_lines(figures: dict[str, Any]) -> list[str]:
+    """What ran and how the episodes ended, and what the counts include beyond one attempt
+    each in this run (reruns, ``--openenv-resume-failed``, an earlier run's rows)."""
     f = figures
-    several = groups is not None and len(groups) > 1
     lines = [
         f"env: {', '.join(f['envs']) or 'n/a'}    policy: {', '.join(f['policies']) or 'n/a'}"
         + (f"    model: {', '.join(f['models'])}" if f["models"] else ""),
@@ -79,10 +148,21 @@ def summary_lines(
             f"{earlier} are the earlier run's rows in the output folder (--openenv-resume), "
             "so the figures and the gate describe the whole dataset there"
         )
-    low, high = f["pass_rate_ci95"]
-    lines.append(
-        f"pass rate: {percent(f['pass_rate'])}  (95% Wilson CI {interval(low, high)}, n={f['ran']})"
+    return lines
+
+
+def pass_rate_line(figures: dict[str, Any]) -> str:
+    low, high = figures["pass_rate_ci95"]
+    return (
+        f"pass rate: {percent(figures['pass_rate'])}  "
+        f"(95% Wilson CI {interval(low, high)}, n={figures['ran']})"
     )
+
+
+def mean_lines(figures: dict[str, Any]) -> list[str]:
+    """Mean reward and turns (when recorded), then tokens and cost."""
+    f = figures
+    lines = []
     if f["mean_reward"] is not None:
         se = f["mean_reward_stderr"]
         lines.append(
@@ -101,23 +181,16 @@ def summary_lines(
             else ""
         )
     )
-    if several:
-        assert groups is not None
-        lines = [
-            *group_lines(groups),
-            "pooled (all groups): the figures below count every group together",
-            *("  " + line for line in lines),
-        ]
-    rate = f["episodes_per_s"]
-    lines.append(
-        f"wall time: {f['wall_time_s']:.1f}s" + (f"    episodes/s: {rate:.1f}" if rate else "")
-    )
-    lines.append(f"output: {output}")
-    exits_1 = exit_status is None or exit_status == 1
-    hint = None if gated or not exits_1 else failure_hint(f, teacher)
-    if hint:
-        lines.append(hint)
     return lines
+
+
+def run_lines(figures: dict[str, Any], output: str) -> list[str]:
+    rate = figures["episodes_per_s"]
+    return [
+        f"wall time: {figures['wall_time_s']:.1f}s"
+        + (f"    episodes/s: {rate:.1f}" if rate else ""),
+        f"output: {output}",
+    ]
 
 
 def replayed(figures: dict[str, Any]) -> bool:
@@ -159,3 +232,53 @@ def arm_lines(arms: Any, confidence: float) -> list[str]:
     ]
     lines += ["  " + comparison_line(c) for c in arms.comparisons(confidence)]
     return lines
+
+
+def verdict_lines(figures: dict[str, Any], train_on: str) -> list[str]:
+    """Where the tests' outcomes and the env's verdicts differ, what each counts and which
+    rule filled results.jsonl (the summary's ``passed`` and pass rate count test outcomes)."""
+    kept_out = figures.get("test_passed_verdict_failed", 0)
+    stricter = figures.get("test_failed_verdict_passed", 0)
+    if not kept_out and not stricter:
+        return []
+    rate = figures.get("verdict_pass_rate")
+    shown = f" ({100 * rate:.1f}%)" if rate is not None else ""
+    lines = [
+        f"env verdict: {figures.get('verdict_passed', 0)} of {figures['ran']} passed{shown}; "
+        f"tests passed: {figures['passed']} (the episodes line and pass rate count tests)"
+    ]
+    if kept_out and train_on == "verdict":
+        lines.append(
+            f"training split: {figures.get('train_rows', 0)} rows in results.jsonl; "
+            f"{kept_out} test-passed episode(s) the env's verdict failed went to "
+            "failures.jsonl as verdict-failed (--openenv-train-on=test keeps them)"
+        )
+    elif kept_out:
+        lines.append(
+            f"training split: {figures.get('train_rows', 0)} rows in results.jsonl, "
+            f"{kept_out} of them failed by the env's verdict (--openenv-train-on=test)"
+        )
+    return lines
+
+
+PASSK_NAMES = ("pass@1", "pass@k", "pass^k")
+
+
+def passk_lines(passk: PassAtK, pooled: bool) -> list[str]:
+    """With repeats: pass@1, pass@k and pass^k over the seeds (``pooled``: over several
+    groups, said so)."""
+    if passk.k <= 1:
+        return []
+    k = passk.k
+    return [
+        ("pooled " if pooled else "")
+        + f"repeats: {k} per seed over {passk.problems} seed(s): "
+        + "    ".join(
+            f"{name.replace('k', str(k))} {percent(passk.metric(name))}" for name in PASSK_NAMES
+        )
+        + (
+            f" (pass@{k}/pass^{k} over {passk.problems_scored} seeds with all {k} runs)"
+            if passk.problems_scored != passk.problems
+            else ""
+        )
+    ]
