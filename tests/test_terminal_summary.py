@@ -1,10 +1,16 @@
-"""The terminal summary's sections (report/summary.py): each part in its place by kind."""
+"""The terminal summary's sections (report/summary.py): each part in its place by kind; the
+gate's verdict as a function of the counts alone (report/judge.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from pytest_openenv.report.arms import ArmAccounts
+from pytest_openenv.report.gates import GateConfig
+from pytest_openenv.report.judge import RunCounts, judge
+from pytest_openenv.report.passk import PassKTally
 from pytest_openenv.report.summary import render_sections, summary_sections, verdict_lines
+from pytest_openenv.report.tally import Tally
 
 FIGURES: dict[str, Any] = {
     "envs": ["openspiel:tic_tac_toe"],
@@ -68,3 +74,34 @@ def test_one_group_has_no_pooled_heading_and_no_indent() -> None:
     assert lines[2].startswith("pass rate: 60.0%")
     assert lines[3].startswith("env verdict: 5 of 10 passed")
     assert not any(line.startswith("pooled") for line in lines)
+
+
+def two_groups(passed_a: int, passed_b: int, ran: int = 5) -> RunCounts:
+    """An earlier run's rows of two test functions (as ``--openenv-resume`` counts them)."""
+    tally = Tally()
+    arms = ArmAccounts(["scripted"])
+    for test, passed in (("test_a", passed_a), ("test_b", passed_b)):
+        for seed in range(ran):
+            outcome = "passed" if seed < passed else "failed"
+            row = {"policy": "scripted", "env": "openspiel:tic_tac_toe", "seed": seed}
+            arms.count_earlier(f"test_x.py::{test}[{seed}]", row, outcome)
+            tally.add_outcome(outcome)
+    tally.envs.add("openspiel:tic_tac_toe")
+    tally.policies.add("scripted")
+    return RunCounts(tally, arms, PassKTally(1), repeats=1)
+
+
+def test_the_verdict_is_a_function_of_the_counts_each_group_judged_unless_pooled() -> None:
+    counts = two_groups(passed_a=5, passed_b=1)  # 100% and 20%, pooled 60%
+    each = judge(GateConfig(min_pass_rate=0.5), counts)
+    assert not each.passed
+    assert each.failed_groups == ["test_x.py::test_b · openspiel:tic_tac_toe · scripted"]
+    pooled = judge(GateConfig(min_pass_rate=0.5, pooled=True), counts)
+    assert pooled.passed
+
+
+def test_a_subset_is_told_how_many_episodes_the_gate_judged() -> None:
+    counts = two_groups(passed_a=5, passed_b=5)
+    verdict = judge(GateConfig(min_pass_rate=0.5), counts, subset=lambda judged: f"judged {judged}")
+    assert verdict.subset == "judged 10"
+    assert verdict.checks_passed and not verdict.passed
