@@ -2,13 +2,14 @@
 
 What the workers are handed (the resume set, whether their queues are theirs to
 run ahead, the row form, the servers that drop seeds), the scheduler, the collection every worker
-reports, a crashed worker's report, and each report as it is rebuilt from a worker. Only
-xdist's hooks: nothing of xdist's own objects is replaced.
+reports, a crashed worker's report, each report as it is rebuilt from a worker, and the
+workers' exit, which runs while the files are written.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Generator
 from typing import Any
 
@@ -30,6 +31,8 @@ class XdistController:
         self.controller = controller
         #: the workers' PYTEST_ADDOPTS: plugins the bundled test never calls left out
         self.worker_addopts = worker_addopts
+        #: the workers' exit, under way while the end of the session writes the files
+        self._teardown: threading.Thread | None = None
         self._warmed_up = False
         config = controller.config
         dist = config.getoption("dist", None)
@@ -111,6 +114,31 @@ class XdistController:
         self._warmed_up = True
         if self.controller.settings.run.env:
             warmup.start(self.controller.config)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Every worker has finished: they exit (each interpreter's own teardown, a few tenths
+        of a second) while the files are written, instead of after them.
+
+        xdist's own teardown of the nodes then finds them gone; the wait for them is ours
+        (``pytest_unconfigure``), with xdist's timeout and its kill after it."""
+        nodes = getattr(session.config.pluginmanager.get_plugin("dsession"), "nodemanager", None)
+        if nodes is None or not self.controller.settings.run.env:
+            return
+        self._teardown = threading.Thread(
+            target=nodes.teardown_nodes, name="openenv-worker-exit", daemon=True
+        )
+        # xdist's own call comes next, before the files: it finds the teardown under way
+        nodes.teardown_nodes = _already_under_way
+        self._teardown.start()
+
+    def pytest_unconfigure(self) -> None:
+        if self._teardown is not None:
+            self._teardown.join()
+
+
+def _already_under_way() -> None:
+    """xdist's teardown of the nodes once ours runs (``pytest_unconfigure`` waits for it)."""
 
 
 def workers_problem(config: pytest.Config) -> str | None:
