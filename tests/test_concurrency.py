@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -56,6 +57,59 @@ def test_episodes_overlap_yet_each_runs_once_and_reports_to_its_item(
     else:
         # each worker runs ahead over the items it was handed (worksteal: the next one only)
         assert 3 <= server.max_in_flight <= 2 * 4, server.max_in_flight
+
+
+#: records, for each episode item's call, whether its row was made ahead (on the pool); a
+#: plugin, not a conftest: the bundled test's items live outside the run's folder
+MADE_AHEAD_PROBE = """
+import json
+
+import pytest
+
+from pytest_openenv.worker.items import PREPARED_KEY, SPEC_KEY
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    if SPEC_KEY in item.stash:
+        with open("made-ahead.jsonl", "a") as out:
+            out.write(json.dumps([item.nodeid, PREPARED_KEY in item.stash]) + "\\n")
+    return (yield)
+"""
+
+
+def rows_without_times(folder: Path) -> list[dict[str, Any]]:
+    rows = read_jsonl(folder / "results.jsonl") + read_jsonl(folder / "failures.jsonl")
+    for row in rows:
+        del row["metrics"]["wall_time_s"]
+    return sorted(rows, key=lambda row: row["episode_id"])
+
+
+@pytest.mark.parametrize("form", ["string", "object"])
+@pytest.mark.slow
+def test_rows_made_ahead_on_the_pool_are_the_rows_made_at_the_report(
+    run_pytest, pytester: pytest.Pytester, form: str
+) -> None:
+    pytester.makepyfile(made_ahead_probe=MADE_AHEAD_PROBE)
+    bundled = [
+        "--openenv-env=openspiel:tic_tac_toe",
+        "--openenv-policy=random",  # wins and losses: rows of both files
+        "--openenv-n=8",
+        f"--openenv-tool-arguments={form}",
+        "-p",
+        "made_ahead_probe",
+    ]
+    in_turn = run_pytest(*bundled, "--openenv-output=in-turn")
+    probe = pytester.path / "made-ahead.jsonl"
+    assert [made for _, made in read_jsonl(probe)] == [False] * 8
+    probe.unlink()
+    ahead = run_pytest(*bundled, "--openenv-output=ahead", "--openenv-concurrency=3")
+    assert in_turn.ret == ahead.ret == 1, ahead.stdout.str()
+    # every item's report finished the row its episode's thread made
+    assert [made for _, made in read_jsonl(probe)] == [True] * 8
+    written = rows_without_times(pytester.path / "ahead")
+    assert written == rows_without_times(pytester.path / "in-turn")
+    assert {row["passed"] for row in written} == {True, False}
 
 
 @pytest.mark.slow

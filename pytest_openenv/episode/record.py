@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config.convert import TOOL_ARGUMENT_FORMS
@@ -318,6 +319,49 @@ def with_failure(row: dict[str, Any], outcome: str, message: str) -> dict[str, A
         "message": message,
     }
     return row
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRow:
+    """A finished episode's row and line, made before its item's report.
+
+    Run-ahead makes it on the episode's own thread (``worker/runahead.py``), so the thread
+    that runs every item's pytest protocol (the one all items wait on) only finishes the
+    row at the report (``worker/reporting.py``). ``row`` is ``test``'s row as the verdict
+    left it (``passed`` is the env's verdict, no failure, no price), ``line`` its JSON;
+    neither is changed after: a report changes its own copy (``row_for``).
+    """
+
+    #: the ``--openenv-tool-arguments`` form the row was made in
+    tool_arguments: str
+    row: dict[str, Any]
+    line: str
+
+    @classmethod
+    def of(cls, episode: PlayedEpisode, test: str, tool_arguments: str = "string") -> PreparedRow:
+        row = episode_row(episode, test=test, tool_arguments=tool_arguments)
+        return cls(tool_arguments, row, dumps_record(row))
+
+    def row_for(self, test: str, passed: bool) -> dict[str, Any]:
+        """A copy for one report to finish: ``test``'s row, the test's outcome ``passed``;
+        the report may add a failure and price its own ``metrics``."""
+        row = dict(self.row)
+        row["metrics"] = dict(row["metrics"])
+        row["test"] = as_text(test)
+        row["passed"] = passed
+        return row
+
+    def line_of(self, row: dict[str, Any]) -> str:
+        """The JSON line of ``row``, a ``row_for`` copy: the line made ahead when the report
+        left it as it was made (the same test and outcome, no failure, no price)."""
+        if (
+            row["test"] == self.row["test"]
+            and row["passed"] is self.row["passed"]
+            and "failure" not in row
+            and "cost_usd" not in row["metrics"]
+        ):
+            return self.line
+        return dumps_record(row)
 
 
 #: Characters JSON leaves raw in strings but line readers (``str.splitlines``, older

@@ -12,8 +12,8 @@ from ..util.terminal import terminal_safe
 # the row and its line live with the row schema; importable here as they always were
 from .record import LINE_BREAKS_JSON_KEEPS as LINE_BREAKS_JSON_KEEPS
 from .record import SCHEMA_VERSION as SCHEMA_VERSION
-from .record import as_text, episode_row
 from .record import dumps_record as dumps_record
+from .record import episode_row
 
 
 @dataclass(repr=False)
@@ -50,14 +50,6 @@ class Episode:
     seeded: bool | None = True
     #: the verdict every outcome text is made from (None: a stand-in for an errored episode)
     decision: Decision | None = None
-    #: the row made ahead (``prepare_record``) and the tool-arguments form it was made in
-    _prepared: tuple[str, dict[str, Any]] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
-    #: the JSON line made ahead for one test's row as the verdict left it, and that row
-    #: once ``record`` handed it out (``line``)
-    _line: tuple[str, str] | None = field(default=None, init=False, repr=False, compare=False)
-    _handed: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
     #: what the row records of how it was played, so a resume can check it without
     #: metadata.json: the turn limit, the prompts' wording, the model's sampling (None: none)
     max_turns: int | None = None
@@ -128,48 +120,4 @@ class Episode:
         ``tool_arguments`` (``--openenv-tool-arguments``): ``"string"`` or ``"object"``, how
         ``messages`` carry tool-call arguments.
         """
-        prepared, self._prepared = self._prepared, None
-        if prepared is not None and prepared[0] == tool_arguments:
-            # made on the episode's thread: only the item's own fields are left to fill
-            row = dict(prepared[1])
-            row["metrics"] = dict(row["metrics"])  # priced in place by the report
-            row["test"] = as_text(test)
-            row["passed"] = self.passed if passed is None else passed
-            self._handed = row
-            return row
-        self._line = None
         return episode_row(self, test=test, passed=passed, tool_arguments=tool_arguments)
-
-    def prepare_record(self, tool_arguments: str = "string") -> None:
-        """Make the row now, for the next ``record`` in the same form to finish.
-
-        Run-ahead calls it on the episode's own thread, so the thread that runs every
-        item's pytest protocol (the one all items wait on) does not build the rows too.
-        Only for the bundled test, whose body reads the episode and changes nothing.
-        """
-        self._prepared = (tool_arguments, episode_row(self, tool_arguments=tool_arguments))
-
-    def prepare_line(self, test: str, tool_arguments: str = "string") -> None:
-        """``prepare_record``, and the JSON line of ``test``'s row as the verdict left it."""
-        self.prepare_record(tool_arguments)
-        assert self._prepared is not None
-        row = dict(self._prepared[1])
-        row["test"] = as_text(test)
-        row["passed"] = self.passed
-        self._line = (row["test"], dumps_record(row))
-
-    def line(self, row: dict[str, Any]) -> str:
-        """The JSON line of ``row``: the one made ahead when ``row`` is the row ``record``
-        handed out, as it was made (the test's, its verdict, no failure, no price)."""
-        made, self._line = self._line, None
-        handed, self._handed = self._handed, None
-        if (
-            made is not None
-            and row is handed
-            and row["test"] == made[0]
-            and row["passed"] is self.passed
-            and "failure" not in row
-            and "cost_usd" not in row["metrics"]
-        ):
-            return made[1]
-        return dumps_record(row)

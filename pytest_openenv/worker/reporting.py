@@ -15,8 +15,15 @@ import pytest
 
 from ..config.prices import PriceTable, cost_usd
 from ..episode.outcome import EpisodeOutcome, put_outcome
-from ..episode.record import VERDICT_FAILED, dumps_record, placeholder_row, with_failure
-from .items import EPISODE_KEY, ERROR_KEY, STOP_KEY, spec_of
+from ..episode.record import (
+    VERDICT_FAILED,
+    PreparedRow,
+    dumps_record,
+    placeholder_row,
+    with_failure,
+)
+from ..episode.result import Episode
+from .items import EPISODE_KEY, ERROR_KEY, PREPARED_KEY, STOP_KEY, spec_of
 
 
 def failure_message(report: pytest.TestReport) -> str:
@@ -46,6 +53,19 @@ def shorten_crash_message(report: pytest.TestReport) -> None:
     crash.message = f"{lines[0]} - {reason}" if reason else lines[0]  # type: ignore[union-attr]
 
 
+def played_row(
+    item: pytest.Item, episode: Episode, passed: bool, tool_arguments: str
+) -> tuple[dict[str, Any], PreparedRow | None]:
+    """The row of the item's finished episode for a test outcome of ``passed``, and the
+    row made ahead it was finished from (None: made here, none was made in that form)."""
+    prepared = item.stash.get(PREPARED_KEY, None)
+    if prepared is not None:
+        del item.stash[PREPARED_KEY]  # one report finishes it
+        if prepared.tool_arguments == tool_arguments:
+            return prepared.row_for(item.nodeid, passed), prepared
+    return episode.record(test=item.nodeid, passed=passed, tool_arguments=tool_arguments), None
+
+
 def attach_to_report(
     item: pytest.Item,
     report: pytest.TestReport,
@@ -69,20 +89,19 @@ def attach_to_report(
         return None
     episode = item.stash.get(EPISODE_KEY, None)
     record: dict[str, Any] | None = None
+    prepared: PreparedRow | None = None
     if report.when == "setup" and report.failed:
         reason = item.stash.get(ERROR_KEY, None) or failure_message(report)
         if episode is None:
             record = placeholder_row(spec, reason, test=item.nodeid, tool_arguments=tool_arguments)
         else:
-            record = episode.record(test=item.nodeid, passed=False, tool_arguments=tool_arguments)
+            record, prepared = played_row(item, episode, False, tool_arguments)
             with_failure(record, "error", reason)
     elif report.when == "call" and report.skipped and not hasattr(report, "wasxfail"):
         # ``pytest.skip()`` in the test body: a skip, not a verdict (no row, no failure)
         pass
     elif report.when == "call" and episode is not None:
-        record = episode.record(
-            test=item.nodeid, passed=report.passed, tool_arguments=tool_arguments
-        )
+        record, prepared = played_row(item, episode, report.passed, tool_arguments)
         if not report.passed:
             with_failure(record, "failed", failure_message(report))
         elif train_on == "verdict" and not episode.passed:
@@ -98,7 +117,7 @@ def attach_to_report(
             metrics["cost_usd"] = cost_usd(
                 prices, record["model"], metrics["prompt_tokens"], metrics["completion_tokens"]
             )
-        line = episode.line(record) if episode is not None else dumps_record(record)
+        line = prepared.line_of(record) if prepared is not None else dumps_record(record)
         shorten_crash_message(report)
         outcome = EpisodeOutcome.of_row(
             spec.episode_id,
@@ -127,9 +146,11 @@ def attach_to_report(
         # the controller stops the run, as for a full output disk
         outcome = dataclasses.replace(outcome, stop=item.stash[STOP_KEY])
     put_outcome(report, outcome)
-    if report.when == "teardown" and EPISODE_KEY in item.stash:
+    if report.when == "teardown":
         # release the transcript: items live for the whole session
-        del item.stash[EPISODE_KEY]
+        for key in (EPISODE_KEY, PREPARED_KEY):
+            if key in item.stash:
+                del item.stash[key]
     return outcome
 
 

@@ -51,13 +51,14 @@ import pytest
 
 from ..config.convert import WINDOW_FACTOR
 from ..episode.loop import EpisodeTimeout
+from ..episode.record import PreparedRow
 from ..episode.result import Episode
 from ..episode.service import EpisodeService
 from ..episode.spec import EpisodeSpec
 from ..policies.base import Policy
 from .adaptive import AUTO, AdaptiveLimit, concurrency_ceiling
 from .fixtures import OWN_FIXTURES, fixture_is_ours
-from .items import SPEC_KEY
+from .items import PREPARED_KEY, SPEC_KEY
 from .xdist_queue import WorkerQueue
 
 #: seconds past --openenv-timeout before the waiting item gives up on the episode thread
@@ -85,6 +86,8 @@ class Job:
         self.finished_at: float | None = None
         self.abandoned = False
         self.result: Episode | None = None
+        #: the result's row and line, made here when ``prepare`` says in which form
+        self.prepared: PreparedRow | None = None
         self.error: BaseException | None = None
         self.writes: list[Callable[[], None]] = []
 
@@ -101,7 +104,7 @@ class Job:
                     # a row that cannot be made fails where it would without this: in its
                     # item's report
                     with contextlib.suppress(Exception):
-                        self.result.prepare_line(self.test, self.prepare)
+                        self.prepared = PreparedRow.of(self.result, self.test, self.prepare)
             finally:
                 self.writes = writes
                 self.finished_at = time.monotonic()
@@ -213,7 +216,7 @@ class Runahead:
     ) -> None:
         self.config = config
         #: the bundled test's rows are made on the pool's threads, in this tool-arguments
-        #: form (``Episode.prepare_record``); None: in the item's report, as it stands then
+        #: form (``PreparedRow``); None: in the item's report, as it stands then
         self.prepare_rows = prepare_rows
         self.service = service
         #: most episodes in flight (auto: its ceiling); > 1 means episodes run ahead
@@ -270,7 +273,10 @@ class Runahead:
             self.pool.submit(job, urgent=True)
         if self.concurrency > 1:
             self._run_ahead(item)
-        return self._wait(job)
+        finished = self._wait(job)
+        if job.prepared is not None:  # the item's report finishes it (``reporting.py``)
+            item.stash[PREPARED_KEY] = job.prepared
+        return finished
 
     def _wait(self, job: Job) -> Episode:
         while not job.done.wait(0.25 if self.timeout else 1.0):

@@ -15,6 +15,7 @@ from pytest_openenv.episode.loop import EnvFactory, run_episode
 from pytest_openenv.episode.outcome import EpisodeOutcome
 from pytest_openenv.episode.record import (
     FIELDS,
+    PreparedRow,
     dumps_record,
     episode_row,
     placeholder_row,
@@ -117,14 +118,14 @@ def test_a_row_made_ahead_is_the_row_made_at_the_report(form: str, passed: bool 
     episode = run_episode(SPEC, EnvFactory(family, ()), RandomPolicy())
     test = "t.py::test_ep[ep-000002]"
     at_report = episode.record(test=test, passed=passed, tool_arguments=form)
-    episode.prepare_record(form)
-    ahead = episode.record(test=test, passed=passed, tool_arguments=form)
+    prepared = PreparedRow.of(episode, test, form)
+    outcome = episode.passed if passed is None else passed
+    ahead = prepared.row_for(test, outcome)
     assert dumps_record(ahead) == dumps_record(at_report)
     with_failure(ahead, "failed", "why")  # what a report does to its row
     ahead["metrics"]["cost_usd"] = 1.0
-    assert episode.record(test=test, passed=passed, tool_arguments=form) == at_report
-    episode.prepare_record("string" if form == "object" else "object")
-    assert episode.record(test=test, passed=passed, tool_arguments=form) == at_report
+    assert prepared.row_for(test, outcome) == at_report
+    assert prepared.line == dumps_record(episode.record(test=test, tool_arguments=form))
 
 
 @pytest.mark.parametrize("passed", [True, False])
@@ -135,16 +136,15 @@ def test_a_line_made_ahead_is_used_only_for_the_row_as_it_was_made(
     family = build_family(SPEC.env, {}, ())
     episode = run_episode(SPEC, EnvFactory(family, ()), RandomPolicy())
     test = "t.py::test_ep[ep-000002]"
-    episode.prepare_line(test)
-    assert episode._line is not None
-    made = episode._line[1]
-    row = episode.record(test="t.py::other" if change == "other test" else test, passed=passed)
+    prepared = PreparedRow.of(episode, test)
+    made = prepared.line
+    row = prepared.row_for("t.py::other" if change == "other test" else test, passed)
     if change == "failure":
         with_failure(row, "failed", "why")
     if change == "price":
         row["metrics"]["cost_usd"] = 0.5
     expected = dumps_record(row)
-    line = episode.line(row)
+    line = prepared.line_of(row)
     assert line == expected
     # made ahead for the verdict's own row: used where nothing changed it, else made anew
     assert (line is made) == (change is None and passed == episode.passed)

@@ -1,10 +1,23 @@
-"""A failed episode that shows only its message: the same report, without the traceback walk."""
+"""What a worker puts on an episode item's reports.
+
+A failed episode that shows only its message: the same report, without the traceback walk.
+A row made ahead by run-ahead: finished by one report, in its own form only.
+"""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+
+from pytest_openenv.envs.registry import build_family
+from pytest_openenv.episode.loop import EnvFactory, run_episode
+from pytest_openenv.episode.record import PreparedRow
+from pytest_openenv.episode.result import Episode
+from pytest_openenv.episode.spec import EpisodeSpec
+from pytest_openenv.policies.scripted import RandomPolicy
+from pytest_openenv.worker.items import PREPARED_KEY
+from pytest_openenv.worker.reporting import played_row
 
 #: counts pytest's traceback filtering per test (the walk the cheap path skips)
 COUNTER = """
@@ -82,3 +95,52 @@ def test_fulltrace_keeps_pytest_s_own_path(pytester: pytest.Pytester) -> None:
     _, reports = run(pytester, "--fulltrace")
     episode = next(r for r in reports if "episode" in r["name"])
     assert "test_fails.py" in episode["longrepr"]  # the traceback is shown
+
+
+# -- a row made ahead (run-ahead) is finished by its item's report --------------------------
+SPEC = EpisodeSpec(env="openspiel:tic_tac_toe", index=2, seed=7, policy="random")
+
+
+def a_test_item(pytester: pytest.Pytester) -> pytest.Item:
+    """A real collected item, in this process: pytester collects it between a session's start
+    and finish hooks without running the session, which the session-end hooks of syrupy and
+    of the plugin's controller side expect (the item's stash is all ``played_row`` uses)."""
+    unloaded = ("-p", "no:syrupy", "-p", "no:openenv")
+    module = pytester.getmodulecol("def test_func(): pass", configargs=unloaded)
+    item = pytester.collect_by_name(module, "test_func")
+    assert isinstance(item, pytest.Item)
+    return item
+
+
+@pytest.fixture(scope="module")
+def played() -> Episode:
+    family = build_family(SPEC.env, {}, ())
+    return run_episode(SPEC, EnvFactory(family, ()), RandomPolicy())
+
+
+@pytest.mark.parametrize("form", ["string", "object"])
+def test_a_report_finishes_the_row_made_ahead_once(
+    pytester: pytest.Pytester, played: Episode, form: str
+) -> None:
+    item = a_test_item(pytester)
+    prepared = PreparedRow.of(played, item.nodeid, form)
+    item.stash[PREPARED_KEY] = prepared
+    row, used = played_row(item, played, played.passed, form)
+    assert used is prepared
+    assert prepared.line_of(row) is prepared.line
+    assert row == played.record(test=item.nodeid, tool_arguments=form)
+    # one report finishes it: a second row of the item is made anew
+    assert PREPARED_KEY not in item.stash
+    again, used = played_row(item, played, played.passed, form)
+    assert used is None and again == row
+
+
+def test_a_row_made_ahead_in_another_form_is_not_used(
+    pytester: pytest.Pytester, played: Episode
+) -> None:
+    item = a_test_item(pytester)
+    item.stash[PREPARED_KEY] = PreparedRow.of(played, item.nodeid, "object")
+    row, used = played_row(item, played, played.passed, "string")
+    assert used is None
+    assert row == played.record(test=item.nodeid, tool_arguments="string")
+    assert PREPARED_KEY not in item.stash
