@@ -71,12 +71,23 @@ def test_ctrl_c_ends_promptly_keeps_what_finished_and_resume_completes(
     assert sorted(final_ids + [row["episode_id"] for row in final_failures]) == ALL_IDS
 
 
+def written_as(path: Path) -> tuple[int, int] | None:
+    """Which write of ``path`` is there (inode, mtime); None: none yet."""
+    try:
+        found = path.stat()
+    except FileNotFoundError:
+        return None
+    return found.st_ino, found.st_mtime_ns
+
+
 def interrupt_the_first_episode(launcher: Launcher, *args: str) -> Finished:
     """Ctrl-C while the first episode still plays (each move takes a minute)."""
+    metadata = launcher.output / "metadata.json"
+    earlier = written_as(metadata)  # an earlier run's, which this run moves aside
     run = launcher.start("-n", "0", *RUN, *args, env={"FAULT_DELAY": "60"})
     deadline = time.monotonic() + 60
     # the folder is claimed (its metadata written) as the collection ends, then it plays
-    while not (launcher.output / "metadata.json").exists():
+    while written_as(metadata) in (None, earlier):
         assert run.proc.poll() is None, run.read()
         assert time.monotonic() < deadline
         time.sleep(0.01)
