@@ -36,6 +36,7 @@ OUTCOME = {
         "CheckpointProblem",
         "ViewError",
         "HarnessParameterError",
+        "TrainingSetupError",
     ],
     errors.InfrastructureFault: [
         "EpisodeError",
@@ -59,6 +60,8 @@ OUTCOME = {
     errors.PushError: ["NotAnOutputFolder"],
     # a run started through OpenEnv's eval API that gave no figures (openenv_harness)
     errors.HarnessRunFailed: [],
+    # an evaluation run inside training that gave no figures (trl.EvalCallback)
+    errors.EvaluationRunFailed: [],
 }
 
 #: where each name was defined before errors.py, and is still importable from
@@ -124,6 +127,7 @@ def test_every_exception_has_the_common_base_and_its_outcome() -> None:
         errors.AgentFault,
         errors.PushError,
         errors.HarnessRunFailed,
+        errors.EvaluationRunFailed,
     ]
     for name in listed:
         assert sum(issubclass(getattr(errors, name), o) for o in outcomes) == 1, name
