@@ -38,6 +38,11 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
 
 
+def played_rows(folder: Path) -> list[dict[str, Any]]:
+    """Every row an output folder holds: the training split's, then the failures'."""
+    return read_jsonl(folder / "results.jsonl") + read_jsonl(folder / "failures.jsonl")
+
+
 def assert_clean(result: pytest.RunResult) -> None:
     """No pytest internal error, whatever the outcome."""
     text = result.stdout.str() + result.stderr.str()

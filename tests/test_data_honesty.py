@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from pathlib import Path
-from typing import Any
 
 import pytest
+from helpers import played_rows as rows
 from helpers import read_jsonl
 from servers.openenv_servers import serve_in_thread
 
@@ -22,10 +21,6 @@ from pytest_openenv.envs.remote.backend import RemoteBackend
 from pytest_openenv.episode.loop import EnvFactory, run_episode
 from pytest_openenv.episode.spec import EpisodeSpec
 from pytest_openenv.policies.scripted import ScriptedPolicy
-
-
-def rows(folder: Path) -> list[dict[str, Any]]:
-    return read_jsonl(folder / "results.jsonl") + read_jsonl(folder / "failures.jsonl")
 
 
 # -- seeds --------------------------------------------------------------------------------

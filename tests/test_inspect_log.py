@@ -20,6 +20,7 @@ from typing import Any
 import pandas  # noqa: F401
 import pyarrow  # noqa: F401
 import pytest
+from helpers import played_rows as all_rows
 from helpers import read_jsonl
 from inspect_ai.analysis import samples_df
 from inspect_ai.log import read_eval_log
@@ -60,10 +61,6 @@ import pytest
 def test_flaky_player(episode):
     assert episode.passed, episode.explain()
 """
-
-
-def all_rows(folder: Path) -> list[dict[str, Any]]:
-    return read_jsonl(folder / "results.jsonl") + read_jsonl(folder / "failures.jsonl")
 
 
 def two_group_run(pytester: pytest.Pytester, run_pytest: Any, *extra: str) -> Path:

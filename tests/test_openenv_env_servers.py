@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import played_rows as rows
 from helpers import read_jsonl
 from servers.openenv_servers import ThreadServer, serve_in_thread
 
@@ -95,10 +96,6 @@ def tictactoe_server() -> Iterator[ThreadServer]:
     """OpenEnv's openspiel server as ``OPENSPIEL_GAME=tic_tac_toe`` starts it."""
     with serve_in_thread("openspiel", game="tic_tac_toe") as server:
         yield server
-
-
-def rows(folder: Path) -> list[dict[str, Any]]:
-    return read_jsonl(folder / "results.jsonl") + read_jsonl(folder / "failures.jsonl")
 
 
 def by_id(folder: Path) -> dict[str, dict[str, Any]]:

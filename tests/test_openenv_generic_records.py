@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import json
 import socket
-from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import read_jsonl
+from helpers import played_rows as rows
 from servers.openenv_servers import serve_in_thread
 
 from pytest_openenv.envs.base import EnvConfigError
@@ -39,10 +38,6 @@ def stand_still(messages, tools):
 @pytest.fixture
 def policies(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(policies=POLICIES)
-
-
-def rows(folder: Path) -> list[dict[str, Any]]:
-    return read_jsonl(folder / "results.jsonl") + read_jsonl(folder / "failures.jsonl")
 
 
 def play(url: str, label: str, calls: list[dict[str, Any]], **limits: Any) -> Any:

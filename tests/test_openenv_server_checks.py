@@ -11,11 +11,9 @@ built with the ``openenv`` package (``tests/servers/openenv_servers.py``).
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
 
 import pytest
-from helpers import read_jsonl
+from helpers import played_rows as rows
 from servers.openenv_servers import ThreadServer, serve_in_thread
 
 POLICIES = """
@@ -47,10 +45,6 @@ def first_legal(messages, tools):
 @pytest.fixture
 def policies(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(policies=POLICIES)
-
-
-def rows(folder: Path) -> list[dict[str, Any]]:
-    return read_jsonl(folder / "results.jsonl") + read_jsonl(folder / "failures.jsonl")
 
 
 # -- labels: exactly a name the server goes by ---------------------------------------------------

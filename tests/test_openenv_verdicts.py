@@ -9,10 +9,10 @@ penalises an illegal move and states its result only in its state (``chess_env``
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import played_rows as rows
 from helpers import read_jsonl
 from servers.openenv_servers import serve_in_thread
 
@@ -48,10 +48,6 @@ def stand_still(messages, tools):
 @pytest.fixture
 def policies(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(policies=POLICIES)
-
-
-def rows(folder: Path) -> list[dict[str, Any]]:
-    return read_jsonl(folder / "results.jsonl") + read_jsonl(folder / "failures.jsonl")
 
 
 def run_generic(run_pytest, kind: str, label: str, policy: str, *extra: str) -> Any:
