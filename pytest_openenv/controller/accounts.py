@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -22,7 +23,7 @@ from ..episode.spec import REPEATS_FIX
 from ..report.arms import ArmAccounts
 from ..report.ledger import KEPT, PLAYED, Entry, Ledger
 from ..report.passk import PassKTally
-from ..report.tally import RunClock, Tally
+from ..report.tally import RunClock, Tally, clock_fields
 from .output import Row
 
 if TYPE_CHECKING:
@@ -120,12 +121,28 @@ class Accounts:
         #: per test function: what a crashed item's row is rebuilt from
         self.seen_tests: dict[str, dict[str, Any]] = {}
         self.arm_names = run_arm_names(settings)
+        #: each view as last computed, with the ledger's version it was computed at
+        self._views: dict[str, tuple[int, Any]] = {}
+
+    def _view(self, name: str, compute: Callable[[], Any]) -> Any:
+        held = self._views.get(name)
+        if held is not None and held[0] == self.ledger.version:
+            return held[1]
+        value = compute()
+        self._views[name] = (self.ledger.version, value)
+        return value
 
     # -- views of the ledger ------------------------------------------------------------
     @property
     def tally(self) -> Tally:
         """The run's figures over every counted episode."""
-        return Tally.of_ledger(self.ledger, self.clock, replayed=self.settings.llm.replay)
+        tally: Tally = self._view(
+            "tally",
+            lambda: Tally.of_ledger(self.ledger, self.clock, replayed=self.settings.llm.replay),
+        )
+        # the clock moves apart from the entries (the session's end stops it)
+        tally.__dict__.update(clock_fields(self.clock))
+        return tally
 
     def live_tally(self) -> Tally:
         """The figures the live line shows, from the ledger's running totals."""
@@ -133,24 +150,29 @@ class Accounts:
 
     @property
     def passk(self) -> PassKTally:
-        return PassKTally.of(self.ledger.counted(), self.settings.run.repeats)
+        return self._view(
+            "passk", lambda: PassKTally.of(self.ledger.counted(), self.settings.run.repeats)
+        )
 
     @property
     def arms(self) -> ArmAccounts:
         """Per group (test function, env, model or policy) and per model, and what pairs
         their episodes."""
-        return ArmAccounts.of_ledger(
-            self.ledger.counted(),
-            self.arm_names,
-            self.settings.run.repeats,
-            priced=self.settings.budget.prices is not None,
-            id_prefix=self.settings.run.id_prefix,
+        return self._view(
+            "arms",
+            lambda: ArmAccounts.of_ledger(
+                self.ledger.counted(),
+                self.arm_names,
+                self.settings.run.repeats,
+                priced=self.settings.budget.prices is not None,
+                id_prefix=self.settings.run.id_prefix,
+            ),
         )
 
     @property
     def failed_episodes(self) -> set[str]:
         """Episodes that failed or errored: with a passing gate, JUnit shows them as gated."""
-        return self.ledger.failed_tests()
+        return self._view("failed", self.ledger.failed_tests)
 
     @property
     def reported(self) -> set[str]:

@@ -110,10 +110,13 @@ def attempt_of(row: dict[str, Any]) -> int:
     return attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 1
 
 
-def entry_of_row(row: dict[str, Any], *, failure_file: bool) -> Entry:
-    """The entry a saved row stands for, as an earlier run's row is counted: a
-    results.jsonl row (``failure_file`` False) passed; a failures.jsonl row counts by its
-    ``failure.outcome``. Its spend is the earlier run's, not this one's: no tokens."""
+def entry_of_row(row: dict[str, Any], *, failure_file: bool, played: bool = False) -> Entry:
+    """The entry a saved row stands for: a results.jsonl row (``failure_file`` False)
+    passed; a failures.jsonl row counts by its ``failure.outcome``.
+
+    ``played`` False: an earlier run's row (``--openenv-resume``), whose spend is that
+    run's, not this one's (no tokens, cost or time). ``played`` True: a row counted as
+    played, its spend with it (a ledger built from the files of runs, e.g. shards)."""
     metrics = row.get("metrics") if isinstance(row.get("metrics"), dict) else {}
     verify = row.get("verify_metrics") if isinstance(row.get("verify_metrics"), dict) else {}
     extra = row.get("extra") if isinstance(row.get("extra"), dict) else {}
@@ -124,11 +127,11 @@ def entry_of_row(row: dict[str, Any], *, failure_file: bool) -> Entry:
     else:
         outcome, verdict = "passed", verify.get("verdict") is not False
     errored = outcome == "errored"
-    return Entry(
+    entry = Entry(
         str(row.get("test", "")),
         str(row.get("episode_id", "")),
         outcome=outcome,
-        origin=KEPT if failure_file else RESUMED,
+        origin=PLAYED if played else KEPT if failure_file else RESUMED,
         judged=not errored,
         verdict=verdict and not errored,
         reward=None if errored else _number(row.get("reward"), float),
@@ -141,7 +144,14 @@ def entry_of_row(row: dict[str, Any], *, failure_file: bool) -> Entry:
         repeat=_number(extra.get("repeat", 0), int) or 0,
         attempt=attempt_of(row),
         train=not failure_file,
+        test_failed=failure_file and outcome != "passed",
     )
+    if played:
+        entry.prompt_tokens = _number(metrics.get("prompt_tokens"), int) or 0
+        entry.completion_tokens = _number(metrics.get("completion_tokens"), int) or 0
+        entry.cost_usd = _number(metrics.get("cost_usd"), float)
+        entry.seconds = _number(metrics.get("wall_time_s"), float) or 0.0
+    return entry
 
 
 #: the figures ``Counts`` sums over entries (its running means apart)
@@ -216,29 +226,34 @@ class Counts:
 
     def add(self, entry: Entry, sign: int = 1) -> None:
         """Count ``entry`` (``sign`` -1: take it out again, as it is replaced)."""
-        setattr(self, entry.outcome, getattr(self, entry.outcome) + sign)
-        test_passed = entry.outcome == "passed"
-        values = {
-            "resumed": entry.origin == RESUMED,
-            "earlier_failures": entry.origin == KEPT,
-            "rerun": entry.rerun,
-            "passed_on_rerun": entry.passed_on_rerun,
-            "verdict_passed": entry.judged and entry.verdict,
-            "test_passed_verdict_failed": entry.judged and test_passed and not entry.verdict,
-            "test_failed_verdict_passed": entry.judged and entry.verdict and not test_passed,
-            "train_rows": entry.train,
-            "prompt_tokens": entry.prompt_tokens,
-            "completion_tokens": entry.completion_tokens,
-            "unpriced": entry.unpriced,
-        }
-        for name, value in values.items():
-            if value:
-                setattr(self, name, getattr(self, name) + sign * int(value))
+        # straight-line: a view folds every entry, at every figure the end of a run shows
+        outcome = entry.outcome
+        setattr(self, outcome, getattr(self, outcome) + sign)
+        if entry.origin == RESUMED:
+            self.resumed += sign
+        elif entry.origin == KEPT:
+            self.earlier_failures += sign
+        if entry.rerun:
+            self.rerun += sign
+            self.passed_on_rerun += sign * entry.passed_on_rerun
+        if entry.judged:
+            test_passed = outcome == "passed"
+            if entry.verdict:
+                self.verdict_passed += sign
+                self.test_failed_verdict_passed += sign * (not test_passed)
+            else:
+                self.test_passed_verdict_failed += sign * test_passed
+        self.train_rows += sign * entry.train
+        if entry.prompt_tokens or entry.completion_tokens:
+            self.prompt_tokens += sign * entry.prompt_tokens
+            self.completion_tokens += sign * entry.completion_tokens
+            self.unpriced += sign * (entry.cost_usd is None)
         if entry.reward is not None:
             self.reward.add(entry.reward, sign)
         if entry.turns is not None:
-            self.turns.add(float(entry.turns), sign)
-        self.cost_usd += sign * (entry.cost_usd or 0.0)
+            self.turns.add(entry.turns, sign)
+        if entry.cost_usd is not None:
+            self.cost_usd += sign * entry.cost_usd
         self.episode_seconds += sign * entry.seconds
 
     @classmethod
@@ -265,6 +280,9 @@ class Ledger:
         self._entries: dict[str, Entry] = {}
         #: the counted entries' figures, kept up to date as entries change
         self.totals = Counts()
+        #: how many times a counted entry changed: a view computed at one version holds
+        #: until the next change (the end of a run reads each view several times)
+        self.version = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -305,6 +323,7 @@ class Ledger:
             if old.counted:
                 self.totals.add(old, -1)
         entry.counted = True
+        self.version += 1
         # re-inserted: the views list entries in the order they were counted
         self._entries[entry.nodeid] = entry
         self.totals.add(entry)
@@ -318,6 +337,7 @@ class Ledger:
         self.totals.add(entry, -1)
         change(entry)
         self.totals.add(entry)
+        self.version += 1
         return entry
 
     def preload(self, entry: Entry) -> None:
@@ -325,13 +345,22 @@ class Ledger:
         entry.counted = False
         self._entries[entry.nodeid] = entry
 
-    def add_row(self, row: dict[str, Any], *, failure_file: bool, counted: bool = True) -> Entry:
+    def add_row(
+        self,
+        row: dict[str, Any],
+        *,
+        failure_file: bool,
+        counted: bool = True,
+        played: bool = False,
+    ) -> Entry:
         """An entry from a saved row (a results.jsonl row, or with ``failure_file`` one of
-        failures.jsonl): how a ledger is built from files alone, or preloaded for a resume
-        (``counted`` False). A results.jsonl row wins over a failures.jsonl one."""
-        entry = entry_of_row(row, failure_file=failure_file)
+        failures.jsonl; ``played``: see ``entry_of_row``). A ledger built from files alone
+        adds every row of results.jsonl, then of failures.jsonl, and reads every figure
+        from the same views as a run; a resume preloads them (``counted`` False). A
+        results.jsonl row wins over a failures.jsonl one of the same test."""
+        entry = entry_of_row(row, failure_file=failure_file, played=played)
         held = self._entries.get(entry.nodeid)
-        if failure_file and held is not None and held.origin == RESUMED:
+        if failure_file and held is not None and held.train:
             return held
         if counted:
             return self.record(entry)

@@ -68,15 +68,17 @@ class Tally(Counts):
     @classmethod
     def of_ledger(cls, ledger: Ledger, clock: RunClock, *, replayed: bool = False) -> Tally:
         """The run's figures over every counted entry of ``ledger``."""
-        return cls.of(
-            ledger.counted(),
-            attempts=ledger.attempts(),
-            replayed=replayed,
-            **clock_fields(clock),
-            envs=ledger.names("env"),
-            policies=ledger.names("policy"),
-            models={str(model) for model in ledger.names("model")},
-        )
+        tally = cls(replayed=replayed, **clock_fields(clock))
+        for entry in ledger.counted():
+            tally.add(entry)
+            tally.attempts = max(tally.attempts, entry.attempt)
+            if entry.env:
+                tally.envs.add(entry.env)
+            if entry.policy:
+                tally.policies.add(entry.policy)
+            if entry.model:
+                tally.models.add(entry.model)
+        return tally
 
     @classmethod
     def live(cls, totals: Counts, clock: RunClock, *, replayed: bool = False) -> Tally:
