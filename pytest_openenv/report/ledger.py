@@ -89,11 +89,6 @@ class Entry:
     def ran(self) -> bool:
         return self.outcome != "skipped"
 
-    @property
-    def unpriced(self) -> bool:
-        """Tokens were spent and no price says what they cost."""
-        return self.cost_usd is None and bool(self.prompt_tokens or self.completion_tokens)
-
 
 def _number(value: Any, kind: Callable[[Any], Any]) -> Any:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -383,14 +378,6 @@ class Ledger:
         """The most attempts any counted episode took (1 unless failures were replayed)."""
         return max((entry.attempt for entry in self.counted()), default=1)
 
-    def names(self, key: str) -> set[str]:
-        """The envs, policies or models (``key``) the counted episodes name."""
-        return {value for entry in self.counted() if (value := getattr(entry, key))}
-
     def failed_tests(self) -> set[str]:
         """Node ids of the episodes pytest failed (a passing gate excuses them)."""
         return {entry.nodeid for entry in self.counted() if entry.test_failed}
-
-    def functions(self) -> set[str]:
-        """The test functions the counted episodes belong to."""
-        return {entry.function for entry in self.counted()}
