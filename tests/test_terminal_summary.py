@@ -8,9 +8,10 @@ from typing import Any
 from pytest_openenv.report.arms import ArmAccounts
 from pytest_openenv.report.gates import GateConfig
 from pytest_openenv.report.judge import RunCounts, judge
+from pytest_openenv.report.ledger import Ledger
 from pytest_openenv.report.passk import PassKTally
 from pytest_openenv.report.summary import render_sections, summary_sections, verdict_lines
-from pytest_openenv.report.tally import Tally
+from pytest_openenv.report.tally import RunClock, Tally
 
 FIGURES: dict[str, Any] = {
     "envs": ["openspiel:tic_tac_toe"],
@@ -78,16 +79,19 @@ def test_one_group_has_no_pooled_heading_and_no_indent() -> None:
 
 def two_groups(passed_a: int, passed_b: int, ran: int = 5) -> RunCounts:
     """An earlier run's rows of two test functions (as ``--openenv-resume`` counts them)."""
-    tally = Tally()
-    arms = ArmAccounts(["scripted"])
+    ledger = Ledger()
     for test, passed in (("test_a", passed_a), ("test_b", passed_b)):
         for seed in range(ran):
-            outcome = "passed" if seed < passed else "failed"
-            row = {"policy": "scripted", "env": "openspiel:tic_tac_toe", "seed": seed}
-            arms.count_earlier(f"test_x.py::{test}[{seed}]", row, outcome)
-            tally.add_outcome(outcome)
-    tally.envs.add("openspiel:tic_tac_toe")
-    tally.policies.add("scripted")
+            row = {
+                "test": f"test_x.py::{test}[{seed}]",
+                "policy": "scripted",
+                "env": "openspiel:tic_tac_toe",
+                "seed": seed,
+                "failure": {"outcome": "failed"},
+            }
+            ledger.add_row(row, failure_file=seed >= passed)
+    tally = Tally.of_ledger(ledger, RunClock())
+    arms = ArmAccounts.of_ledger(ledger.counted(), ["scripted"])
     return RunCounts(tally, arms, PassKTally(1), repeats=1)
 
 

@@ -1,18 +1,18 @@
-"""The run's accounts: each episode counted once, with its final outcome.
+"""The run's accounts: each report the controller receives, in the ledger's terms.
 
-Fed every report the controller receives. Counts outcomes, reward, turns and tokens
-(``Tally``), per-seed runs for pass@k (``PassKTally``), which episodes failed (a
-passing gate excuses them in JUnit XML), the failures the gate never excuses, and
-with ``--openenv-resume`` the earlier run's passes, counted once when their items
-are skipped. It also gives a crashed worker's report the ``EpisodeOutcome`` xdist
-could not.
+Every episode is one entry of the ledger (``report/ledger.py``): the report that decides
+it records it, a pytest-rerunfailures attempt adds to it, a resumed item's skip counts
+the earlier row that waited there. The figures (``Tally``, the groups, pass@k, which
+episodes failed) are views of the ledger. Kept here beside it: the failures the gate
+never excuses (not episodes), and per test function what a crashed worker's episode is
+rebuilt from, so that a crash gets the ``EpisodeOutcome`` xdist could not give it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -21,8 +21,9 @@ from ..config.settings import Settings
 from ..episode.outcome import EpisodeOutcome, outcome_of, put_outcome
 from ..episode.spec import REPEATS_FIX
 from ..report.arms import ArmAccounts
+from ..report.ledger import KEPT, PLAYED, Entry, Ledger
 from ..report.passk import PassKTally
-from ..report.tally import Tally
+from ..report.tally import RunClock, Tally, clock_fields
 from .output import Row
 
 if TYPE_CHECKING:
@@ -79,6 +80,16 @@ def dist_each_problem(nodeids: list[str], dist: str | None) -> str | None:
     )
 
 
+def next_attempt(record: str, attempt: int) -> str:
+    """The row of a failed episode played again, saying which attempt it is."""
+    from ..episode.record import dumps_record
+
+    row = json.loads(record)
+    extra = row.get("extra") if isinstance(row.get("extra"), dict) else {}
+    row["extra"] = {**extra, "attempt": attempt}
+    return dumps_record(row)
+
+
 def only_marks_reported(report: pytest.TestReport) -> bool:
     """Whether counting ``report`` does no more than mark its test reported: a passed
     setup or teardown that carries neither a row nor an episode's figures."""
@@ -89,47 +100,101 @@ def only_marks_reported(report: pytest.TestReport) -> bool:
 
 
 class Accounts:
+    """Turns each report into the ledger's terms: the entry it decides, the later attempt
+    it adds to, the earlier row its skip reveals. Every figure is a view of the ledger."""
+
     def __init__(
-        self, settings: Settings, service: EpisodeService, earlier: dict[str, dict[str, Any]]
+        self, settings: Settings, service: EpisodeService, ledger: Ledger | None = None
     ) -> None:
         self.settings = settings
         #: the families of this process (a crashed episode's row names its policy)
         self.service = service
-        self.tally = Tally(replayed=settings.llm.replay)
-        self.passk = PassKTally(settings.run.repeats)
+        #: every episode of the run, each once (with --openenv-resume the earlier rows wait)
+        self.ledger = ledger if ledger is not None else Ledger()
+        self.clock = RunClock()
         #: an episode report arrived: the run writes files and prints its summary
         self.active = False
         #: episode items collected (None until the collection is known)
         self.expected: int | None = None
         #: failures the gate never excuses: collection errors, failed teardowns, non-episodes
         self.other_failures = 0
-        #: episodes that failed or errored: with a passing gate, JUnit shows them as gated
-        self.failed_episodes: set[str] = set()
-        #: --openenv-resume: the earlier run's passing episodes count once, as passed, when
-        #: their item is skipped, so gate and card cover the whole dataset, not the re-runs
-        self.earlier = earlier
         #: per test function: what a crashed item's row is rebuilt from
         self.seen_tests: dict[str, dict[str, Any]] = {}
-        #: episodes this run reported (an earlier failure among them was played again)
-        self.reported: set[str] = set()
-        #: --openenv-resume: failed episodes of the earlier run whose item is skipped; each
-        #: counts once, as failed, by that first attempt (``keep_earlier_failures``)
-        self.kept_failures: dict[str, dict[str, Any]] = {}
-        #: --openenv-resume-failed: failed episodes played again, by node id -> the attempt
-        #: their earlier row was; the new row says it is the next one
-        self.replayed: dict[str, int] = {}
-        #: kept failures whose skipped item this run reported: without a gate they fail the
-        #: run as they did when played (a resume does not turn a failed dataset green)
-        self.kept_counted = 0
-        #: per group (test function, env, model or policy) and per model, and what pairs
-        #: their episodes
-        self.arms = ArmAccounts(
-            run_arm_names(settings),
-            settings.run.repeats,
-            priced=settings.budget.prices is not None,
-            id_prefix=settings.run.id_prefix,
+        self.arm_names = run_arm_names(settings)
+        #: each view as last computed, with the ledger's version it was computed at
+        self._views: dict[str, tuple[int, Any]] = {}
+
+    def _view(self, name: str, compute: Callable[[], Any]) -> Any:
+        held = self._views.get(name)
+        if held is not None and held[0] == self.ledger.version:
+            return held[1]
+        value = compute()
+        self._views[name] = (self.ledger.version, value)
+        return value
+
+    # -- views of the ledger ------------------------------------------------------------
+    @property
+    def tally(self) -> Tally:
+        """The run's figures over every counted episode."""
+        tally: Tally = self._view(
+            "tally",
+            lambda: Tally.of_ledger(self.ledger, self.clock, replayed=self.settings.llm.replay),
+        )
+        # the clock moves apart from the entries (the session's end stops it)
+        tally.__dict__.update(clock_fields(self.clock))
+        return tally
+
+    def live_tally(self) -> Tally:
+        """The figures the live line shows, from the ledger's running totals."""
+        return Tally.live(self.ledger.totals, self.clock, replayed=self.settings.llm.replay)
+
+    @property
+    def passk(self) -> PassKTally:
+        return self._view(
+            "passk", lambda: PassKTally.of(self.ledger.counted(), self.settings.run.repeats)
         )
 
+    @property
+    def arms(self) -> ArmAccounts:
+        """Per group (test function, env, model or policy) and per model, and what pairs
+        their episodes."""
+        return self._view(
+            "arms",
+            lambda: ArmAccounts.of_ledger(
+                self.ledger.counted(),
+                self.arm_names,
+                self.settings.run.repeats,
+                priced=self.settings.budget.prices is not None,
+                id_prefix=self.settings.run.id_prefix,
+            ),
+        )
+
+    @property
+    def failed_episodes(self) -> set[str]:
+        """Episodes that failed or errored: with a passing gate, JUnit shows them as gated."""
+        return self._view("failed", self.ledger.failed_tests)
+
+    @property
+    def reported(self) -> set[str]:
+        """Episode items this run reported."""
+        return self.ledger.reported()
+
+    @property
+    def kept_counted(self) -> int:
+        """--openenv-resume: failed episodes kept from the earlier run (not played again)
+        whose skipped item this run reported: without a gate they fail the run as they did
+        when played (a resume does not turn a failed dataset green)."""
+        return sum(
+            1
+            for entry in self.ledger.counted()
+            if entry.origin == KEPT and entry.reported and entry.outcome != "passed"
+        )
+
+    def spent_tokens(self) -> int:
+        totals = self.ledger.totals
+        return totals.prompt_tokens + totals.completion_tokens
+
+    # -- reports ------------------------------------------------------------------------
     def expect(self, nodeids: list[str]) -> bool:
         """The collection is known (first time only): how many episodes it holds. Any?"""
         if self.expected is None:
@@ -149,37 +214,88 @@ class Accounts:
             if outcome is None:
                 return None
         self.active = True
-        self.reported.add(report.nodeid)
+        held = self.ledger.touch(report.nodeid, outcome.episode_id)
         if getattr(report, "rerun", 0):
             # pytest-rerunfailures' later attempt: the first one was counted and written
             self.count_later_attempt(report, outcome)
             if outcome.line is not None:
                 put_outcome(report, outcome.written())
             return None
-        if report.outcome == "rerun":
-            self.tally.rerun += 1
-        counted = self.tally.total
-        self.count_outcome(report, outcome)
-        if self.tally.total != counted:
-            self.tally.episode_reported()
-        if outcome.has_figures:
-            self.count_spend(outcome)
-            self.arms.count(report, outcome)
+        self.decide(report, outcome, held)
         record = outcome.line
         if record is None:
             return None
         parsed = outcome.row
-        if report.nodeid in self.replayed:
-            record = self.next_attempt(report.nodeid, record)
+        attempt = self.ledger.get(report.nodeid)
+        if attempt is not None and attempt.attempt > 1:
+            record = next_attempt(record, attempt.attempt)
             parsed = None
         self.remember_test(report.nodeid, record, parsed)
         # Reports stay alive in the terminal reporter's stats for the whole session.
         put_outcome(report, outcome.written())
         # the training split: a passed test whose row carries no failure (verdict-failed)
         train = report.when == "call" and report.passed and outcome.train
-        if train:
-            self.tally.train_rows += 1
         return Row(record, train, (outcome.episode_id, report.nodeid), parsed)
+
+    def decide(self, report: pytest.TestReport, outcome: EpisodeOutcome, held: Entry) -> None:
+        """The entry ``report`` decides, if it decides one: recorded in the ledger."""
+        nodeid = report.nodeid
+        if report.skipped and self.reveal_earlier(held):
+            return
+        if report.skipped and not hasattr(report, "wasxfail"):
+            # a skip at setup (resume, a skip marker) or in the test body: out of the rate
+            entry = Entry(nodeid, outcome.episode_id)
+        elif report.when == "setup" and (report.failed or report.outcome == "rerun"):
+            entry = self.entry_of(outcome, report, "errored")
+        elif report.when == "call":
+            entry = self.entry_of(outcome, report, "passed" if report.passed else "failed")
+            if outcome.has_figures:
+                entry.judged, entry.verdict = True, outcome.verdict
+                entry.reward, entry.turns = float(outcome.reward), int(outcome.turns)
+                entry.train = bool(report.passed and outcome.train and outcome.line is not None)
+        elif report.when not in ("setup", "teardown") and report.failed:
+            # xdist's report for an item whose worker died (when="???")
+            entry = self.entry_of(outcome, report, "errored")
+            entry.test_failed = False
+        else:
+            return
+        if self.settings.output.resume_failed and held.origin == KEPT and not held.counted:
+            # a failed episode of the earlier run played again: the next attempt at it
+            entry.attempt = held.attempt + int(held.outcome != "errored")
+        self.ledger.record(entry)
+        self.clock.episode_reported(self.ledger.totals.total)
+
+    def entry_of(self, outcome: EpisodeOutcome, report: pytest.TestReport, word: str) -> Entry:
+        """The entry of a played (or errored) episode: its figures, when the report has them."""
+        entry = Entry(
+            report.nodeid,
+            outcome.episode_id,
+            outcome=word,
+            test_failed=report.failed or report.outcome == "rerun",
+            rerun=report.outcome == "rerun",
+        )
+        if outcome.has_figures:
+            entry.arm, entry.env, entry.policy = outcome.arm, outcome.env, outcome.policy
+            entry.model, entry.seed, entry.repeat = outcome.model, outcome.seed, outcome.repeat
+            entry.prompt_tokens = outcome.prompt_tokens
+            entry.completion_tokens = outcome.completion_tokens
+            cost = outcome.cost_usd
+            entry.cost_usd = float(cost) if isinstance(cost, (int, float)) else None
+            entry.seconds = outcome.wall_time_s or 0.0
+        return entry
+
+    def reveal_earlier(self, held: Entry) -> bool:
+        """--openenv-resume: a skipped item whose earlier row counts as it is (a pass, or with
+        no --openenv-resume-failed a failure that finished); an errored one plays again."""
+        if held.counted or held.origin == PLAYED:
+            return False
+        if held.origin == KEPT and (
+            held.outcome == "errored" or self.settings.output.resume_failed
+        ):
+            return False
+        self.ledger.reveal(held.nodeid)
+        self.clock.episode_reported(self.ledger.totals.total)
+        return True
 
     def count_later_attempt(self, report: pytest.TestReport, outcome: EpisodeOutcome) -> None:
         """pytest-rerunfailures ran a failed episode again: this attempt is not counted.
@@ -191,124 +307,22 @@ class Accounts:
         counts by its first attempt, whose row is the one written, and the summary and
         the card say how many were re-run and how many passed on a later attempt.
         """
-        if report.when == "call" and report.passed:
-            self.tally.passed_on_rerun += 1
-        # the tokens were spent all the same
-        self.tally.prompt_tokens += outcome.prompt_tokens
-        self.tally.completion_tokens += outcome.completion_tokens
 
-    def keep_earlier_failures(self, failures: dict[str, dict[str, Any]], *, replay: bool) -> None:
-        """--openenv-resume: the failed rows of failures.jsonl are kept, counted once each by
-        that first attempt, or (``replay``: --openenv-resume-failed) played again."""
-        for nodeid, row in failures.items():
-            if row["outcome"] == "errored":
-                continue  # an errored episode never finished: it plays again
-            # failed, or "passed": a test-passed episode the env's verdict failed
-            if replay:
-                self.replayed[nodeid] = int(row.get("attempt", 1))
-            else:
-                self.kept_failures[nodeid] = row
+        def add(entry: Entry) -> None:
+            entry.passed_on_rerun |= report.when == "call" and report.passed
+            # the tokens were spent all the same
+            entry.prompt_tokens += outcome.prompt_tokens
+            entry.completion_tokens += outcome.completion_tokens
 
-    def next_attempt(self, nodeid: str, record: str) -> str:
-        """The row of a failed episode played again, saying which attempt it is."""
-        from ..episode.record import dumps_record
+        self.ledger.amend(report.nodeid, add)
 
-        attempt = self.replayed[nodeid] + 1
-        self.tally.attempts = max(self.tally.attempts, attempt)
-        row = json.loads(record)
-        extra = row.get("extra") if isinstance(row.get("extra"), dict) else {}
-        row["extra"] = {**extra, "attempt": attempt}
-        return dumps_record(row)
-
-    def count_outcome(self, report: pytest.TestReport, outcome: EpisodeOutcome) -> None:
-        earlier = self.earlier.pop(report.nodeid, None) if report.skipped else None
-        kept = self.kept_failures.pop(report.nodeid, None) if report.skipped else None
-        if earlier is not None:
-            self.count_earlier_pass(report.nodeid, earlier)
-        elif kept is not None:
-            self.count_earlier_failure(report.nodeid, kept)
-            # a verdict-failed row's test passed: it fails no run
-            self.kept_counted += kept["outcome"] != "passed"
-        elif report.skipped and not hasattr(report, "wasxfail"):
-            # a skip at setup (resume, a skip marker) or in the test body: out of the rate
-            self.tally.add_outcome("skipped")
-        elif report.when == "setup" and (report.failed or report.outcome == "rerun"):
-            self.tally.add_outcome("errored")
-            self.passk.add(report.nodeid, False)
-            self.failed_episodes.add(report.nodeid)
-        elif report.when == "call":
-            self.tally.add_outcome("passed" if report.passed else "failed")
-            if report.failed or report.outcome == "rerun":
-                self.failed_episodes.add(report.nodeid)
-            self.passk.add(report.nodeid, report.passed)
-            if outcome.has_figures:
-                self.tally.reward.add(float(outcome.reward))
-                self.tally.turns.add(int(outcome.turns))
-                self.tally.count_verdict(report.passed, outcome.verdict)
-        elif report.when not in ("setup", "teardown") and report.failed:
-            # xdist's report for an item whose worker died (when="???")
-            self.tally.add_outcome("errored")
-            self.passk.add(report.nodeid, False)
-
-    def count_spend(self, outcome: EpisodeOutcome) -> None:
-        """Tokens, and which envs, policies and models the run used."""
-        self.tally.prompt_tokens += outcome.prompt_tokens
-        self.tally.completion_tokens += outcome.completion_tokens
-        self._count_names({"env": outcome.env, "policy": outcome.policy, "model": outcome.model})
-
-    def count_earlier_pass(self, nodeid: str, earlier: dict[str, Any]) -> None:
-        self.tally.attempts = max(self.tally.attempts, int(earlier.get("attempt", 1)))
-        self.arms.count_earlier(nodeid, earlier)
-        self.tally.add_outcome("passed")
-        self.tally.count_verdict(True, earlier.get("verdict") is not False)
-        self.tally.train_rows += 1
-        self.tally.resumed += 1
-        self.passk.add(nodeid, True)
-        with contextlib.suppress(TypeError, ValueError):
-            self.tally.reward.add(float(earlier["reward"]))
-        with contextlib.suppress(TypeError, ValueError):
-            self.tally.turns.add(int(earlier["turns"]))
-        self._count_names({key: str(value) for key, value in earlier.items() if value})
-
-    def count_rest_of_folder(self, failures: dict[str, dict[str, Any]]) -> None:
+    def count_rest_of_folder(self) -> None:
         """--openenv-resume, at the end: the folder's rows this run did not reach.
 
         ``-k``, ``--lf`` or a smaller n leave items of the earlier run uncollected; their
-        rows are still the dataset in the folder, so the gate, summary and card count them
-        (passes from results.jsonl, ``failures``: what failures.jsonl still holds).
+        rows are still the dataset in the folder, so the gate, summary and card count them.
         """
-        for nodeid, earlier in self.earlier.items():
-            self.count_earlier_pass(nodeid, earlier)
-        self.earlier = {}
-        for nodeid, row in failures.items():
-            if nodeid in self.reported:
-                continue  # played again (or kept, counted at its skip) this run
-            self.count_earlier_failure(nodeid, row)
-
-    def count_earlier_failure(self, nodeid: str, row: dict[str, Any]) -> None:
-        """A row of the folder's failures.jsonl, counted as it is: failed, errored, or a
-        test-passed episode the env's verdict failed (its outcome is then ``passed``)."""
-        self.arms.count_earlier(nodeid, row, row["outcome"])
-        self.tally.add_outcome(row["outcome"])
-        if row["outcome"] != "errored":
-            self.tally.count_verdict(row["outcome"] == "passed", bool(row.get("verdict")))
-        self.tally.earlier_failures += 1
-        self.tally.attempts = max(self.tally.attempts, int(row.get("attempt", 1)))
-        self.passk.add(nodeid, row["outcome"] == "passed")
-        with contextlib.suppress(TypeError, ValueError):
-            self.tally.reward.add(float(row["reward"]))
-        with contextlib.suppress(TypeError, ValueError):
-            self.tally.turns.add(int(row["turns"]))
-        self._count_names({key: str(value) for key, value in row.items() if value})
-
-    def _count_names(self, seen: dict[str, Any]) -> None:
-        for key, bucket in (
-            ("env", self.tally.envs),
-            ("policy", self.tally.policies),
-            ("model", self.tally.models),
-        ):
-            if seen.get(key):
-                bucket.add(seen[key])
+        self.ledger.reveal_rest()
 
     def remember_test(self, nodeid: str, record: str, row: dict[str, Any] | None = None) -> None:
         """Per test function (not per episode): what a crashed item's row is rebuilt from;

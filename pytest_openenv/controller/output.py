@@ -23,6 +23,7 @@ from ..dataset.jsonl import CorruptLine, open_regular, scan
 from ..dataset.lock import FolderLocked, RunLock
 from ..dataset.writer import METADATA, DatasetWriter
 from ..report.digests import RowDigests
+from ..report.ledger import Ledger
 from ..util.secrets import KnownSecrets
 from .metadata import RunMetadata
 
@@ -98,74 +99,20 @@ def read_resume_set(settings: Settings) -> tuple[dict[str, RowIdentity], bool]:
     return played, torn
 
 
-def attempt_of(row: dict[str, Any]) -> int:
-    """Which attempt at its episode a row is (``extra.attempt``; 1 when not said)."""
-    extra = row.get("extra") if isinstance(row.get("extra"), dict) else {}
-    attempt = extra.get("attempt", 1)
-    return attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 1
-
-
-def earlier_passes(settings: Settings) -> dict[str, dict[str, Any]]:
-    """--openenv-resume: what the gate and card need of each row already in results.jsonl."""
+def preload_earlier_rows(settings: Settings, ledger: Ledger) -> None:
+    """--openenv-resume: the folder's rows wait in ``ledger``, each counted once its item is
+    reached (a skip, or played again) or at the end of the run (deselected, past a smaller
+    n): they are the dataset in the folder, so the gate, summary and card count them."""
     from ..dataset.jsonl import iter_records
 
-    earlier: dict[str, dict[str, Any]] = {}
     for row in iter_records(settings.output.folder / "results.jsonl"):
-        metrics = row.get("metrics") if isinstance(row.get("metrics"), dict) else {}
-        earlier[str(row.get("test", ""))] = {
-            "reward": row.get("reward"),
-            "turns": metrics.get("turns"),
-            "env": row.get("env"),
-            "policy": row.get("policy"),
-            "model": row.get("model"),
-            # the paired tests of several models pair earlier episodes too
-            "seed": row.get("seed"),
-            "attempt": attempt_of(row),
-            "repeat": (row.get("extra") or {}).get("repeat", 0),
-            "verdict": (row.get("verify_metrics") or {}).get("verdict"),
-        }
-    return earlier
-
-
-#: a failures.jsonl row's ``failure.outcome`` -> how the figures count it (a verdict-failed
-#: row's test passed: it counts as passed, with its verdict failed)
-EARLIER_OUTCOME = {"error": "errored", "failed": "failed", "verdict-failed": "passed"}
-
-
-def earlier_failures(
-    settings: Settings, passes: dict[str, dict[str, Any]]
-) -> dict[str, dict[str, Any]]:
-    """--openenv-resume: the rows of failures.jsonl that no later pass replaced, by test.
-
-    Their items run again when collected; the rest (deselected, past a smaller n) stay in
-    the folder's dataset, so the figures count them (``Accounts.count_rest_of_folder``).
-    """
-    from ..dataset.jsonl import iter_records
-
-    failed: dict[str, dict[str, Any]] = {}
+        ledger.add_row(row, failure_file=False, counted=False)
     try:
-        for row in iter_records(settings.output.folder / "failures.jsonl"):
-            test = str(row.get("test", ""))
-            if test in passes:
-                continue
-            metrics = row.get("metrics") if isinstance(row.get("metrics"), dict) else {}
-            failure = row.get("failure") if isinstance(row.get("failure"), dict) else {}
-            failed[test] = {
-                "attempt": attempt_of(row),
-                "outcome": EARLIER_OUTCOME.get(str(failure.get("outcome")), "failed"),
-                "verdict": (row.get("verify_metrics") or {}).get("verdict"),
-                "reward": row.get("reward"),
-                "turns": metrics.get("turns"),
-                "env": row.get("env"),
-                "policy": row.get("policy"),
-                "model": row.get("model"),
-                # counted per model and paired too, as the earlier passes are
-                "seed": row.get("seed"),
-                "repeat": (row.get("extra") or {}).get("repeat", 0),
-            }
+        failures = list(iter_records(settings.output.folder / "failures.jsonl"))
     except (OSError, ValueError):  # figures only: a damaged failures file counts nothing
-        return {}
-    return failed
+        return
+    for row in failures:
+        ledger.add_row(row, failure_file=True, counted=False)
 
 
 class OutputFolder:

@@ -6,7 +6,8 @@ one job, and its hooks hand each event to them:
 
 * ``OutputFolder`` (``output.py``): checked at start, claimed once episode tests are
   collected (ownership, lock, resume identity), rows appended, released at the end;
-* ``Accounts`` (``accounts.py``): every report counted once, with its final outcome;
+* ``Accounts`` (``accounts.py``): every report in the ledger's terms (``report/ledger.py``:
+  one entry per episode, every figure a view of it);
 * ``ReportSlimmer`` (``report/slim.py``): the controller's memory flat over long runs;
 * ``SessionEnd`` (``finish.py``): gate, JUnit, final files, report, card, Hub, summaries;
 * ``RunStop`` (``stopping.py``): a write error ends the run after the items in flight;
@@ -34,6 +35,7 @@ from ..dataset.hub import HubPublisher
 from ..dataset.identity import RESUME_REFUSED, USAGE_REFUSED
 from ..episode.outcome import outcome_from_wire, outcome_of
 from ..report.gates import GateConfig
+from ..report.ledger import Ledger
 from ..report.slim import ReportSlimmer
 from ..util.secrets import KnownSecrets
 from ..util.signals import InterruptsHeld, TermAsInterrupt, drop_entries_without_a_line
@@ -41,7 +43,7 @@ from .accounts import Accounts, only_marks_reported
 from .budget import RunBudget
 from .finish import SessionEnd
 from .metadata import RunMetadata
-from .output import OutputFolder, earlier_failures, earlier_passes
+from .output import OutputFolder, preload_earlier_rows
 from .progress import LiveStatus, gate_so_far
 from .stopping import RunStop
 from .terminal_end import EndOfRun
@@ -83,16 +85,11 @@ class ControllerPlugin:
         # evaluation: gate config is read here so a bad baseline is a usage error
         gate = GateConfig.from_settings(settings, invocation_dir=Path(config.invocation_params.dir))
         self.run = RunMetadata(settings, service, gate, template)
-        earlier = earlier_passes(settings) if settings.output.resume else {}
-        #: --openenv-resume: failures.jsonl's rows, counted at the end where not played again
-        self.earlier_failures = (
-            earlier_failures(settings, earlier) if settings.output.resume else {}
-        )
-        self.accounts = Accounts(settings, service, earlier)
+        ledger = Ledger()
         if settings.output.resume:
-            self.accounts.keep_earlier_failures(
-                self.earlier_failures, replay=settings.output.resume_failed
-            )
+            # the earlier run's rows wait in the ledger, counted once their item is reached
+            preload_earlier_rows(settings, ledger)
+        self.accounts = Accounts(settings, service, ledger)
         # what the run may spend; a cost budget without prices is a usage error
         self.budget = RunBudget(settings)
         self.slimmer = ReportSlimmer(config)
@@ -156,21 +153,22 @@ class ControllerPlugin:
     def check_budget(self) -> None:
         """Stop the run once its spend reaches a budget, unless no episode is left to run
         (a finished run is not an interrupted one)."""
-        tally, expected = self.accounts.tally, self.accounts.expected
-        if expected is not None and tally.total >= expected:
+        accounts = self.accounts
+        totals, expected = accounts.ledger.totals, accounts.expected
+        if expected is not None and totals.total >= expected:
             return
-        spent = tally.prompt_tokens + tally.completion_tokens
-        reason = self.budget.reached(spent, self.accounts.arms.cost_usd)
+        reason = self.budget.reached(accounts.spent_tokens(), totals.cost_usd)
         if reason is not None:
             self.stop(f"openenv: {reason}")
 
     def show_progress(self) -> None:
         live, accounts, gate = self.live, self.accounts, self.run.gate
-        if live is not None and accounts.tally.total and live.due():
+        if live is not None and accounts.ledger.totals.total and live.due():
+            tally = accounts.live_tally()
             live.update(
-                accounts.tally,
+                tally,
                 accounts.expected,
-                lambda: gate_so_far(gate, accounts.tally, accounts.passk),
+                lambda: gate_so_far(gate, tally, accounts.passk),
                 costly=gate.active and gate.metric != "pass@1",
             )
 
@@ -183,7 +181,7 @@ class ControllerPlugin:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         # the run's wall time starts here, past the checks made before any episode
-        self.accounts.tally.started = time.monotonic()
+        self.accounts.clock.started = time.monotonic()
         self.stopper.session = session
         from .subset import last_failed_episodes
 
@@ -282,7 +280,8 @@ class ControllerPlugin:
             return
         from .not_started import report_not_started
 
-        left = [nodeid for nodeid in self.collected if nodeid not in self.accounts.reported]
+        reported = self.accounts.reported
+        left = [nodeid for nodeid in self.collected if nodeid not in reported]
         locations = {item.nodeid: item.location for item in session.items}
         reason = f"not started: {self.budget.stopped} (--openenv-resume runs it)"
         report_not_started(self.config, left, locations, reason)
@@ -294,11 +293,11 @@ class ControllerPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        self.accounts.tally.stop()  # the files written from here on are not the run's time
+        self.accounts.clock.stop()  # the files written from here on are not the run's time
         if self.live is not None:
             self.live.close()  # before pytest writes its summary
         if self.settings.output.resume and self.accounts.active:
-            self.accounts.count_rest_of_folder(self.earlier_failures)
+            self.accounts.count_rest_of_folder()
         try:
             self.end.apply_gate(session)
             self.end.align_junit()

@@ -4,24 +4,24 @@ A *group* is (test function, env, arm): the episodes of one test function played
 env by one model (or policy, without a model). Every figure the run reports is kept per
 group, so three tests in one file, or two models on the same seeds, are never one pooled
 pass rate. With several ``--openenv-model`` / ``--openenv-policy`` (or a marker's
-``models=`` / ``policies=``) every arm plays the same seeds: each report is counted in
-its group with its outcome, reward, tokens, cost and time, and its pass/reward is kept
-by (test, seed, repeat), the key on which two arms' episodes are paired
-(``report/paired.py``); an arm's figures are its groups merged.
+``models=`` / ``policies=``) every arm plays the same seeds. The groups are a view of
+the ledger (``report/ledger.py``): each entry is counted in its group with its outcome,
+reward, tokens, cost and time, and its pass/reward is kept by (test, seed, repeat), the
+key on which two arms' episodes are paired (``report/paired.py``); an arm's figures are
+its groups merged.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
-
-from ..episode.outcome import EpisodeOutcome
+from .ledger import SUMMED_FIELDS, Counts, Entry
 from .paired import Outcome, compare_pair
 from .passk import PassKTally
-from .stats import RunningMean, wilson_interval
+from .stats import wilson_interval
 
 #: what pairs two arms' episodes: (test function, seed, repeat)
 PairKey = tuple[str, int, int]
@@ -61,36 +61,32 @@ def short_test(test: str) -> str:
 
 
 @dataclass
-class ArmTally:
-    """One group's tally (or, merged, one arm's over its groups)."""
+class ArmTally(Counts):
+    """One group's figures (or, merged, one arm's over its groups): ``Counts`` of its
+    entries, with the group's names and each episode's result by what pairs it."""
 
-    name: str
+    name: str = ""
     policy: str | None = None
     model: str | None = None
     #: the group's test function (node id without parameters) and env; "" when merged
     test: str = ""
     env: str = ""
-    passed: int = 0
-    failed: int = 0
-    errored: int = 0
-    skipped: int = 0
-    resumed: int = 0
-    reward: RunningMean = field(default_factory=RunningMean)
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    #: episodes with tokens but no price (their model is not in --openenv-prices)
-    unpriced: int = 0
-    #: seconds the arm's episodes took, summed
-    episode_seconds: float = 0.0
     outcomes: dict[PairKey, Outcome] = field(default_factory=dict)
     passk: PassKTally | None = None
-    #: its names come from an episode that played (not only from skipped items' outcomes)
-    named: bool = True
 
-    @property
-    def ran(self) -> int:
-        return self.passed + self.failed + self.errored
+    def add_entry(self, entry: Entry) -> None:
+        """Count one entry of the group: its figures, its pair and its pass@k sample."""
+        self.add(entry)
+        self.policy = self.policy or entry.policy or None
+        self.model = self.model or entry.model
+        if not entry.ran:
+            return
+        passed = entry.outcome == "passed"
+        if self.passk is not None:
+            self.passk.add(entry.nodeid, passed)
+        key = pair_key(entry.nodeid, entry.seed, entry.repeat)
+        if key is not None:
+            self.outcomes[key] = (passed, None if entry.outcome == "errored" else entry.reward)
 
     @property
     def label(self) -> str:
@@ -101,13 +97,10 @@ class ArmTally:
 
     def absorb(self, other: ArmTally) -> None:
         """Add another group's figures to these (an arm's figures over its groups)."""
-        for name in ("passed", "failed", "errored", "skipped", "resumed", "unpriced"):
+        for name in SUMMED_FIELDS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
-        for name in ("prompt_tokens", "completion_tokens"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.cost_usd += other.cost_usd
-        self.episode_seconds += other.episode_seconds
         self.reward.absorb(other.reward)
+        self.turns.absorb(other.turns)
         self.outcomes.update(other.outcomes)
         if self.passk is not None and other.passk is not None:
             self.passk.absorb(other.passk)
@@ -152,7 +145,8 @@ class ArmTally:
 
 
 class ArmAccounts:
-    """Every group's tally; arms (models or policies) in the order the run named them."""
+    """Every group's figures, a view of the ledger's entries (``of_ledger``); arms (models
+    or policies) in the order the run named them."""
 
     def __init__(
         self,
@@ -169,7 +163,39 @@ class ArmAccounts:
         self.priced = priced
         #: by (test function, env, the arm's id part in node ids: ``arm_part``)
         self.by_group: dict[GroupKey, ArmTally] = {}
-        self.cost_usd = 0.0
+
+    @classmethod
+    def of_ledger(
+        cls,
+        entries: Iterable[Entry],
+        declared: list[str],
+        repeats: int = 1,
+        *,
+        priced: bool = False,
+        id_prefix: str | None = None,
+    ) -> ArmAccounts:
+        """Each entry that names its arm, in its group (the run's other entries, a skip or
+        a test that never built its episode, belong to no group)."""
+        accounts = cls(declared, repeats, priced=priced, id_prefix=id_prefix)
+        for entry in entries:
+            if entry.arm:
+                accounts.group_of(entry).add_entry(entry)
+        return accounts
+
+    def group_of(self, entry: Entry) -> ArmTally:
+        """The group of an episode: its test function, env and arm (by the arm's id part in
+        the node id, as the row's policy name may be a conftest policy's own)."""
+        key = (entry.function, entry.env, arm_part(entry.nodeid, self.id_prefix))
+        tally = self.by_group.get(key)
+        if tally is None:
+            tally = self.by_group[key] = ArmTally(
+                name=entry.arm, test=key[0], env=key[1], passk=PassKTally(self.repeats)
+            )
+        return tally
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(tally.cost_usd for tally in self.by_group.values())
 
     def _rank(self, name: str) -> int:
         return self.declared.index(name) if name in self.declared else len(self.declared)
@@ -197,36 +223,9 @@ class ArmAccounts:
         for tally in self.by_group.values():
             arm = merged.get(tally.name)
             if arm is None:
-                arm = merged[tally.name] = ArmTally(tally.name, passk=PassKTally(self.repeats))
+                arm = merged[tally.name] = ArmTally(name=tally.name, passk=PassKTally(self.repeats))
             arm.absorb(tally)
         return merged
-
-    def arm(
-        self, nodeid: str, name: str, seen: dict[str, Any] | None = None, *, played: bool = True
-    ) -> ArmTally:
-        """The group of an episode: its test function, env and arm (by the arm's id part in
-        the node id, as the row's policy name may be a conftest policy's own).
-
-        ``played``: the report is of an episode that played (or an earlier run's row), so
-        its names are the group's; a skipped item's outcome may name the run's default policy
-        instead of the one its test would have used."""
-        seen = seen or {}
-        key = (
-            nodeid.rpartition("[")[0] or nodeid,
-            str(seen.get("env") or ""),
-            arm_part(nodeid, self.id_prefix),
-        )
-        tally = self.by_group.get(key)
-        if tally is None:
-            tally = self.by_group[key] = ArmTally(
-                name, test=key[0], env=key[1], passk=PassKTally(self.repeats)
-            )
-            tally.named = played
-        elif played and not tally.named:
-            tally.name, tally.policy, tally.model, tally.named = name, None, None, True
-        tally.policy = tally.policy or seen.get("policy")
-        tally.model = tally.model or seen.get("model")
-        return tally
 
     @property
     def several(self) -> bool:
@@ -239,72 +238,6 @@ class ArmAccounts:
         arms = self.arms
         first_seen = {name: i for i, name in enumerate(arms)}
         return sorted(arms.values(), key=lambda t: (self._rank(t.name), first_seen[t.name]))
-
-    def count(self, report: pytest.TestReport, outcome: EpisodeOutcome) -> None:
-        """One episode report with its figures (not a resumed pass: ``count_earlier``)."""
-        if not outcome.arm:
-            return
-        skipped = report.when == "setup" and report.skipped
-        tally = self.arm(
-            report.nodeid,
-            outcome.arm,
-            {"env": outcome.env, "policy": outcome.policy, "model": outcome.model},
-            played=not skipped,
-        )
-        key = pair_key(report.nodeid, outcome.seed, outcome.repeat)
-        result: Outcome | None = None
-        if report.when == "setup" and report.skipped:
-            tally.skipped += 1
-        elif report.when == "call":
-            passed = bool(report.passed)
-            tally.passed += passed
-            tally.failed += not passed
-            reward = float(outcome.reward)
-            tally.reward.add(reward)
-            result = (passed, reward)
-        elif report.failed and report.when != "teardown":
-            tally.errored += 1  # setup error, or the crash report of a worker that died
-            result = (False, None)
-        else:
-            return
-        self.spend(tally, outcome)
-        if result is not None:
-            if tally.passk is not None:
-                tally.passk.add(report.nodeid, result[0])
-            if key is not None:
-                tally.outcomes[key] = result
-
-    def spend(self, tally: ArmTally, outcome: EpisodeOutcome) -> None:
-        prompt, completion = outcome.prompt_tokens, outcome.completion_tokens
-        tally.prompt_tokens += prompt
-        tally.completion_tokens += completion
-        tally.episode_seconds += outcome.wall_time_s or 0.0
-        cost = outcome.cost_usd
-        if isinstance(cost, (int, float)):
-            tally.cost_usd += float(cost)
-            self.cost_usd += float(cost)
-        elif prompt or completion:
-            tally.unpriced += 1
-
-    def count_earlier(self, nodeid: str, earlier: dict[str, Any], outcome: str = "passed") -> None:
-        """--openenv-resume: an episode of the earlier run, skipped now (or not reached);
-        ``outcome``: passed, failed or errored, as its row says."""
-        name = earlier.get("model") or earlier.get("policy")
-        if not name:
-            return
-        tally = self.arm(nodeid, str(name), earlier)
-        passed = outcome == "passed"
-        setattr(tally, outcome, getattr(tally, outcome) + 1)
-        tally.resumed += passed
-        reward = earlier.get("reward")
-        reward = float(reward) if isinstance(reward, (int, float)) else None
-        if reward is not None and outcome != "errored":
-            tally.reward.add(reward)
-        if tally.passk is not None:
-            tally.passk.add(nodeid, passed)
-        key = pair_key(nodeid, earlier.get("seed"), earlier.get("repeat"))
-        if key is not None:
-            tally.outcomes[key] = (passed, None if outcome == "errored" else reward)
 
     def figures(self, confidence: float = 0.95) -> list[dict[str, Any]]:
         return [tally.figures(confidence, self.priced) for tally in self.ordered()]

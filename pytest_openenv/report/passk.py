@@ -18,9 +18,12 @@ pass@k and pass^k rather than guessed at; ``problems_scored`` says how many coun
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from math import comb
 from typing import Any
+
+from .ledger import Entry
 
 #: ``...[ep-000003-r1]`` -> ``...[ep-000003]``: the repeat suffix names a sample, not a problem.
 _REPEAT_SUFFIX = re.compile(r"(ep-\d{6})-r\d+(?=(?:-.*)?\]$)")
@@ -75,7 +78,8 @@ class PassAtK:
 
 
 class PassKTally:
-    """Per-problem (runs, passes), fed one finished or errored episode at a time."""
+    """Per-problem (runs, passes): one finished or errored episode at a time, or ``of`` the
+    ledger's entries."""
 
     def __init__(self, k: int) -> None:
         if k < 1:
@@ -87,6 +91,15 @@ class PassKTally:
         counts = self._counts.setdefault(problem_key(nodeid), [0, 0])
         counts[0] += 1
         counts[1] += int(passed)
+
+    @classmethod
+    def of(cls, entries: Iterable[Entry], k: int) -> PassKTally:
+        """Every entry that ran (passed, failed or errored) is one sample of its seed."""
+        tally = cls(k)
+        for entry in entries:
+            if entry.ran:
+                tally.add(entry.nodeid, entry.outcome == "passed")
+        return tally
 
     def absorb(self, other: PassKTally) -> None:
         """Add another tally's problems (a problem in both adds its runs and passes)."""

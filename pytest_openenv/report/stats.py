@@ -33,16 +33,27 @@ class RunningMean:
         self.total = 0.0
         self.total_sq = 0.0
 
-    def add(self, value: float) -> None:
-        self.count += 1
-        self.total += value
-        self.total_sq += value * value
+    def add(self, value: float, sign: int = 1) -> None:
+        """Add ``value`` (``sign`` -1: take it out again; the sums are exact for it)."""
+        self.count += sign
+        self.total += sign * value
+        self.total_sq += sign * value * value
 
     def absorb(self, other: RunningMean) -> None:
         """Add another mean's values (sums add: the merged mean is exact)."""
         self.count += other.count
         self.total += other.total
         self.total_sq += other.total_sq
+
+    def __repr__(self) -> str:
+        return f"RunningMean(count={self.count}, total={self.total}, total_sq={self.total_sq})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RunningMean):
+            return NotImplemented
+        return (self.count, self.total, self.total_sq) == (other.count, other.total, other.total_sq)
+
+    __hash__ = None  # type: ignore[assignment]
 
     @property
     def mean(self) -> float | None:

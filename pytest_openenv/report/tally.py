@@ -1,87 +1,97 @@
-"""Per-run counts and running figures, fed one episode report at a time (controller)."""
+"""The run's figures: a view of the ledger (``report/ledger.py``), and the run's clock."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
-from .stats import RunningMean, wilson_interval
+from .ledger import Counts, Ledger
+from .stats import wilson_interval
+
+#: the fields of ``Counts`` (what ``Tally.live`` copies from the running totals)
+COUNT_FIELDS = tuple(spec.name for spec in fields(Counts))
+
+
+def clock_fields(clock: RunClock) -> dict[str, float | int | None]:
+    return {spec.name: getattr(clock, spec.name) for spec in fields(RunClock)}
 
 
 @dataclass
-class Tally:
-    passed: int = 0
-    failed: int = 0
-    errored: int = 0
-    skipped: int = 0
-    #: --openenv-resume: passing episodes of the earlier run, counted in ``passed`` (their
-    #: rows are the dataset too), with their reward and turns; tokens stay this run's spend
-    resumed: int = 0
-    #: pytest-rerunfailures: episodes whose first attempt was re-run, and of those the ones
-    #: a later attempt passed. Each episode counts by its first attempt (see accounts.py).
-    rerun: int = 0
-    passed_on_rerun: int = 0
-    #: --openenv-resume: failed or errored episodes of the earlier run this run did not play
-    #: again (deselected, past a smaller n), counted in ``failed``/``errored`` (a
-    #: verdict-failed one in ``passed``, as its test was): the folder's failures.jsonl holds
-    #: them, so the figures describe the whole dataset there
-    earlier_failures: int = 0
-    #: episodes the env's verdict passed (at the run's threshold); errored ones never do
-    verdict_passed: int = 0
-    #: test passed, verdict failed: with --openenv-train-on=verdict they are failures.jsonl's
-    test_passed_verdict_failed: int = 0
-    #: test failed, verdict passed (a negative test, or a stricter test body)
-    test_failed_verdict_passed: int = 0
-    #: rows of results.jsonl, the training split (earlier runs' included)
-    train_rows: int = 0
-    #: the most attempts any counted episode took: 1, unless --openenv-resume-failed played
-    #: failed episodes again (the figures are then best of that many attempts)
-    attempts: int = 1
-    reward: RunningMean = field(default_factory=RunningMean)
-    turns: RunningMean = field(default_factory=RunningMean)
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    #: --openenv-replay: every answer came from the response cache, so the tokens above
-    #: were replayed, not spent
-    replayed: bool = False
-    #: the run's wall time spans ``started`` (the session's start, after the pre-run
-    #: checks) to the last episode report; the end-of-run writing is not the run's
+class RunClock:
+    """When the run started, when episodes were counted, when it stopped.
+
+    The run's wall time spans ``started`` (the session's start, after the pre-run checks)
+    to the last episode counted; the end-of-run writing is not the run's."""
+
     started: float = field(default_factory=time.monotonic)
-    #: when the first episode report came, and how many episodes it made: the throughput
-    #: is measured from there, past the workers' start-up
+    #: when the first episode was counted, and how many the ledger counted then: the
+    #: throughput is measured from there, past the workers' start-up
     first_report_at: float | None = None
     first_report_count: int = 0
     last_report_at: float | None = None
     #: when the session finished (the run's end when no episode report ever came)
     stopped_at: float | None = None
-    envs: set[str] = field(default_factory=set)
-    policies: set[str] = field(default_factory=set)
-    models: set[str] = field(default_factory=set)
 
-    @property
-    def ran(self) -> int:
-        return self.passed + self.failed + self.errored
-
-    @property
-    def played(self) -> int:
-        """Episodes this run played itself (not counted from the folder's earlier rows)."""
-        return self.ran - self.resumed - self.earlier_failures
-
-    @property
-    def total(self) -> int:
-        return self.ran + self.skipped
-
-    def episode_reported(self, now: float | None = None) -> None:
-        """An episode's report was counted: the run's wall time reaches this far."""
+    def episode_reported(self, total: int, now: float | None = None) -> None:
+        """An episode was counted (``total`` so far): the run's wall time reaches this far."""
         now = time.monotonic() if now is None else now
         if self.first_report_at is None:
-            self.first_report_at, self.first_report_count = now, self.total
+            self.first_report_at, self.first_report_count = now, total
         self.last_report_at = now
 
     def stop(self, now: float | None = None) -> None:
         """The session finished: what comes after (files, report, Hub) is not the run's."""
         if self.stopped_at is None:
             self.stopped_at = time.monotonic() if now is None else now
+
+
+@dataclass
+class Tally(Counts):
+    """The run's figures: the ledger's counted entries folded (``Counts``), with when the
+    run's episodes came and what their rows name."""
+
+    #: the most attempts any counted episode took: 1, unless --openenv-resume-failed played
+    #: failed episodes again (the figures are then best of that many attempts)
+    attempts: int = 1
+    #: --openenv-replay: every answer came from the response cache, so the tokens above
+    #: were replayed, not spent
+    replayed: bool = False
+    started: float = field(default_factory=time.monotonic)
+    first_report_at: float | None = None
+    first_report_count: int = 0
+    last_report_at: float | None = None
+    stopped_at: float | None = None
+    envs: set[str] = field(default_factory=set)
+    policies: set[str] = field(default_factory=set)
+    models: set[str] = field(default_factory=set)
+
+    @classmethod
+    def of_ledger(cls, ledger: Ledger, clock: RunClock, *, replayed: bool = False) -> Tally:
+        """The run's figures over every counted entry of ``ledger``."""
+        tally = cls(replayed=replayed, **clock_fields(clock))
+        for entry in ledger.counted():
+            tally.add(entry)
+            tally.attempts = max(tally.attempts, entry.attempt)
+            if entry.env:
+                tally.envs.add(entry.env)
+            if entry.policy:
+                tally.policies.add(entry.policy)
+            if entry.model:
+                tally.models.add(entry.model)
+        return tally
+
+    @classmethod
+    def live(cls, totals: Counts, clock: RunClock, *, replayed: bool = False) -> Tally:
+        """The figures the live line reads, from the ledger's running totals (no fold)."""
+        tally = cls(replayed=replayed, **clock_fields(clock))
+        for name in COUNT_FIELDS:
+            setattr(tally, name, getattr(totals, name))
+        return tally
+
+    @property
+    def played(self) -> int:
+        """Episodes this run played itself (not counted from the folder's earlier rows)."""
+        return self.ran - self.resumed - self.earlier_failures
 
     def wall_time(self, now: float | None = None) -> float:
         """Seconds from the session's start to the last episode report (to the session's
@@ -90,15 +100,6 @@ class Tally:
         if end is None:
             end = time.monotonic() if now is None else now
         return max(0.0, end - self.started)
-
-    def add_outcome(self, outcome: str) -> None:
-        setattr(self, outcome, getattr(self, outcome) + 1)
-
-    def count_verdict(self, test_passed: bool, verdict: bool) -> None:
-        """An episode whose test was judged: the env's verdict beside the test's outcome."""
-        self.verdict_passed += int(verdict)
-        self.test_passed_verdict_failed += int(test_passed and not verdict)
-        self.test_failed_verdict_passed += int(verdict and not test_passed)
 
     def token_spend(self) -> dict[str, int]:
         """What the tokens cost: spent, or (``--openenv-replay``) replayed from the cache."""

@@ -14,14 +14,20 @@ from pytest_openenv.episode.outcome import EpisodeOutcome, outcome_of
 from pytest_openenv.episode.record import dumps_record, placeholder_row
 from pytest_openenv.episode.service import EpisodeService
 from pytest_openenv.episode.spec import EpisodeSpec
+from pytest_openenv.report.ledger import Ledger
 
 ENV = "openspiel:tic_tac_toe"
 TEST = "test_x.py::test_ep"
 
 
 def accounts(earlier: dict[str, dict[str, Any]] | None = None, **run: Any) -> Accounts:
+    """``earlier``: results.jsonl rows of an earlier run, by test (what they say of it)."""
     settings = Settings(run=RunSettings(**run))
-    return Accounts(settings, EpisodeService(settings), earlier or {})
+    ledger = Ledger()
+    for nodeid, said in (earlier or {}).items():
+        row = {"test": nodeid, "metrics": {"turns": said.pop("turns", None)}, **said}
+        ledger.add_row(row, failure_file=False, counted=False)
+    return Accounts(settings, EpisodeService(settings), ledger)
 
 
 def record(index: int, *, seed: int, reward: float = 1.0) -> str:
@@ -187,7 +193,7 @@ def test_a_crashed_episode_of_one_of_several_models_keeps_its_model_and_id() -> 
         run=RunSettings(env=ENV, policy="openai", policies=("openai",), id_prefix="run1"),
         llm=LLMSettings(model="org/a", models=("org/a", "org/b")),
     )
-    books = Accounts(settings, EpisodeService(settings), {})
+    books = Accounts(settings, EpisodeService(settings))
     nodeid = f"{TEST}[run1-org_b-ep-000004]"
     crash = pytest.TestReport(nodeid, ("test_x.py", None, "x"), {}, "failed", "gone", "???")
     books.decorate_crash_report(crash, nodeid)
