@@ -78,7 +78,7 @@ def test_the_constraints_pin_every_core_dependency_at_its_floor() -> None:
     assert all("==" in line for line in out), out
 
 
-@pytest.mark.parametrize("script", ["run", "lowest", "package"])
+@pytest.mark.parametrize("script", ["run", "lowest", "package", "system-packages"])
 def test_each_job_stops_at_the_first_failure(script: str) -> None:
     """A failing step, pytest's exit 5 (nothing collected) included, fails the job."""
     text = (CI / script).read_text(encoding="utf-8")
@@ -165,3 +165,17 @@ def test_a_background_job_that_fails_fails_the_run_and_shows_its_output(tmp_path
     assert "== good (in the background), exit 0:\n  fine" in result.stdout
     assert "== bad (in the background), exit 3:\n  broken" in result.stdout
     assert "FAILED: bad" in result.stderr and "not reached" not in result.stdout
+
+
+def test_the_agent_programs_are_pinned_by_the_lock_at_exact_versions() -> None:
+    """Each agent program package.json names is an exact version, and the lock holds that
+    version: CI installs the programs the suite was checked with, never a newer release."""
+    import json
+
+    manifest = json.loads((CI / "agents" / "package.json").read_text(encoding="utf-8"))
+    lock = json.loads((CI / "agents" / "package-lock.json").read_text(encoding="utf-8"))
+    wanted = manifest["dependencies"]
+    assert set(wanted) == {"@anthropic-ai/claude-code", "@openai/codex", "opencode-ai"}
+    for name, version in wanted.items():
+        assert version[0].isdigit(), f"{name} is pinned as a range: {version}"
+        assert lock["packages"][f"node_modules/{name}"]["version"] == version
