@@ -48,7 +48,8 @@ Hierarchy::
      │                                call, a dataset row without a seed
      ├── InfrastructureFault          -> the item ERRORS (setup), row in failures.jsonl
      │    ├── EpisodeError            what run_episode raises for any fault below
-     │    │    └── EpisodeTimeout     over --openenv-timeout
+     │    │    ├── EpisodeTimeout     over --openenv-timeout
+     │    │    └── JudgeFailed        the judge model gave no usable verdict (--openenv-judge)
      │    ├── EnvUnavailable          server down, connection dropped, engine crash
      │    │    ├── CannotConnect      no session could be opened; nothing was sent
      │    │    ├── CapacityReached    every session of the server is taken
@@ -180,6 +181,15 @@ class EpisodeError(InfrastructureFault):
 
 class EpisodeTimeout(EpisodeError):
     """The episode ran over ``--openenv-timeout``."""
+
+
+class JudgeFailed(EpisodeError):
+    """The judge model gave no usable verdict: no answer, an answer that is not the verdict's
+    JSON, a refusal, or its endpoint failing after its retries. Not the agent's doing, so the
+    item errors (never fails) and the run counts it apart (``judge_errors``). ``usage``: the
+    tokens the judge spent on it (a ``policies.base.Usage``), which the run counts."""
+
+    usage: object | None = None
 
 
 class EnvUnavailable(InfrastructureFault):

@@ -130,6 +130,8 @@ def start_service(config: pytest.Config) -> tuple[EpisodeService, TemplateCheck 
 
         check_deployed_servers(config, service)  # before any episode; workers trust it
     policies = check_run_policy(config, service)  # fail fast on a bad one
+    if service.settings.run.env:
+        service.judge()  # --openenv-judge: its key and SDK checked before any episode
     if not is_worker(config):
         from .controller.template import check_chat_template
 

@@ -21,6 +21,7 @@ from ..config.settings import Settings
 from ..episode.outcome import EpisodeOutcome, outcome_of, put_outcome
 from ..episode.spec import REPEATS_FIX
 from ..report.arms import ArmAccounts
+from ..report.judge_tally import JudgeTally
 from ..report.passk import PassKTally
 from ..report.tally import Tally
 from .output import Row
@@ -97,6 +98,8 @@ class Accounts:
         self.service = service
         self.tally = Tally(replayed=settings.llm.replay)
         self.passk = PassKTally(settings.run.repeats)
+        #: --openenv-judge: the judge's verdicts, errors, agreement with the env and spend
+        self.judging = JudgeTally()
         #: an episode report arrived: the run writes files and prints its summary
         self.active = False
         #: episode items collected (None until the collection is known)
@@ -254,6 +257,7 @@ class Accounts:
         """Tokens, and which envs, policies and models the run used."""
         self.tally.prompt_tokens += outcome.prompt_tokens
         self.tally.completion_tokens += outcome.completion_tokens
+        self.judging.add(outcome.judge)
         self._count_names({"env": outcome.env, "policy": outcome.policy, "model": outcome.model})
 
     def count_earlier_pass(self, nodeid: str, earlier: dict[str, Any]) -> None:

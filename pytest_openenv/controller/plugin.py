@@ -159,8 +159,9 @@ class ControllerPlugin:
         tally, expected = self.accounts.tally, self.accounts.expected
         if expected is not None and tally.total >= expected:
             return
-        spent = tally.prompt_tokens + tally.completion_tokens
-        reason = self.budget.reached(spent, self.accounts.arms.cost_usd)
+        judging = self.accounts.judging  # the judge's spend counts too
+        spent = tally.prompt_tokens + tally.completion_tokens + judging.tokens
+        reason = self.budget.reached(spent, self.accounts.arms.cost_usd + judging.cost_usd)
         if reason is not None:
             self.stop(f"openenv: {reason}")
 

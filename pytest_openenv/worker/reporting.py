@@ -117,6 +117,11 @@ def attach_to_report(
             metrics["cost_usd"] = cost_usd(
                 prices, record["model"], metrics["prompt_tokens"], metrics["completion_tokens"]
             )
+            judged = record.get("judge")
+            if isinstance(judged, dict):  # the judge's spend, priced by its own model
+                judged["cost_usd"] = cost_usd(
+                    prices, judged["model"], judged["prompt_tokens"], judged["completion_tokens"]
+                )
         line = prepared.line_of(record) if prepared is not None else dumps_record(record)
         shorten_crash_message(report)
         outcome = EpisodeOutcome.of_row(
