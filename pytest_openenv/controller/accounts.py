@@ -89,6 +89,12 @@ def only_marks_reported(report: pytest.TestReport) -> bool:
     return outcome is None or not (outcome.has_figures or outcome.line is not None)
 
 
+def judge_gave_no_verdict(report: pytest.TestReport, outcome: EpisodeOutcome) -> bool:
+    """A failed test body whose ``judge`` fixture's model gave no verdict."""
+    judged = outcome.judge
+    return report.failed and judged is not None and judged.get("passed") is None
+
+
 class Accounts:
     def __init__(
         self, settings: Settings, service: EpisodeService, earlier: dict[str, dict[str, Any]]
@@ -236,6 +242,11 @@ class Accounts:
             # a skip at setup (resume, a skip marker) or in the test body: out of the rate
             self.tally.add_outcome("skipped")
         elif report.when == "setup" and (report.failed or report.outcome == "rerun"):
+            self.tally.add_outcome("errored")
+            self.passk.add(report.nodeid, False)
+            self.failed_episodes.add(report.nodeid)
+        elif report.when == "call" and judge_gave_no_verdict(report, outcome):
+            # the judge fixture's model gave no verdict: an error of the run, not the agent's
             self.tally.add_outcome("errored")
             self.passk.add(report.nodeid, False)
             self.failed_episodes.add(report.nodeid)
