@@ -105,14 +105,6 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(xdist_side, XdistController.name)
 
 
-def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] | None:
-    """A test body whose ``judge`` fixture's model gave no verdict is an error of the run,
-    not a failure of the agent (here, so the xdist controller shows it so too)."""
-    if report.when == "call" and report.failed and getattr(report, "judge_failed", False):
-        return "error", "E", "ERROR"
-    return None
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     from .util import heap

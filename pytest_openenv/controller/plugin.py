@@ -266,6 +266,9 @@ class ControllerPlugin:
         detail = outcome.status_detail()
         if report.passed:
             return "passed", ".", (f"PASSED ({detail})", {"green": True})
+        if report.failed and getattr(report, "judge_failed", False):
+            # the judge fixture's model gave no verdict: an error of the run, not the agent's
+            return "error", "E", (f"ERROR ({detail}; the judge gave no verdict)", {"red": True})
         if report.failed:
             return "failed", "F", (f"FAILED ({detail})", {"red": True})
         return None
