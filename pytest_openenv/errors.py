@@ -43,6 +43,7 @@ Hierarchy::
      │    │    └── RenderTimeout      it renders past its bound (a loop without end)
      │    ├── CheckpointProblem       ``--openenv-model`` names no checkpoint transformers can load
      │    ├── ViewError               ``python -m pytest_openenv view``: bad folder, host, port
+     │    ├── RescoreError            ``python -m pytest_openenv rescore``: bad folder or options
      │    ├── HarnessParameterError   (ValueError) an OpenEnv ``eval_parameters`` key we lack
      │    └── TrainingSetupError      (ValueError) ``pytest_openenv.trl``: a tool TRL cannot
      │                                call, a dataset row without a seed
@@ -161,6 +162,10 @@ class CheckpointProblem(BadInput):
 
 class ViewError(BadInput):
     """A problem with the arguments or the folder: printed as one line, exit code 2."""
+
+
+class RescoreError(BadInput):
+    """``rescore``: bad arguments or a folder it cannot rescore; one line, exit code 2."""
 
 
 # -- infrastructure faults: the item errors -----------------------------------------------

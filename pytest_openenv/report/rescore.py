@@ -30,7 +30,7 @@ from ..dataset.writer import CARD, FAILURES, METADATA, RESULTS, SUMMARY
 from ..envs.verdict import BASIS_MIN_REWARD, shown_reward
 from ..episode.judged import BASIS_JUDGE, judge_section
 from ..episode.record import dumps_record, with_failure
-from ..errors import JudgeFailed
+from ..errors import JudgeFailed, RescoreError
 from ..policies.base import Usage
 from ..policies.judging import Judge
 from ..policies.judging.prompt import rubric_sha256
@@ -379,10 +379,6 @@ OPTION_FLAGS = (
     "max-retries",
     "prices",
 )
-
-
-class RescoreError(ValueError):
-    """Bad arguments or a folder that cannot be rescored: printed as one line, exit 2."""
 
 
 def add_arguments(parser: Any) -> None:
