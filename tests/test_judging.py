@@ -327,3 +327,60 @@ def test_a_judge_without_a_key_is_a_usage_error_before_any_episode(
     assert "--openenv-judge=gpt-4o-mini" in result.stderr.str()
     assert "OPENAI_API_KEY" in result.stderr.str()
     assert not (pytester.path / "openenv-results").exists()
+
+
+def test_a_dead_judge_endpoint_is_a_usage_error_before_any_episode(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    with serve_judge() as judge:
+        dead = judge.base_url
+    result = run_pytest(
+        "--openenv-env=openspiel:tic_tac_toe",
+        "--openenv-judge=judge-model",
+        f"--openenv-judge-endpoint={dead}",
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--openenv-judge=judge-model: the judge's endpoint" in result.stderr.str()
+    assert not (pytester.path / "openenv-results").exists()
+
+
+@pytest.mark.parametrize(
+    ("rubric", "says"),
+    [("@missing.md", "cannot read the rubric file"), ("   ", "the rubric is empty")],
+)
+def test_a_rubric_that_cannot_be_read_is_a_usage_error(
+    run_pytest, pytester: pytest.Pytester, rubric: str, says: str
+) -> None:
+    result = run_pytest(
+        "--openenv-env=openspiel:tic_tac_toe",
+        "--openenv-judge=judge-model",
+        f"--openenv-judge-rubric={rubric}",
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert says in result.stderr.str() and "--openenv-judge-rubric" in result.stderr.str()
+
+
+def test_a_resume_with_another_rubric_is_refused_naming_the_judge(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    (pytester.path / "rubric.md").write_text("The agent wins: reward at least 0\n", "utf-8")
+    with serve_judge() as judge:
+        common = (
+            "--openenv-env=openspiel:tic_tac_toe",
+            "--openenv-judge=judge-model",
+            f"--openenv-judge-endpoint={judge.base_url}",
+            "-n",
+            "0",
+        )
+        first = run_pytest(*common, "--openenv-n=2", "--openenv-judge-rubric=@rubric.md")
+        same = run_pytest(
+            *common, "--openenv-n=3", "--openenv-judge-rubric=@rubric.md", "--openenv-resume"
+        )
+        other = run_pytest(
+            *common, "--openenv-n=3", "--openenv-judge-rubric=another", "--openenv-resume"
+        )
+        assert judge.judge_requests == 3  # two, then the one episode the resume added
+    assert first.ret == same.ret == pytest.ExitCode.OK, same.stdout.str()[-2000:]
+    assert other.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--openenv-judge" in other.stderr.str()
+    assert len(played_rows(pytester.path / "openenv-results")) == 3
