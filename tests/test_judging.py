@@ -384,3 +384,58 @@ def test_a_resume_with_another_rubric_is_refused_naming_the_judge(
     assert other.ret == pytest.ExitCode.USAGE_ERROR
     assert "--openenv-judge" in other.stderr.str()
     assert len(played_rows(pytester.path / "openenv-results")) == 3
+
+
+def test_the_judge_s_tokens_count_in_the_run_budget(run_pytest, pytester: pytest.Pytester) -> None:
+    # the expert spends no tokens: only the judge's can reach the budget
+    with serve_judge() as judge:
+        result = run_pytest(
+            "--openenv-env=openspiel:tic_tac_toe",
+            "--openenv-n=20",
+            "--openenv-judge=judge-model",
+            f"--openenv-judge-endpoint={judge.base_url}",
+            "--openenv-max-total-tokens=500",
+            "-n",
+            "0",
+        )
+        asked = judge.judge_requests
+    assert "run budget reached" in result.stdout.str(), result.stdout.str()[-2000:]
+    assert 1 <= asked < 20
+    figures = summary(pytester.path / "openenv-results")
+    assert figures["figures"]["prompt_tokens"] == 0
+    assert figures["judge"]["prompt_tokens"] >= 500 - figures["judge"]["completion_tokens"]
+    assert figures["budget"]["spent_tokens"] == (
+        figures["judge"]["prompt_tokens"] + figures["judge"]["completion_tokens"]
+    )
+
+
+def test_the_inspect_log_and_the_report_show_the_judge_s_verdict_and_reasoning(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    from inspect_ai.log import read_eval_log
+
+    with serve_judge() as judge:
+        result = run_pytest(
+            "--openenv-env=openspiel:tic_tac_toe",
+            "--openenv-n=2",
+            "--openenv-judge=judge-model",
+            f"--openenv-judge-endpoint={judge.base_url}",
+            '--openenv-judge-rubric=The agent must say "play_move"',
+            "--openenv-inspect-log",
+            "-n",
+            "0",
+        )
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:]
+    folder = pytester.path / "openenv-results"
+    (path,) = (folder / "inspect-logs").glob("*.eval")
+    samples = read_eval_log(str(path)).samples or []
+    assert len(samples) == 2
+    for sample in samples:
+        score = sample.scores["judge"]
+        assert score.value == "C" and score.answer == "pass"
+        assert "shows the agent saying play_move" in str(score.explanation)
+        assert score.metadata["judge_model"] == "judge-model"
+        assert score.metadata["env_passed"] is True
+    page = (folder / "report.html").read_text(encoding="utf-8")
+    assert "judgeBox" in page  # the episode view renders the row's judge
+    assert "shows the agent saying play_move" in page
