@@ -439,3 +439,65 @@ def test_the_inspect_log_and_the_report_show_the_judge_s_verdict_and_reasoning(
     page = (folder / "report.html").read_text(encoding="utf-8")
     assert "judgeBox" in page  # the episode view renders the row's judge
     assert "shows the agent saying play_move" in page
+
+
+def rescore(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_openenv", "rescore", *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_rescore_reads_a_remote_env_run_under_xdist_by_threshold_or_by_judge(
+    run_pytest, pytester: pytest.Pytester, policies: None
+) -> None:
+    with serve_in_thread("endless") as server:
+        first = run_pytest(
+            "--openenv-env=openenv:coding_env",
+            f"--openenv-server={server.url}",
+            "--openenv-policy=policies:run_code",
+            "--openenv-judge-at=turn-limit",
+            "--openenv-max-turns=2",
+            "--openenv-min-reward=0.1",
+            "--openenv-n=4",
+            "-n",
+            "2",
+        )
+    assert first.ret == pytest.ExitCode.OK, first.stdout.str()[-2000:]
+    # the server is gone: a rescore reads rows, never the env
+    stricter = rescore(
+        pytester.path, "openenv-results", "--out", "strict", "--openenv-min-reward=1"
+    )
+    assert stricter.returncode == 1, stricter.stderr
+    rows = played_rows(pytester.path / "strict")
+    assert len(rows) == 4 and not any(r["passed"] for r in rows)
+    assert {r["extra"]["judged_by"] for r in rows} == {"min-reward"}
+    assert all(
+        "below the pass threshold 1 (--openenv-min-reward)" in r["extra"]["reason"] for r in rows
+    )
+    assert all("judge" not in r for r in rows)
+    paired = summary(pytester.path / "strict")["baseline"]["paired"]["pass"]
+    assert (paired["only_b_passed"], paired["only_a_passed"]) == (4, 0)
+    with serve_judge() as judge:
+        judged = rescore(
+            pytester.path,
+            "openenv-results",
+            "--out",
+            "judged",
+            "--openenv-judge=judge-model",
+            f"--openenv-judge-endpoint={judge.base_url}",
+            '--openenv-judge-rubric=The agent must say "print(1)"',
+            "--openenv-min-pass-rate=0.9",
+        )
+        assert judge.judge_requests == 4 and judge.policy_requests == 0
+    assert judged.returncode == 0, judged.stdout + judged.stderr
+    rows = played_rows(pytester.path / "judged")
+    assert len(rows) == 4 and all(r["passed"] and r["judge"]["passed"] for r in rows)
+    rescored = summary(pytester.path / "judged")
+    assert rescored["gate"]["passed"] is True and rescored["judge"]["judged"] == 4
+    metadata = json.loads((pytester.path / "judged" / "metadata.json").read_text("utf-8"))
+    assert metadata["rescored_from"].endswith("openenv-results")
+    assert metadata["identity"]["judge"]["model"] == "judge-model"
