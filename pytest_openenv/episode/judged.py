@@ -32,15 +32,17 @@ def env_verdict(episode: Episode) -> bool | None:
 
 
 def judge_section(
-    episode: Episode,
     *,
     model: str,
     rubric: str,
+    env_passed: bool | None,
+    env_outcome: str,
     verdict: JudgeVerdict | None = None,
     error: str | None = None,
     usage: Usage | None = None,
 ) -> dict[str, Any]:
-    """The row's ``judge``: the same keys and types whether the judge answered or not."""
+    """The row's ``judge``: the same keys and types whether the judge answered or not.
+    ``env_passed``/``env_outcome``: the env's own verdict beside it (None: it states none)."""
     spent = usage or Usage()
     return {
         "model": model,
@@ -48,8 +50,8 @@ def judge_section(
         "score": verdict.score if verdict is not None else None,
         "reasoning": verdict.reasoning if verdict is not None else "",
         "rubric_sha256": rubric_sha256(rubric),
-        "env_passed": env_verdict(episode),
-        "env_outcome": episode.outcome,
+        "env_passed": env_passed,
+        "env_outcome": env_outcome,
         "error": error,
         "prompt_tokens": verdict.prompt_tokens if verdict is not None else spent.prompt_tokens,
         "completion_tokens": (
@@ -57,6 +59,19 @@ def judge_section(
         ),
         "cost_usd": None,
     }
+
+
+def episode_judge_section(
+    episode: Episode, judge: Judge, rubric: str, **answer: Any
+) -> dict[str, Any]:
+    """The row's ``judge`` of a played episode, the env's verdict read from it."""
+    return judge_section(
+        model=judge.model,
+        rubric=rubric,
+        env_passed=env_verdict(episode),
+        env_outcome=episode.outcome,
+        **answer,
+    )
 
 
 def judge_decision(verdict: JudgeVerdict, rule: PassRule, reward: float) -> Decision:
@@ -77,9 +92,7 @@ def judged_episode(episode: Episode, judge: Judge) -> Episode:
         verdict = judge.judge(episode)
     except JudgeFailed as exc:
         usage = exc.usage if isinstance(exc.usage, Usage) else None
-        section = judge_section(
-            episode, model=judge.model, rubric=judge.rubric, error=str(exc), usage=usage
-        )
+        section = episode_judge_section(episode, judge, judge.rubric, error=str(exc), usage=usage)
         exc.partial = dataclasses.replace(
             episode, passed=False, outcome="error", reason=str(exc), judge=section
         )
@@ -92,5 +105,5 @@ def judged_episode(episode: Episode, judge: Judge) -> Episode:
         outcome=decision.label,
         reason=decision.reason,
         decision=decision,
-        judge=judge_section(episode, model=judge.model, rubric=judge.rubric, verdict=verdict),
+        judge=episode_judge_section(episode, judge, judge.rubric, verdict=verdict),
     )

@@ -19,24 +19,33 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from ..config.options import OPTION_BY_FLAG
 from ..config.settings import Settings
+from ..dataset.card import build_card
+from ..dataset.folder import read_metadata
+from ..dataset.identity import judge_identity
 from ..dataset.jsonl import iter_records
 from ..dataset.writer import CARD, FAILURES, METADATA, RESULTS, SUMMARY
-from ..envs.verdict import BASIS_MIN_REWARD, shown_reward
-from ..episode.judged import BASIS_JUDGE, judge_section
+from ..envs.verdict import BASIS_MIN_REWARD, PassRule, shown_reward
+from ..episode.judged import judge_decision, judge_section
+from ..episode.outcome import judge_figures
 from ..episode.record import dumps_record, with_failure
 from ..errors import JudgeFailed, RescoreError
 from ..policies.base import Usage
-from ..policies.judging import Judge
-from ..policies.judging.prompt import rubric_sha256
+from ..policies.judging import Judge, build_judge
 from ..util.atomic import write_atomically
+from ..util.format import interval, percent
 from ..util.secrets import KnownSecrets
 from .judge_tally import JudgeTally
+from .page import write_report
 from .paired import compare_pair
 from .tally import Tally
 
@@ -55,7 +64,6 @@ class SavedEpisode:
     reward: float
     done: bool
     outcome: str
-    decision: Any = None
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> SavedEpisode:
@@ -138,18 +146,10 @@ def decide_row(
             return with_failure(out, "error", str(exc)), section
         section = rescored_section(saved, judge, env_passed, verdict=verdict)
         out["judge"] = section
-        passed = verdict.passed
-        reason = (
-            None
-            if passed
-            else f"fail: the judge {verdict.model} failed it "
-            + (f"(score {verdict.score:g}): {verdict.reasoning}")
-        )
-        extra["judged_by"] = BASIS_JUDGE
-        extra["verdict_rule"] = (
-            f"the judge {verdict.model}'s verdict (rubric sha256 {verdict.rubric_sha256[:12]})"
-        )
-        verify["outcome"] = "pass" if passed else "fail"
+        decision = judge_decision(verdict, PassRule(), reward)
+        passed, reason = decision.passed, decision.reason
+        extra["judged_by"], extra["verdict_rule"] = decision.basis, decision.basis_text
+        verify["outcome"] = decision.label
     else:
         section = None
         passed = bool(env_passed)
@@ -185,17 +185,15 @@ def rescored_section(
     error: str | None = None,
     usage: Usage | None = None,
 ) -> dict[str, Any]:
-    section = judge_section(
-        saved,  # type: ignore[arg-type]
+    return judge_section(
         model=judge.model,
         rubric=judge.rubric,
+        env_passed=env_passed,
+        env_outcome=saved.outcome,
         verdict=verdict,
         error=error,
         usage=usage,
     )
-    section["env_passed"] = env_passed
-    section["rubric_sha256"] = rubric_sha256(judge.rubric)
-    return section
 
 
 def saved_rows(folder: Path) -> list[dict[str, Any]]:
@@ -257,15 +255,9 @@ def rescore_rows(
             count(rescored, row, copy.deepcopy(row))
             continue
         after, section = made
-        rescored.judging.add(judge_figures_of(section))
+        rescored.judging.add(judge_figures(section))
         count(rescored, row, after)
     return rescored
-
-
-def judge_figures_of(section: dict[str, Any] | None) -> dict[str, Any] | None:
-    from ..episode.outcome import judge_figures
-
-    return judge_figures(section)
 
 
 def summary_of(
@@ -328,8 +320,6 @@ def metadata_of(
     metadata = copy.deepcopy(earlier)
     identity = metadata.setdefault("identity", {})
     if judge is not None:
-        from ..dataset.identity import judge_identity
-
         identity["judge"] = judge_identity(judge.identity())
         metadata["judge"] = judge.identity()
     if min_reward is not None:
@@ -347,9 +337,6 @@ def write_folder(
     secrets: KnownSecrets,
 ) -> None:
     """The new folder's files, each written whole (a reader never sees a torn one)."""
-    from ..dataset.card import build_card
-    from .page import write_report
-
     folder.mkdir(parents=True, exist_ok=True)
     summary["output"] = str(folder)
 
@@ -383,8 +370,6 @@ OPTION_FLAGS = (
 
 def add_arguments(parser: Any) -> None:
     """``rescore``'s arguments on its ``argparse`` subparser."""
-    from ..config.options import OPTION_BY_FLAG
-
     parser.add_argument("folder", metavar="DIR", type=Path, help="output folder of a run")
     parser.add_argument(
         "--out", type=Path, required=True, metavar="DIR2", help="the new output folder"
@@ -401,10 +386,6 @@ def add_arguments(parser: Any) -> None:
 
 def settings_of(args: Any, earlier: dict[str, Any]) -> Settings:
     """The options given, over what DIR's run recorded (its judge, its rubric)."""
-    import pytest
-
-    from ..config.options import OPTION_BY_FLAG
-
     values: dict[str, Any] = {}
     for flag in OPTION_FLAGS:
         raw = getattr(args, "openenv_" + flag.replace("-", "_"))
@@ -433,13 +414,6 @@ def settings_of(args: Any, earlier: dict[str, Any]) -> Settings:
 def run(args: Any) -> int:
     """``python -m pytest_openenv rescore``: 0, 1 (the gate, or failed / errored episodes),
     2 (bad arguments or folder, printed)."""
-    import sys
-
-    import pytest
-
-    from ..dataset.folder import read_metadata
-    from ..policies.judging import build_judge
-
     source, target = args.folder.resolve(), args.out.resolve()
     try:
         if not (source / RESULTS).exists() and not (source / FAILURES).exists():
@@ -475,8 +449,6 @@ def run(args: Any) -> int:
 
 def summary_lines(summary: dict[str, Any], rescored: Rescored) -> list[str]:
     """What the command prints: the figures, the judge's, the pairing with DIR."""
-    from ..util.format import interval, percent
-
     figures = summary["figures"]
     low, high = figures["pass_rate_ci95"]
     paired = summary["baseline"]["paired"]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ..episode.judged import episode_judge_section
 from ..errors import JudgeFailed
 from .items import spec_of
 
@@ -41,8 +42,6 @@ class JudgeFixture:
         service = self.service
 
         def ask(episode: Episode, rubric: str | None = None) -> JudgeVerdict:
-            from ..episode.judged import judge_section
-
             judge = service.judge()
             if judge is None:
                 raise pytest.UsageError(
@@ -55,12 +54,12 @@ class JudgeFixture:
             except JudgeFailed as exc:
                 item.stash[JUDGE_FAILED_KEY] = str(exc)
                 usage = exc.usage
-                item.stash[JUDGE_SECTION_KEY] = judge_section(
-                    episode, model=judge.model, rubric=used, error=str(exc), usage=usage
+                item.stash[JUDGE_SECTION_KEY] = episode_judge_section(
+                    episode, judge, used, error=str(exc), usage=usage
                 )
                 raise
-            item.stash[JUDGE_SECTION_KEY] = judge_section(
-                episode, model=judge.model, rubric=used, verdict=verdict
+            item.stash[JUDGE_SECTION_KEY] = episode_judge_section(
+                episode, judge, used, verdict=verdict
             )
             return verdict
 
