@@ -376,6 +376,7 @@ def test_a_resume_with_another_rubric_is_refused_naming_the_judge(
         same = run_pytest(
             *common, "--openenv-n=3", "--openenv-judge-rubric=@rubric.md", "--openenv-resume"
         )
+        resumed = summary(pytester.path / "openenv-results")["judge"]
         other = run_pytest(
             *common, "--openenv-n=3", "--openenv-judge-rubric=another", "--openenv-resume"
         )
@@ -384,6 +385,11 @@ def test_a_resume_with_another_rubric_is_refused_naming_the_judge(
     assert other.ret == pytest.ExitCode.USAGE_ERROR
     assert "--openenv-judge" in other.stderr.str()
     assert len(played_rows(pytester.path / "openenv-results")) == 3
+    # the resumed folder's verdicts are all counted; only the new episode's tokens are spent
+    rows = played_rows(pytester.path / "openenv-results")
+    new = next(r for r in rows if r["episode_id"] == "ep-000002")["judge"]
+    assert (resumed["asked"], resumed["judged"], resumed["judge_passed"]) == (3, 3, 3)
+    assert resumed["prompt_tokens"] == new["prompt_tokens"]
 
 
 def test_the_judge_s_tokens_count_in_the_run_budget(run_pytest, pytester: pytest.Pytester) -> None:

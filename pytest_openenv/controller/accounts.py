@@ -278,6 +278,7 @@ class Accounts:
         self.tally.count_verdict(True, earlier.get("verdict") is not False)
         self.tally.train_rows += 1
         self.tally.resumed += 1
+        self.judging.add(earlier.get("judge"), spent=False)  # its verdict, not this run's spend
         self.passk.add(nodeid, True)
         with contextlib.suppress(TypeError, ValueError):
             self.tally.reward.add(float(earlier["reward"]))
@@ -305,6 +306,7 @@ class Accounts:
         test-passed episode the env's verdict failed (its outcome is then ``passed``)."""
         self.arms.count_earlier(nodeid, row, row["outcome"])
         self.tally.add_outcome(row["outcome"])
+        self.judging.add(row.get("judge"), spent=False)
         if row["outcome"] != "errored":
             self.tally.count_verdict(row["outcome"] == "passed", bool(row.get("verdict")))
         self.tally.earlier_failures += 1

@@ -22,6 +22,7 @@ from ..dataset.identity import RowIdentity, resume_problem
 from ..dataset.jsonl import CorruptLine, open_regular, scan
 from ..dataset.lock import FolderLocked, RunLock
 from ..dataset.writer import METADATA, DatasetWriter
+from ..episode.outcome import judge_figures
 from ..report.digests import RowDigests
 from ..util.secrets import KnownSecrets
 from .metadata import RunMetadata
@@ -123,6 +124,7 @@ def earlier_passes(settings: Settings) -> dict[str, dict[str, Any]]:
             "attempt": attempt_of(row),
             "repeat": (row.get("extra") or {}).get("repeat", 0),
             "verdict": (row.get("verify_metrics") or {}).get("verdict"),
+            "judge": judge_figures(row.get("judge")),
         }
     return earlier
 
@@ -162,6 +164,7 @@ def earlier_failures(
                 # counted per model and paired too, as the earlier passes are
                 "seed": row.get("seed"),
                 "repeat": (row.get("extra") or {}).get("repeat", 0),
+                "judge": judge_figures(row.get("judge")),
             }
     except (OSError, ValueError):  # figures only: a damaged failures file counts nothing
         return {}

@@ -18,7 +18,8 @@ from .stats import wilson_interval
 
 @dataclass
 class JudgeTally:
-    #: episodes the judge was asked about (an answer or not)
+    #: episodes the judge was asked about (an answer or not; a resumed folder's earlier rows
+    #: included, their tokens not: those were an earlier run's spend)
     asked: int = 0
     #: its verdicts, and the passing ones
     judged: int = 0
@@ -38,20 +39,16 @@ class JudgeTally:
     unpriced: int = 0
     models: set[str] = field(default_factory=set)
 
-    def add(self, figures: dict[str, Any] | None) -> None:
-        """One episode's judge figures (``episode/outcome.judge_figures``); None: not judged."""
+    def add(self, figures: dict[str, Any] | None, *, spent: bool = True) -> None:
+        """One episode's judge figures (``episode/outcome.judge_figures``); None: not judged.
+        ``spent``: its tokens were spent by this run (not by an earlier one a resume counts)."""
         if not figures:
             return
         self.asked += 1
         if figures.get("model"):
             self.models.add(str(figures["model"]))
-        self.prompt_tokens += int(figures.get("prompt_tokens") or 0)
-        self.completion_tokens += int(figures.get("completion_tokens") or 0)
-        cost = figures.get("cost_usd")
-        if isinstance(cost, (int, float)):
-            self.cost_usd += float(cost)
-        elif figures.get("prompt_tokens") or figures.get("completion_tokens"):
-            self.unpriced += 1
+        if spent:
+            self.count_spend(figures)
         passed = figures.get("passed")
         if passed is None:
             self.judge_errors += 1
@@ -64,6 +61,15 @@ class JudgeTally:
             self.agreed += int(env == passed)
             self.judge_only_passed += int(passed and not env)
             self.env_only_passed += int(env and not passed)
+
+    def count_spend(self, figures: dict[str, Any]) -> None:
+        self.prompt_tokens += int(figures.get("prompt_tokens") or 0)
+        self.completion_tokens += int(figures.get("completion_tokens") or 0)
+        cost = figures.get("cost_usd")
+        if isinstance(cost, (int, float)):
+            self.cost_usd += float(cost)
+        elif figures.get("prompt_tokens") or figures.get("completion_tokens"):
+            self.unpriced += 1
 
     @property
     def tokens(self) -> int:
