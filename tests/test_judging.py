@@ -507,3 +507,25 @@ def test_rescore_reads_a_remote_env_run_under_xdist_by_threshold_or_by_judge(
     metadata = json.loads((pytester.path / "judged" / "metadata.json").read_text("utf-8"))
     assert metadata["rescored_from"].endswith("openenv-results")
     assert metadata["identity"]["judge"]["model"] == "judge-model"
+
+
+def test_a_judge_endpoint_that_quotes_the_key_in_its_errors_never_puts_it_in_a_file(
+    run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", JUDGE_KEY)
+    with serve_judge(always_status=500, echo_auth=True) as judge:
+        result = run_pytest(
+            "--openenv-env=openspiel:tic_tac_toe",
+            "--openenv-n=2",
+            "--openenv-judge=judge-model",
+            f"--openenv-judge-endpoint={judge.base_url}",
+            "--openenv-max-retries=0",
+            "-n",
+            "0",
+        )
+        assert any(JUDGE_KEY in seen for seen in judge.authorizations)
+    result.assert_outcomes(errors=2)
+    rows = played_rows(pytester.path / "openenv-results")
+    assert all("injected HTTP 500" in r["judge"]["error"] for r in rows)
+    assert JUDGE_KEY not in files_text(pytester.path / "openenv-results")
+    assert JUDGE_KEY not in result.stdout.str() + result.stderr.str()
