@@ -316,6 +316,8 @@ def test_the_judge_agreement_with_tic_tac_toe_outcomes_is_counted_with_its_inter
         e and not j for e, j in zip(env_passed, judge_passed, strict=True)
     )
     result.stdout.fnmatch_lines([f"*judge agrees with the env's own verdict: *({agreed}/12;*"])
+    card = (pytester.path / "openenv-results" / "README.md").read_text(encoding="utf-8")
+    assert "## The judge model" in card and f"the judge agreed on {agreed} of 12" in card
 
 
 def test_a_judge_without_a_key_is_a_usage_error_before_any_episode(
