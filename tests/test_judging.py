@@ -531,3 +531,11 @@ def test_a_judge_endpoint_that_quotes_the_key_in_its_errors_never_puts_it_in_a_f
     assert all("injected HTTP 500" in r["judge"]["error"] for r in rows)
     assert JUDGE_KEY not in files_text(pytester.path / "openenv-results")
     assert JUDGE_KEY not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_rubric_without_a_judge_model_is_a_usage_error(
+    run_pytest, pytester: pytest.Pytester
+) -> None:
+    result = run_pytest("--openenv-env=openspiel:tic_tac_toe", "--openenv-judge-rubric=wins")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--openenv-judge-rubric given without a judge model" in result.stderr.str()

@@ -125,7 +125,21 @@ class EpisodeService:
     def judge(self) -> Judge | None:
         """The run's judge (``--openenv-judge``); None without one. Building it checks its key
         and SDK: a usage error, so the controller builds it before any episode."""
-        if not self.settings.judge.active:
+        judging = self.settings.judge
+        if not judging.active:
+            given = [
+                flag
+                for flag, value in (
+                    ("--openenv-judge-rubric", judging.rubric),
+                    ("--openenv-judge-endpoint", judging.endpoint),
+                )
+                if value is not None
+            ]
+            if given:  # what plays is what was asked: no judge would read them
+                raise pytest.UsageError(
+                    f"{' and '.join(given)} given without a judge model: pass "
+                    "--openenv-judge MODEL (e.g. --openenv-judge=gpt-4o-mini)"
+                )
             return None
         with self._lock:
             if self._judge is None:
