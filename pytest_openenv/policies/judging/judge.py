@@ -158,9 +158,11 @@ def build_judge(
         import pytest
 
         if isinstance(exc, pytest.UsageError):
-            raise pytest.UsageError(
-                f"--openenv-judge={model}: {str(exc).replace('--openenv-model', '--openenv-judge')}"
-            ) from None
+            said = str(exc).replace(
+                f"--openenv-policy={provider}", f"the judge's {provider} client"
+            )
+            said = said.replace("--openenv-model", "--openenv-judge")
+            raise pytest.UsageError(f"--openenv-judge={model}: {said}") from None
         raise
     return Judge(
         policy,
