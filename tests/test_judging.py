@@ -316,6 +316,9 @@ def test_the_judge_agreement_with_tic_tac_toe_outcomes_is_counted_with_its_inter
         e and not j for e, j in zip(env_passed, judge_passed, strict=True)
     )
     result.stdout.fnmatch_lines([f"*judge agrees with the env's own verdict: *({agreed}/12;*"])
+    # the training split follows the judge's verdict, not the env's
+    train = read_jsonl(pytester.path / "openenv-results" / "results.jsonl")
+    assert len(train) == sum(judge_passed) and all(r["judge"]["passed"] for r in train)
     card = (pytester.path / "openenv-results" / "README.md").read_text(encoding="utf-8")
     assert "## The judge model" in card and f"the judge agreed on {agreed} of 12" in card
 
