@@ -285,8 +285,9 @@ def test_rescore_refuses_an_output_folder_it_would_overwrite(
 
 
 def test_the_judge_agreement_with_tic_tac_toe_outcomes_is_counted_with_its_interval(
-    run_pytest, pytester: pytest.Pytester
+    run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "step-summary.md"))
     # the env passes a draw (a non-loss); a judge asking for a win (reward >= 1) does not
     with serve_judge() as judge:
         result = run_pytest(
@@ -319,6 +320,8 @@ def test_the_judge_agreement_with_tic_tac_toe_outcomes_is_counted_with_its_inter
     # the training split follows the judge's verdict, not the env's
     train = read_jsonl(pytester.path / "openenv-results" / "results.jsonl")
     assert len(train) == sum(judge_passed) and all(r["judge"]["passed"] for r in train)
+    step = (pytester.path / "step-summary.md").read_text(encoding="utf-8")
+    assert "judge agrees with the env's own verdict: " in step and f"({agreed}/12;" in step
     card = (pytester.path / "openenv-results" / "README.md").read_text(encoding="utf-8")
     assert "## The judge model" in card and f"the judge agreed on {agreed} of 12" in card
 

@@ -210,6 +210,9 @@ class SessionEnd:
             self.accounts.arms.to_json(self.gate.confidence or DEFAULT_CONFIDENCE),
             groups=self.accounts.arms.groups_json(self.gate.confidence or DEFAULT_CONFIDENCE),
         )
+        judged = self.accounts.judging.lines(self.gate.confidence or DEFAULT_CONFIDENCE)
+        if judged:  # the judge's own figures, as the terminal shows them
+            markdown += "\n" + "".join(f"- {line}\n" for line in judged)
         self.step_summary_error = append_step_summary(self.secrets.scrub(markdown))
 
     def write_files(self, exitstatus: int) -> None:
