@@ -126,6 +126,8 @@ class EpisodeService:
         """The run's judge (``--openenv-judge``); None without one. Building it checks its key
         and SDK: a usage error, so the controller builds it before any episode."""
         judging = self.settings.judge
+        if not judging.active and judging.rubric is None and judging.endpoint is None:
+            return None  # every episode asks: the common case costs two reads
         if not judging.active:
             given = [
                 flag
