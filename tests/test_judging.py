@@ -495,6 +495,8 @@ def test_rescore_reads_a_remote_env_run_under_xdist_by_threshold_or_by_judge(
     assert all("judge" not in r for r in rows)
     paired = summary(pytester.path / "strict")["baseline"]["paired"]["pass"]
     assert (paired["only_b_passed"], paired["only_a_passed"]) == (4, 0)
+    prices = {"judge-model": {"input": 1.0, "output": 2.0}}  # USD per million tokens
+    (pytester.path / "prices.json").write_text(json.dumps(prices), encoding="utf-8")
     with serve_judge() as judge:
         judged = rescore(
             pytester.path,
@@ -505,6 +507,7 @@ def test_rescore_reads_a_remote_env_run_under_xdist_by_threshold_or_by_judge(
             f"--openenv-judge-endpoint={judge.base_url}",
             '--openenv-judge-rubric=The agent must say "print(1)"',
             "--openenv-min-pass-rate=0.9",
+            "--openenv-prices=prices.json",
         )
         assert judge.judge_requests == 4 and judge.policy_requests == 0
     assert judged.returncode == 0, judged.stdout + judged.stderr
@@ -512,6 +515,11 @@ def test_rescore_reads_a_remote_env_run_under_xdist_by_threshold_or_by_judge(
     assert len(rows) == 4 and all(r["passed"] and r["judge"]["passed"] for r in rows)
     rescored = summary(pytester.path / "judged")
     assert rescored["gate"]["passed"] is True and rescored["judge"]["judged"] == 4
+    spent = rescored["judge"]
+    assert spent["cost_usd"] == pytest.approx(
+        (spent["prompt_tokens"] * 1.0 + spent["completion_tokens"] * 2.0) / 1e6
+    )
+    assert spent["cost_usd"] > 0
     metadata = json.loads((pytester.path / "judged" / "metadata.json").read_text("utf-8"))
     assert metadata["rescored_from"].endswith("openenv-results")
     assert metadata["identity"]["judge"]["model"] == "judge-model"

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from ..config.options import OPTION_BY_FLAG
+from ..config.prices import PriceTable, cost_usd
 from ..config.settings import Settings
 from ..dataset.card import build_card
 from ..dataset.folder import read_metadata
@@ -240,8 +241,10 @@ def rescore_rows(
     min_reward: float | None,
     *,
     workers: int = 4,
+    prices: PriceTable | None = None,
 ) -> Rescored:
-    """Every row decided again (the judge asked from ``workers`` threads at once)."""
+    """Every row decided again (the judge asked from ``workers`` threads at once);
+    ``prices`` (``--openenv-prices``): the judge's spend is priced under its model."""
     rescored = Rescored()
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         decided = list(
@@ -255,6 +258,10 @@ def rescore_rows(
             count(rescored, row, copy.deepcopy(row))
             continue
         after, section = made
+        if section is not None and prices is not None:
+            section["cost_usd"] = cost_usd(
+                prices, section["model"], section["prompt_tokens"], section["completion_tokens"]
+            )
         rescored.judging.add(judge_figures(section))
         count(rescored, row, after)
     return rescored
@@ -435,7 +442,9 @@ def run(args: Any) -> int:
         return 2
     secrets = KnownSecrets.from_settings(settings)
     try:
-        rescored = rescore_rows(saved_rows(source), judge, settings.run.min_reward)
+        rescored = rescore_rows(
+            saved_rows(source), judge, settings.run.min_reward, prices=settings.budget.prices
+        )
     finally:
         if judge is not None:
             judge.close()
