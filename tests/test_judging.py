@@ -428,6 +428,8 @@ def test_the_inspect_log_and_the_report_show_the_judge_s_verdict_and_reasoning(
 ) -> None:
     from inspect_ai.log import read_eval_log
 
+    prices = {"judge-model": {"input": 1.0, "output": 2.0}}  # USD per million tokens
+    (pytester.path / "prices.json").write_text(json.dumps(prices), encoding="utf-8")
     with serve_judge() as judge:
         result = run_pytest(
             "--openenv-env=openspiel:tic_tac_toe",
@@ -436,6 +438,7 @@ def test_the_inspect_log_and_the_report_show_the_judge_s_verdict_and_reasoning(
             f"--openenv-judge-endpoint={judge.base_url}",
             '--openenv-judge-rubric=The agent must say "play_move"',
             "--openenv-inspect-log",
+            "--openenv-prices=prices.json",
             "-n",
             "0",
         )
@@ -450,6 +453,14 @@ def test_the_inspect_log_and_the_report_show_the_judge_s_verdict_and_reasoning(
         assert "shows the agent saying play_move" in str(score.explanation)
         assert score.metadata["judge_model"] == "judge-model"
         assert score.metadata["env_passed"] is True
+    # the judge's spend priced under its own model, row by row and in all
+    rows = played_rows(folder)
+    for row in rows:
+        judged = row["judge"]
+        expected = (judged["prompt_tokens"] * 1.0 + judged["completion_tokens"] * 2.0) / 1e6
+        assert judged["cost_usd"] == pytest.approx(expected) and expected > 0
+    total = summary(folder)["judge"]["cost_usd"]
+    assert total == pytest.approx(sum(r["judge"]["cost_usd"] for r in rows))
     page = (folder / "report.html").read_text(encoding="utf-8")
     assert "judgeBox" in page  # the episode view renders the row's judge
     assert "shows the agent saying play_move" in page
