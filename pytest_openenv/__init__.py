@@ -26,6 +26,8 @@ _EXPORTS = {
     "ActionRejected": "pytest_openenv.errors",
     "EnvUnavailable": "pytest_openenv.errors",
     "EnvConfigError": "pytest_openenv.errors",
+    "JudgeFailed": "pytest_openenv.errors",
+    "JudgeVerdict": "pytest_openenv.policies.judging.verdict",
     "run_episode": "pytest_openenv.episode.loop",
     "EnvFactory": "pytest_openenv.episode.loop",
     "Limits": "pytest_openenv.episode.loop",
@@ -44,8 +46,15 @@ if TYPE_CHECKING:
     )
     from .episode.result import Episode
     from .episode.spec import EpisodeSpec
-    from .errors import ActionRejected, EnvConfigError, EnvUnavailable, OpenEnvError
+    from .errors import (
+        ActionRejected,
+        EnvConfigError,
+        EnvUnavailable,
+        JudgeFailed,
+        OpenEnvError,
+    )
     from .policies.base import Policy, Reply, ToolCall, Turn, Usage
+    from .policies.judging.verdict import JudgeVerdict
     from .proposals import ProposedCall
 
 
@@ -67,6 +76,8 @@ __all__ = [
     "EnvUnavailable",
     "Episode",
     "EpisodeSpec",
+    "JudgeFailed",
+    "JudgeVerdict",
     "Limits",
     "OpenEnvError",
     "Policy",

@@ -1,6 +1,7 @@
 """``python -m pytest_openenv push DIR REPO``: upload an output folder to the Hub;
 ``python -m pytest_openenv view DIR``: serve its run report on 127.0.0.1;
-``python -m pytest_openenv inspect-log DIR [--out OUTDIR]``: write its inspect eval logs.
+``python -m pytest_openenv inspect-log DIR [--out OUTDIR]``: write its inspect eval logs;
+``python -m pytest_openenv rescore DIR --out DIR2``: decide its episodes again (``report/rescore``).
 
 ``push`` is the retry for a run whose upload failed, and the way to publish earlier runs.
 Exit codes: 0 pushed, 1 the upload failed (local files untouched), 2 bad
@@ -97,6 +98,20 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="OUTDIR",
         help="folder of the logs (default: DIR/inspect-logs)",
+    )
+    from .report.rescore import add_arguments as add_rescore_arguments
+
+    add_rescore_arguments(
+        commands.add_parser(
+            "rescore",
+            help="decide an output folder's saved episodes again (a judge, a rubric, a "
+            "threshold), with no policy call, into a new folder paired with the first",
+            description=(
+                "Re-judge the transcripts of DIR's results.jsonl and failures.jsonl with a "
+                "judge model and rubric, or another --openenv-min-reward, without calling the "
+                "policy; write DIR2 with every figure recomputed and paired with DIR."
+            ),
+        )
     )
     return parser
 
@@ -288,6 +303,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return view(args)
     if args.command == "inspect-log":
         return write_inspect_log(args)
+    if args.command == "rescore":
+        from .report.rescore import run as rescore
+
+        return rescore(args)
     return EXIT_USAGE  # pragma: no cover - argparse rejects unknown commands
 
 

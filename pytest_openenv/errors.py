@@ -43,12 +43,14 @@ Hierarchy::
      │    │    └── RenderTimeout      it renders past its bound (a loop without end)
      │    ├── CheckpointProblem       ``--openenv-model`` names no checkpoint transformers can load
      │    ├── ViewError               ``python -m pytest_openenv view``: bad folder, host, port
+     │    ├── RescoreError            ``python -m pytest_openenv rescore``: bad folder or options
      │    ├── HarnessParameterError   (ValueError) an OpenEnv ``eval_parameters`` key we lack
      │    └── TrainingSetupError      (ValueError) ``pytest_openenv.trl``: a tool TRL cannot
      │                                call, a dataset row without a seed
      ├── InfrastructureFault          -> the item ERRORS (setup), row in failures.jsonl
      │    ├── EpisodeError            what run_episode raises for any fault below
-     │    │    └── EpisodeTimeout     over --openenv-timeout
+     │    │    ├── EpisodeTimeout     over --openenv-timeout
+     │    │    └── JudgeFailed        the judge model gave no usable verdict (--openenv-judge)
      │    ├── EnvUnavailable          server down, connection dropped, engine crash
      │    │    ├── CannotConnect      no session could be opened; nothing was sent
      │    │    ├── CapacityReached    every session of the server is taken
@@ -162,6 +164,10 @@ class ViewError(BadInput):
     """A problem with the arguments or the folder: printed as one line, exit code 2."""
 
 
+class RescoreError(BadInput):
+    """``rescore``: bad arguments or a folder it cannot rescore; one line, exit code 2."""
+
+
 # -- infrastructure faults: the item errors -----------------------------------------------
 class InfrastructureFault(OpenEnvError):
     """Something outside the agent broke; the episode's item errors instead of failing."""
@@ -180,6 +186,15 @@ class EpisodeError(InfrastructureFault):
 
 class EpisodeTimeout(EpisodeError):
     """The episode ran over ``--openenv-timeout``."""
+
+
+class JudgeFailed(EpisodeError):
+    """The judge model gave no usable verdict: no answer, an answer that is not the verdict's
+    JSON, a refusal, or its endpoint failing after its retries. Not the agent's doing, so the
+    item errors (never fails) and the run counts it apart (``judge_errors``). ``usage``: the
+    tokens the judge spent on it (a ``policies.base.Usage``), which the run counts."""
+
+    usage: object | None = None
 
 
 class EnvUnavailable(InfrastructureFault):

@@ -130,10 +130,14 @@ def start_service(config: pytest.Config) -> tuple[EpisodeService, TemplateCheck 
 
         check_deployed_servers(config, service)  # before any episode; workers trust it
     policies = check_run_policy(config, service)  # fail fast on a bad one
+    if service.settings.run.env:
+        service.judge()  # --openenv-judge: its key and SDK checked before any episode
     if not is_worker(config):
+        from .controller.judge_check import check_judge_endpoint
         from .controller.template import check_chat_template
 
         check_endpoints(config, service)  # once per run, before any episode
+        check_judge_endpoint(config, service.settings)  # --openenv-judge's, as the policy's
         template = check_chat_template(service)  # before any episode: it fixes the row form
     if plays_episodes(config):
         for policy in policies:

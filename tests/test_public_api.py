@@ -26,6 +26,8 @@ TOP_LEVEL = [
     "EnvUnavailable",
     "Episode",
     "EpisodeSpec",
+    "JudgeFailed",
+    "JudgeVerdict",
     "Limits",
     "OpenEnvError",
     "Policy",

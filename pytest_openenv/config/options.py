@@ -61,6 +61,7 @@ from .convert import (
     text,
 )
 from .prices import price_table
+from .rubric import rubric_text
 
 #: seconds one LLM request may take when nothing else is set: the SDKs' own default
 #: (600 s, retried twice) leaves a hung endpoint holding an episode for ~30 minutes
@@ -229,6 +230,34 @@ OPTIONS: list[Option] = [
         TRAIN_ON[0],
         "RULE",
         into="output.train_on",
+    ),
+    # -- a judge model's verdict (policies/judging/, docs/judging.md) --
+    Option(
+        "judge",
+        "a judge model decides each episode's verdict by --openenv-judge-rubric (its verdict, "
+        "score and reasoning go in the row; a judge that cannot answer makes the item error)",
+        model_or_path,
+        None,
+        "MODEL",
+        into="judge.model",
+    ),
+    Option(
+        "judge-endpoint",
+        "OpenAI-compatible base URL of the judge model (default: --openenv-llm-endpoint; "
+        "none: the official API of the run's provider)",
+        http_url,
+        None,
+        "URL",
+        into="judge.endpoint",
+    ),
+    Option(
+        "judge-rubric",
+        "what a passing episode must show, as text or @FILE (default: a rubric asking "
+        "whether the agent did the task it was given)",
+        rubric_text,
+        None,
+        "TEXT|@FILE",
+        into="judge.rubric",
     ),
     # -- evaluation: gates, repeats, baseline (report/gates.py, report/passk.py) --
     Option(
@@ -616,6 +645,7 @@ HELP_GROUPS = {
     "budget": "openenv: budgets",
     "output": "openenv: output folder and files",
     "publish": "openenv: publishing to the Hugging Face Hub",
+    "judge": "openenv: judge model (verdicts by a rubric)",
 }
 
 

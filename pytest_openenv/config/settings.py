@@ -254,6 +254,24 @@ class PublishSettings:
 
 
 @dataclass(frozen=True)
+class JudgeSettings:
+    """A judge model that decides episodes by a rubric (``policies/judging/``); its key, as
+    every key, comes from the environment."""
+
+    model: str | None = default_of("judge")
+    """``--openenv-judge``: the judge's model id; None: the env's verdict decides."""
+    endpoint: str | None = default_of("judge-endpoint")
+    """``--openenv-judge-endpoint``; None: ``--openenv-llm-endpoint``, else the official API."""
+    rubric: str | None = default_of("judge-rubric")
+    """``--openenv-judge-rubric``: the rubric's text (an ``@FILE`` already read); None: the
+    built-in one."""
+
+    @property
+    def active(self) -> bool:
+        return self.model is not None
+
+
+@dataclass(frozen=True)
 class Settings:
     """The run configuration shared by controller and workers."""
 
@@ -264,6 +282,7 @@ class Settings:
     output: OutputSettings = OutputSettings()
     publish: PublishSettings = PublishSettings()
     budget: BudgetSettings = BudgetSettings()
+    judge: JudgeSettings = JudgeSettings()
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -362,6 +381,7 @@ GROUPS: dict[str, type] = {
     "output": OutputSettings,
     "publish": PublishSettings,
     "budget": BudgetSettings,
+    "judge": JudgeSettings,
 }
 
 

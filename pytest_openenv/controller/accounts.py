@@ -21,6 +21,7 @@ from ..config.settings import Settings
 from ..episode.outcome import EpisodeOutcome, outcome_of, put_outcome
 from ..episode.spec import REPEATS_FIX
 from ..report.arms import ArmAccounts
+from ..report.judge_tally import JudgeTally
 from ..report.ledger import KEPT, PLAYED, Entry, Ledger
 from ..report.passk import PassKTally
 from ..report.tally import RunClock, Tally, clock_fields
@@ -99,6 +100,12 @@ def only_marks_reported(report: pytest.TestReport) -> bool:
     return outcome is None or not (outcome.has_figures or outcome.line is not None)
 
 
+def judge_gave_no_verdict(report: pytest.TestReport, outcome: EpisodeOutcome) -> bool:
+    """A failed test body whose ``judge`` fixture's model gave no verdict."""
+    judged = outcome.judge
+    return report.failed and judged is not None and judged.get("passed") is None
+
+
 class Accounts:
     """Turns each report into the ledger's terms: the entry it decides, the later attempt
     it adds to, the earlier row its skip reveals. Every figure is a view of the ledger."""
@@ -170,6 +177,12 @@ class Accounts:
         )
 
     @property
+    def judging(self) -> JudgeTally:
+        """--openenv-judge and the judge fixture: the judge's verdicts, errors, agreement
+        with the env and spend, apart from the episodes' figures."""
+        return self._view("judging", lambda: JudgeTally.of_entries(self.ledger.counted()))
+
+    @property
     def failed_episodes(self) -> set[str]:
         """Episodes that failed or errored: with a passing gate, JUnit shows them as gated."""
         return self._view("failed", self.ledger.failed_tests)
@@ -191,8 +204,13 @@ class Accounts:
         )
 
     def spent_tokens(self) -> int:
+        """Tokens this run spent, the judge's included (a budget counts both)."""
         totals = self.ledger.totals
-        return totals.prompt_tokens + totals.completion_tokens
+        return totals.prompt_tokens + totals.completion_tokens + totals.judge_tokens
+
+    def spent_usd(self) -> float:
+        totals = self.ledger.totals
+        return totals.cost_usd + totals.judge_cost_usd
 
     # -- reports ------------------------------------------------------------------------
     def expect(self, nodeids: list[str]) -> bool:
@@ -247,6 +265,9 @@ class Accounts:
             entry = Entry(nodeid, outcome.episode_id)
         elif report.when == "setup" and (report.failed or report.outcome == "rerun"):
             entry = self.entry_of(outcome, report, "errored")
+        elif report.when == "call" and judge_gave_no_verdict(report, outcome):
+            # the judge fixture's model gave no verdict: an error of the run, not the agent's
+            entry = self.entry_of(outcome, report, "errored")
         elif report.when == "call":
             entry = self.entry_of(outcome, report, "passed" if report.passed else "failed")
             if outcome.has_figures:
@@ -273,6 +294,7 @@ class Accounts:
             outcome=word,
             test_failed=report.failed or report.outcome == "rerun",
             rerun=report.outcome == "rerun",
+            judge=outcome.judge,
         )
         if outcome.has_figures:
             entry.arm, entry.env, entry.policy = outcome.arm, outcome.env, outcome.policy

@@ -125,17 +125,29 @@ class SessionEnd:
             "interrupted": int(exitstatus) == pytest.ExitCode.INTERRUPTED,
             "groups": arms.groups_json(self.gate.confidence or DEFAULT_CONFIDENCE),
             **(compared or {}),
+            **self.judge_json(),
             **(
                 {
                     "budget": budget.to_json(
-                        tally.prompt_tokens + tally.completion_tokens,
-                        arms.cost_usd if arms.priced else None,
+                        tally.prompt_tokens
+                        + tally.completion_tokens
+                        + self.accounts.judging.tokens,
+                        arms.cost_usd + self.accounts.judging.cost_usd if arms.priced else None,
                     )
                 }
                 if budget is not None and (budget.active or budget.episode_max_tokens)
                 else {}
             ),
         }
+
+    def judge_json(self) -> dict[str, Any]:
+        """``judge``: the judge's own figures (--openenv-judge), apart from the episodes'."""
+        judging = self.accounts.judging
+        if not judging.asked:
+            return {}
+        confidence = self.gate.confidence or DEFAULT_CONFIDENCE
+        priced = self.settings.budget.prices is not None
+        return {"judge": judging.to_json(confidence, priced=priced)}
 
     def apply_gate(self, session: pytest.Session) -> None:
         """With a gate set the gate decides the exit code; other failures still fail it."""
@@ -198,6 +210,9 @@ class SessionEnd:
             self.accounts.arms.to_json(self.gate.confidence or DEFAULT_CONFIDENCE),
             groups=self.accounts.arms.groups_json(self.gate.confidence or DEFAULT_CONFIDENCE),
         )
+        judged = self.accounts.judging.lines(self.gate.confidence or DEFAULT_CONFIDENCE)
+        if judged:  # the judge's own figures, as the terminal shows them
+            markdown += "\n" + "".join(f"- {line}\n" for line in judged)
         self.step_summary_error = append_step_summary(self.secrets.scrub(markdown))
 
     def write_files(self, exitstatus: int) -> None:
@@ -347,6 +362,7 @@ class SessionEnd:
         )
         passk = self.accounts.passk.result()
         sections.append(SummarySection("repeats", tuple(passk_lines(passk, arms.several_groups))))
+        sections.append(SummarySection("judge", tuple(self.accounts.judging.lines(confidence))))
         if arms.several:
             sections.append(SummarySection("models", tuple(arm_lines(arms, confidence))))
         if self.budget is not None:

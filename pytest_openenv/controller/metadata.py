@@ -49,7 +49,10 @@ class RunMetadata:
 
     def identity(self) -> dict[str, Any]:
         """What must match for ``--openenv-resume`` to continue a folder (``dataset/identity``)."""
-        return run_identity(self.settings, self.service.run_policy_name())
+        judge = self.service.judge()
+        return run_identity(
+            self.settings, self.service.run_policy_name(), judge.identity() if judge else None
+        )
 
     def to_json(
         self, *, finished: bool = True, played: set[str] | frozenset[str] = frozenset()
@@ -78,4 +81,5 @@ class RunMetadata:
             "license": self.settings.publish.license,
             "evaluation": {"repeats": self.settings.run.repeats, **self.gate.to_json()},
             "chat_template": self.template.to_json() if self.template else None,
+            "judge": judge.identity() if (judge := self.service.judge()) else None,
         }

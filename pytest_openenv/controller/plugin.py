@@ -157,7 +157,7 @@ class ControllerPlugin:
         totals, expected = accounts.ledger.totals, accounts.expected
         if expected is not None and totals.total >= expected:
             return
-        reason = self.budget.reached(accounts.spent_tokens(), totals.cost_usd)
+        reason = self.budget.reached(accounts.spent_tokens(), accounts.spent_usd())
         if reason is not None:
             self.stop(f"openenv: {reason}")
 
@@ -263,6 +263,9 @@ class ControllerPlugin:
         detail = outcome.status_detail()
         if report.passed:
             return "passed", ".", (f"PASSED ({detail})", {"green": True})
+        if report.failed and getattr(report, "judge_failed", False):
+            # the judge fixture's model gave no verdict: an error of the run, not the agent's
+            return "error", "E", (f"ERROR ({detail}; the judge gave no verdict)", {"red": True})
         if report.failed:
             return "failed", "F", (f"FAILED ({detail})", {"red": True})
         return None

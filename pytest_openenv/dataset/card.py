@@ -572,6 +572,7 @@ def build_card(
         *figures_table(figures, settings),
         "",
         *judging_section(summary, settings),
+        *judge_model_section(summary),
         *models_section(summary),
         *chart_section(chart),
         *files_section(rows, split_rule(metadata)),
@@ -625,6 +626,35 @@ def judging_section(summary: dict[str, Any], settings: dict[str, Any]) -> list[s
     if not lines:
         return []
     return ["## How episodes were judged", "", *lines, ""]
+
+
+def judge_model_section(summary: dict[str, Any]) -> list[str]:
+    """A judge model decided the verdicts (--openenv-judge): who, how often it could not,
+    and how often it agreed with the env's own verdict."""
+    judge = summary.get("judge")
+    if not isinstance(judge, dict):
+        return []
+    lines = [
+        "## The judge model",
+        "",
+        f"A judge model ({_names(judge.get('models') or [])}) decided the verdicts by a rubric "
+        "(its text and SHA-256 are in `metadata.json`; each row's `judge` holds its verdict, "
+        f"score and reasoning): {judge.get('judged', 0)} verdict(s), "
+        f"{judge.get('judge_passed', 0)} passed; {judge.get('judge_errors', 0)} episode(s) "
+        "errored because the judge gave no verdict.",
+    ]
+    agreement = judge.get("agreement") or {}
+    if agreement.get("compared"):
+        low, high = agreement.get("ci") or [None, None]
+        level = agreement.get("confidence") or 0.95
+        lines += [
+            "",
+            f"Where the env states its own verdict too, the judge agreed on "
+            f"{agreement.get('agreed', 0)} of {agreement['compared']} episodes "
+            f"({percent(agreement.get('rate'))}, {level:.0%} Wilson interval "
+            f"{interval(low, high)}).",
+        ]
+    return [*lines, ""]
 
 
 def chart_section(chart: str | None) -> list[str]:

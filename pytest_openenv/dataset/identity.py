@@ -50,6 +50,8 @@ IDENTITY_OPTIONS = {
     "tool_arguments": "--openenv-tool-arguments",
     "prompt_style": "--openenv-prompt-style",
     "train_on": "--openenv-train-on",
+    # the judge's model, prompt, rubric and sampling: what its verdicts mean
+    "judge": "--openenv-judge / --openenv-judge-rubric",
     # not an option: the row layout this version writes (``episode/result.py``)
     "schema_version": "",
 }
@@ -59,6 +61,7 @@ FIELD_BEFORE_IT_EXISTED = {
     "prompt_style": PROMPT_STYLES[0],
     "schema_version": 1,
     "judge_at": None,
+    "judge": None,
     # before the option, every test-passed episode went to results.jsonl
     "train_on": "test",
 }
@@ -69,8 +72,11 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, sort_keys=True, default=str))
 
 
-def run_identity(settings: Settings, policy: str | None) -> dict[str, Any]:
-    """``policy``: the run's, resolved (the env family's teacher when none is named)."""
+def run_identity(
+    settings: Settings, policy: str | None, judge: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """``policy``: the run's, resolved (the env family's teacher when none is named);
+    ``judge``: what decides the judge's verdicts (``Judge.identity``), None without one."""
     return _plain(
         {
             "env": settings.run.env,
@@ -93,9 +99,19 @@ def run_identity(settings: Settings, policy: str | None) -> dict[str, Any]:
             "tool_arguments": settings.output.tool_arguments,
             "prompt_style": settings.run.prompt_style,
             "train_on": settings.output.train_on,
+            "judge": judge_identity(judge),
             "schema_version": SCHEMA_VERSION,
         }
     )
+
+
+def judge_identity(judge: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The judge's part of the identity: model, client, prompt and rubric digests, sampling
+    (not its endpoint, which changes where it runs, not what it decides)."""
+    if judge is None:
+        return None
+    keys = ("model", "provider", "prompt_sha256", "rubric_sha256", "temperature", "max_tokens")
+    return {key: judge.get(key) for key in keys}
 
 
 def recorded_identity(metadata: dict[str, Any]) -> dict[str, Any]:

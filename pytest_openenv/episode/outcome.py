@@ -58,6 +58,8 @@ class EpisodeOutcome:
     usage_unknown: int = 0
     #: why this episode stops the whole run (its response cache cannot be written)
     stop: str | None = None
+    #: --openenv-judge: the judge's figures of this episode (``judge_figures``); None: none
+    judge: dict[str, Any] | None = None
     #: in one process only, never on the wire: the dict ``line`` is the JSON of
     row: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
@@ -100,6 +102,7 @@ class EpisodeOutcome:
             wall_time_s=float(metrics.get("wall_time_s", 0.0)),
             detail=detail,
             usage_unknown=usage_unknown,
+            judge=judge_figures(row.get("judge")),
             row=row if keep_row else None,
         )
 
@@ -126,6 +129,22 @@ class EpisodeOutcome:
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> EpisodeOutcome:
         return cls(**data)
+
+
+def judge_figures(section: Any) -> dict[str, Any] | None:
+    """What the controller counts of a row's ``judge``: its verdict (None: it gave none), the
+    env's beside it, its tokens and cost."""
+    if not isinstance(section, dict):
+        return None
+    failed = section.get("error") is not None
+    return {
+        "passed": None if failed else bool(section.get("passed")),
+        "env_passed": section.get("env_passed"),
+        "prompt_tokens": int(section.get("prompt_tokens") or 0),
+        "completion_tokens": int(section.get("completion_tokens") or 0),
+        "cost_usd": section.get("cost_usd"),
+        "model": section.get("model"),
+    }
 
 
 #: (field, default) of every field that crosses processes (all but ``row``)

@@ -114,6 +114,14 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
     ("passed", "bool", "whether the pytest item passed"),
     ("schema_version", "int", "row layout version"),
     (
+        "judge",
+        "struct",
+        "with --openenv-judge only: the judge's `model`, `passed`, `score` (0 to 1), "
+        "`reasoning`, `rubric_sha256`, the env's own verdict beside it (`env_passed`, null "
+        "where the env states none; `env_outcome`), `error` (why the judge gave no verdict), "
+        "its `prompt_tokens`, `completion_tokens` and `cost_usd`",
+    ),
+    (
         "failure",
         "struct",
         "`failures.jsonl` only: `outcome` (failed / error / verdict-failed: the test passed, "
@@ -203,6 +211,7 @@ class PlayedEpisode(Protocol):
     server: str | None
     server_reports: dict[str, Any] | None
     seeded: bool | None
+    judge: dict[str, Any] | None
 
 
 def episode_row(
@@ -257,6 +266,8 @@ def episode_row(
         "test": test,
         "passed": e.passed if passed is None else passed,
     }
+    if e.judge is not None:
+        row["judge"] = dict(e.judge)
     return stable_row(row, tool_arguments)
 
 
@@ -347,6 +358,8 @@ class PreparedRow:
         the report may add a failure and price its own ``metrics``."""
         row = dict(self.row)
         row["metrics"] = dict(row["metrics"])
+        if "judge" in row:  # the report prices its own copy
+            row["judge"] = dict(row["judge"])
         row["test"] = as_text(test)
         row["passed"] = passed
         return row

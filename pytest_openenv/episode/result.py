@@ -55,6 +55,9 @@ class Episode:
     max_turns: int | None = None
     prompt_style: str | None = None
     sampling: dict[str, Any] | None = None
+    #: the judge's verdict and figures (``episode/judged.py``: the row's ``judge``); None: no
+    #: judge decided this episode
+    judge: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         return (

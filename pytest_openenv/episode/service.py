@@ -21,8 +21,10 @@ from ..envs.base import EnvConfigError, EnvFamily
 from ..envs.registry import build_family
 from ..envs.remote.servers import RemoteServers
 from ..policies.base import Policy
+from ..policies.judging import Judge, build_judge
 from ..policies.registry import build_policy
 from ..util.overload import OverloadSignal
+from .judged import judged_episode
 from .loop import EnvFactory, Limits, run_episode
 from .result import Episode
 from .spec import EpisodeSpec
@@ -44,6 +46,8 @@ class EpisodeService:
         self._families: dict[tuple[str, str], EnvFamily] = {}
         self._factories: dict[tuple[str, str], EnvFactory] = {}
         self._policies: dict[tuple[str, str | None], Policy] = {}
+        #: ``--openenv-judge``: built once, on first use (None: not yet, or no judge)
+        self._judge: Judge | None = None
         self._lock = threading.Lock()
 
     def family(self, env: str, config: str) -> EnvFamily:
@@ -118,8 +122,34 @@ class EpisodeService:
             max_tokens=self.settings.budget.episode_max_tokens,
         )
 
+    def judge(self) -> Judge | None:
+        """The run's judge (``--openenv-judge``); None without one. Building it checks its key
+        and SDK: a usage error, so the controller builds it before any episode."""
+        judging = self.settings.judge
+        if not judging.active and judging.rubric is None and judging.endpoint is None:
+            return None  # every episode asks: the common case costs two reads
+        if not judging.active:
+            given = [
+                flag
+                for flag, value in (
+                    ("--openenv-judge-rubric", judging.rubric),
+                    ("--openenv-judge-endpoint", judging.endpoint),
+                )
+                if value is not None
+            ]
+            if given:  # what plays is what was asked: no judge would read them
+                raise pytest.UsageError(
+                    f"{' and '.join(given)} given without a judge model: pass "
+                    "--openenv-judge MODEL (e.g. --openenv-judge=gpt-4o-mini)"
+                )
+            return None
+        with self._lock:
+            if self._judge is None:
+                self._judge = build_judge(self.settings, self.overload)
+            return self._judge
+
     def run(self, spec: EpisodeSpec, env: Any, policy: Policy) -> Episode:
-        return run_episode(
+        played = run_episode(
             spec,
             env,
             policy,
@@ -127,10 +157,17 @@ class EpisodeService:
             system_prompt=self.settings.run.system_prompt,
             remote=self.remote,
         )
+        judge = self.judge()
+        if judge is None:
+            return played
+        return judged_episode(played, judge)
 
     def close(self) -> None:
         with self._lock:
             policies, self._policies = list(self._policies.values()), {}
+            judge, self._judge = self._judge, None
         for policy in policies:
             policy.close()
+        if judge is not None:
+            judge.close()
         self.remote.close()  # kept sessions go back to their servers

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..episode.outcome import judge_figures
 from .stats import RunningMean
 
 #: where an entry's outcome comes from: this run's play, an earlier run's results.jsonl
@@ -79,6 +80,10 @@ class Entry:
     #: pytest-rerunfailures ran it again, and a later attempt passed
     rerun: bool = False
     passed_on_rerun: bool = False
+    #: a judge model's figures (``episode/outcome.judge_figures``); None: no judge asked
+    judge: dict[str, Any] | None = None
+    #: the judge's tokens were this run's spend (not an earlier run's a resume counts)
+    judge_spent: bool = True
 
     @property
     def function(self) -> str:
@@ -140,6 +145,8 @@ def entry_of_row(row: dict[str, Any], *, failure_file: bool, played: bool = Fals
         attempt=attempt_of(row),
         train=not failure_file,
         test_failed=failure_file and outcome != "passed",
+        judge=judge_figures(row.get("judge")),
+        judge_spent=played,
     )
     if played:
         entry.prompt_tokens = _number(metrics.get("prompt_tokens"), int) or 0
@@ -168,6 +175,8 @@ SUMMED_FIELDS = (
     "unpriced",
     "cost_usd",
     "episode_seconds",
+    "judge_tokens",
+    "judge_cost_usd",
 )
 
 
@@ -210,6 +219,9 @@ class Counts:
     unpriced: int = 0
     #: seconds the episodes took, summed
     episode_seconds: float = 0.0
+    #: what a judge model spent deciding them (a budget counts it beside the policy's)
+    judge_tokens: int = 0
+    judge_cost_usd: float = 0.0
 
     @property
     def ran(self) -> int:
@@ -250,6 +262,13 @@ class Counts:
         if entry.cost_usd is not None:
             self.cost_usd += sign * entry.cost_usd
         self.episode_seconds += sign * entry.seconds
+        judge = entry.judge
+        if judge is not None and entry.judge_spent:
+            tokens = int(judge.get("prompt_tokens") or 0) + int(judge.get("completion_tokens") or 0)
+            self.judge_tokens += sign * tokens
+            cost = judge.get("cost_usd")
+            if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+                self.judge_cost_usd += sign * float(cost)
 
     @classmethod
     def of(cls, entries: Iterable[Entry], **fields: Any) -> Any:

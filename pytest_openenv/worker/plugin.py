@@ -26,6 +26,7 @@ from ..util.terminal import neutralise_report
 from .bundled import BundledRun, bundled_items
 from .fixtures import EPISODE_FIXTURE
 from .items import EPISODE_KEY, ERROR_KEY, SPEC_KEY, STOP_KEY, spec_of
+from .judge_fixture import JudgeFixture
 from .marker import parametrize
 from .reporting import attach_to_report, message_only_report, shows_message_only
 from .resume_check import ResumeCheck
@@ -112,6 +113,7 @@ class WorkerPlugin:
         plugin = cls(config, service, bundled=bundled, resumed=resumed or {})
         config.stash[WORKER_KEY] = plugin
         config.pluginmanager.register(plugin, cls.name)
+        config.pluginmanager.register(JudgeFixture(service), JudgeFixture.name)
         if plugin.runahead.adaptive is not None and workerinput is None:
             config.pluginmanager.register(plugin.runahead, "openenv-runahead")  # its summary
         return plugin

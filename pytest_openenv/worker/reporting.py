@@ -24,6 +24,7 @@ from ..episode.record import (
 )
 from ..episode.result import Episode
 from .items import EPISODE_KEY, ERROR_KEY, PREPARED_KEY, STOP_KEY, spec_of
+from .judge_fixture import judge_failure, judge_section_of
 
 
 def failure_message(report: pytest.TestReport) -> str:
@@ -102,7 +103,14 @@ def attach_to_report(
         pass
     elif report.when == "call" and episode is not None:
         record, prepared = played_row(item, episode, report.passed, tool_arguments)
-        if not report.passed:
+        judged = judge_section_of(item)
+        if judged is not None:  # the judge fixture's verdict (or why it gave none)
+            record["judge"] = dict(judged)
+        judge_failed = judge_failure(item) if not report.passed else None
+        if judge_failed is not None:
+            report.judge_failed = True  # type: ignore[attr-defined]
+            with_failure(record, "error", judge_failed)
+        elif not report.passed:
             with_failure(record, "failed", failure_message(report))
         elif train_on == "verdict" and not episode.passed:
             # the test body passed it, the env judged it failed: not fit to train on
@@ -117,6 +125,11 @@ def attach_to_report(
             metrics["cost_usd"] = cost_usd(
                 prices, record["model"], metrics["prompt_tokens"], metrics["completion_tokens"]
             )
+            judged = record.get("judge")
+            if isinstance(judged, dict):  # the judge's spend, priced by its own model
+                judged["cost_usd"] = cost_usd(
+                    prices, judged["model"], judged["prompt_tokens"], judged["completion_tokens"]
+                )
         line = prepared.line_of(record) if prepared is not None else dumps_record(record)
         shorten_crash_message(report)
         outcome = EpisodeOutcome.of_row(

@@ -135,6 +135,31 @@ def verdict_score(row: dict[str, Any]) -> Any:
     )
 
 
+def judge_scores(row: dict[str, Any]) -> dict[str, Any]:
+    """``judge``: the judge model's verdict, score and reasoning (--openenv-judge, or the
+    ``judge`` fixture); none for a row no judge decided."""
+    judged = row.get("judge")
+    if not isinstance(judged, dict):
+        return {}
+    from inspect_ai.scorer import Score
+
+    error = judged.get("error")
+    return {
+        "judge": Score(
+            value=CORRECT if judged.get("passed") and not error else INCORRECT,
+            answer="error" if error else ("pass" if judged.get("passed") else "fail"),
+            explanation=error or judged.get("reasoning"),
+            metadata={
+                "judge_model": judged.get("model"),
+                "score": judged.get("score"),
+                "rubric_sha256": judged.get("rubric_sha256"),
+                "env_passed": judged.get("env_passed"),
+                "judge_error": error is not None,
+            },
+        )
+    }
+
+
 def usage(row: dict[str, Any], model: str) -> dict[str, Any]:
     from inspect_ai.model import ModelUsage
 
@@ -183,7 +208,7 @@ def eval_sample(row: dict[str, Any], model: str) -> Any:
         target=str(answer) if answer is not None else "",
         messages=messages,
         output=output,
-        scores={"verdict": verdict_score(row)},
+        scores={"verdict": verdict_score(row), **judge_scores(row)},
         metadata={
             "episode_id": row["episode_id"],
             "seed": row.get("seed"),

@@ -262,6 +262,23 @@
       why.textContent = shown("failure reason: " + reason);
       box.appendChild(why);
     }
+    var judge = record.judge;
+    if (judge && typeof judge === "object") box.appendChild(judgeBox(judge));
+    return box;
+  }
+
+  function judgeBox(judge) {
+    // the judge model's verdict beside the env's own (--openenv-judge, the judge fixture)
+    var box = el("div", "judge-box");
+    var env = judge.env_passed === true ? "passed" : judge.env_passed === false ? "failed" : "stated none";
+    var head = judge.error ? "judge " + text(judge.model) + ": no verdict (the item errored)" :
+      "judge " + text(judge.model) + ": " + (judge.passed ? "passed" : "failed") +
+      ", score " + fmt(judge.score);
+    box.appendChild(el("div", "judge-verdict", head + "; the env's own verdict: " + env +
+      " (rubric sha256 " + text(judge.rubric_sha256).slice(0, 12) + ")"));
+    var why = el("pre", "judge-reasoning");
+    why.textContent = shown((judge.error ? "judge error: " + judge.error : "judge reasoning: " + judge.reasoning));
+    box.appendChild(why);
     return box;
   }
 
