@@ -91,6 +91,22 @@ class XdistController:
             self.controller.slimmer.share_collection(ids)
 
     @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """--openenv-shard: the first worker's selection is the run's (every worker chose
+        alike); its deselected items count in pytest's summary line as ``-k``'s would."""
+        from ..config.shard import SHARD_COLLECTION, SHARD_WIRE, ShardCollection
+
+        config = self.controller.config
+        wire = getattr(node, "workeroutput", {}).get(SHARD_WIRE)
+        if wire is None or SHARD_COLLECTION in config.stash:
+            return
+        collection = ShardCollection.from_wire(wire)
+        config.stash[SHARD_COLLECTION] = collection
+        if collection.deselected:
+            items = [DeselectedItem(nodeid) for nodeid in collection.deselected]
+            config.hook.pytest_deselected(items=items)
+
+    @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
         self.controller.accounts.decorate_crash_report(report, crashitem)
 
@@ -135,6 +151,13 @@ class XdistController:
     def pytest_unconfigure(self) -> None:
         if self._teardown is not None:
             self._teardown.join()
+
+
+class DeselectedItem:
+    """An item a worker deselected, as the controller knows it: by its node id."""
+
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
 
 
 def _already_under_way() -> None:
