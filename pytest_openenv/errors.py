@@ -43,6 +43,7 @@ Hierarchy::
      │    │    └── RenderTimeout      it renders past its bound (a loop without end)
      │    ├── CheckpointProblem       ``--openenv-model`` names no checkpoint transformers can load
      │    ├── ViewError               ``python -m pytest_openenv view``: bad folder, host, port
+     │    ├── ShardsRefused           ``merge``: folders that are not the shards of one run
      │    ├── HarnessParameterError   (ValueError) an OpenEnv ``eval_parameters`` key we lack
      │    └── TrainingSetupError      (ValueError) ``pytest_openenv.trl``: a tool TRL cannot
      │                                call, a dataset row without a seed
@@ -160,6 +161,11 @@ class CheckpointProblem(BadInput):
 
 class ViewError(BadInput):
     """A problem with the arguments or the folder: printed as one line, exit code 2."""
+
+
+class ShardsRefused(BadInput):
+    """``python -m pytest_openenv merge``: the folders are not the whole of one sharded run
+    (another run's, a shard twice, a shard missing): nothing is written, exit code 4."""
 
 
 # -- infrastructure faults: the item errors -----------------------------------------------

@@ -35,6 +35,7 @@ OUTCOME = {
         "RenderTimeout",
         "CheckpointProblem",
         "ViewError",
+        "ShardsRefused",
         "HarnessParameterError",
         "TrainingSetupError",
     ],

@@ -1,0 +1,200 @@
+"""A run's counts recomputed from its rows, as the controller counted its reports.
+
+Each row of results.jsonl / failures.jsonl is one episode's deciding report: a passed call
+(results.jsonl, or a failures.jsonl row whose test passed while the env's verdict failed), a
+failed call (``failure.outcome = "failed"``) or a setup error (``"error"``). ``RowCounts``
+feeds each to the same ``Tally``, ``PassKTally`` and ``ArmAccounts`` the controller feeds
+(``controller/accounts.py``), so ``report/judge.py`` and the summary read the same counts
+as a run on one machine would give them.
+
+Memory stays flat in the number of rows when the rows come in episode-id order (a merge of
+sorted shard files does): pass@k keeps only the seeds still open (``FoldingPassK``), and the
+per-episode outcomes that pair two models or a baseline are kept only when something pairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from ..episode.outcome import EpisodeOutcome
+from .arms import ArmAccounts, ArmTally
+from .judge import RunCounts
+from .passk import PassAtK, PassKTally, pass_at_k, pass_hat_k
+from .tally import Tally
+
+#: a failures.jsonl row's ``failure.outcome`` -> (report phase, test passed)
+ROW_REPORT = {
+    "error": ("setup", False),
+    "failed": ("call", False),
+    "verdict-failed": ("call", True),
+}
+
+
+def report_of(row: dict[str, Any]) -> tuple[str, bool]:
+    """The phase and outcome of the report that decided ``row``'s episode."""
+    failure = row.get("failure")
+    if not isinstance(failure, dict):
+        return "call", True
+    return ROW_REPORT.get(str(failure.get("outcome")), ("call", False))
+
+
+def base_id(episode_id: str) -> str:
+    """``ep-000003-r1`` -> ``ep-000003``: the seed every repeat of it samples."""
+    head, sep, tail = episode_id.rpartition("-r")
+    return head if sep and tail.isdigit() else episode_id
+
+
+class FoldingPassK(PassKTally):
+    """pass@1, pass@k and pass^k over problems that close in order: ``fold`` adds the open
+    problems to running sums and forgets them (rows in id order close a seed when the next
+    seed starts), so memory holds one seed's problems, not the run's."""
+
+    def __init__(self, k: int) -> None:
+        super().__init__(k)
+        self.problems = 0
+        self.scored = 0
+        self.sum_at_1 = 0.0
+        self.sum_at_k = 0.0
+        self.sum_hat_k = 0.0
+
+    def fold(self) -> None:
+        for runs, passes in self._counts.values():
+            self.problems += 1
+            self.sum_at_1 += passes / runs
+            if runs >= self.k:
+                self.scored += 1
+                self.sum_at_k += pass_at_k(runs, passes, self.k)
+                self.sum_hat_k += pass_hat_k(runs, passes, self.k)
+        self._counts.clear()
+
+    def absorb(self, other: PassKTally) -> None:
+        if isinstance(other, FoldingPassK):
+            self.problems += other.problems
+            self.scored += other.scored
+            self.sum_at_1 += other.sum_at_1
+            self.sum_at_k += other.sum_at_k
+            self.sum_hat_k += other.sum_hat_k
+        super().absorb(other)
+
+    def result(self) -> PassAtK:
+        self.fold()
+        return PassAtK(
+            k=self.k,
+            problems=self.problems,
+            problems_scored=self.scored,
+            pass_at_1=self.sum_at_1 / self.problems if self.problems else None,
+            pass_at_k=self.sum_at_k / self.scored if self.scored else None,
+            pass_hat_k=self.sum_hat_k / self.scored if self.scored else None,
+        )
+
+
+class FoldingArms(ArmAccounts):
+    """``ArmAccounts`` whose groups' pass@k folds, and which keeps each episode's outcome only
+    when something pairs episodes (several models, ``--openenv-gate-vs``, a baseline)."""
+
+    def __init__(self, declared: list[str], repeats: int, *, pairs: bool, **kwargs: Any) -> None:
+        super().__init__(declared, repeats, **kwargs)
+        self.pairs = pairs
+
+    def arm(
+        self, nodeid: str, name: str, seen: dict[str, Any] | None = None, *, played: bool = True
+    ) -> ArmTally:
+        tally = super().arm(nodeid, name, seen, played=played)
+        if not isinstance(tally.passk, FoldingPassK):
+            tally.passk = FoldingPassK(self.repeats)
+        return tally
+
+    @property
+    def arms(self) -> dict[str, ArmTally]:
+        merged: dict[str, ArmTally] = {}
+        for tally in self.by_group.values():
+            arm = merged.get(tally.name)
+            if arm is None:
+                arm = merged[tally.name] = ArmTally(tally.name, passk=FoldingPassK(self.repeats))
+            arm.absorb(tally)
+        return merged
+
+    def fold(self) -> None:
+        for tally in self.by_group.values():
+            if isinstance(tally.passk, FoldingPassK):
+                tally.passk.fold()
+            if not self.pairs:
+                tally.outcomes.clear()
+
+
+@dataclass
+class RowCounts:
+    """The counts of a run rebuilt from its rows, fed in (episode id, test) order."""
+
+    tally: Tally
+    passk: FoldingPassK
+    arms: FoldingArms
+    repeats: int
+    _open_seed: str | None = None
+
+    @classmethod
+    def start(
+        cls,
+        repeats: int,
+        declared: list[str],
+        *,
+        pairs: bool,
+        priced: bool,
+        id_prefix: str | None,
+        replayed: bool = False,
+    ) -> RowCounts:
+        return cls(
+            Tally(replayed=replayed),
+            FoldingPassK(repeats),
+            FoldingArms(declared, repeats, pairs=pairs, priced=priced, id_prefix=id_prefix),
+            repeats,
+        )
+
+    def add(self, row: dict[str, Any], line: str, *, train: bool) -> None:
+        """One row; ``train``: it is a results.jsonl row (the training split)."""
+        seed = base_id(str(row["episode_id"]))
+        if seed != self._open_seed:
+            self.fold()
+            self._open_seed = seed
+        nodeid = str(row.get("test") or "")
+        when, passed = report_of(row)
+        outcome = EpisodeOutcome.of_row(str(row["episode_id"]), row, line)
+        report = pytest.TestReport(
+            nodeid, ("", None, ""), {}, "passed" if passed else "failed", None, when
+        )
+        tally = self.tally
+        if when == "setup":
+            tally.add_outcome("errored")
+            self.passk.add(nodeid, False)
+        else:
+            tally.add_outcome("passed" if passed else "failed")
+            self.passk.add(nodeid, passed)
+            tally.reward.add(float(outcome.reward))
+            tally.turns.add(int(outcome.turns))
+            tally.count_verdict(passed, outcome.verdict)
+        attempt = (row.get("extra") or {}).get("attempt", 1)
+        if isinstance(attempt, int) and not isinstance(attempt, bool):
+            tally.attempts = max(tally.attempts, attempt)
+        tally.prompt_tokens += outcome.prompt_tokens
+        tally.completion_tokens += outcome.completion_tokens
+        for value, bucket in (
+            (outcome.env, tally.envs),
+            (outcome.policy, tally.policies),
+            (outcome.model, tally.models),
+        ):
+            if value:
+                bucket.add(value)
+        self.arms.count(report, outcome)
+        if train:
+            tally.train_rows += 1
+
+    def fold(self) -> None:
+        self.passk.fold()
+        self.arms.fold()
+
+    def counts(self) -> RunCounts:
+        self.fold()
+        return RunCounts(self.tally, self.arms, self.passk, self.repeats)
