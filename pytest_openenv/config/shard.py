@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -80,19 +81,18 @@ def parse_shard(raw: object, environ: Mapping[str, str] | None = None) -> Shard:
     if index_text == "auto":
         source, index_text = _scheduler_index(raw, environ)
         if not slash:
+            if source != "slurm":
+                raise _usage(
+                    raw,
+                    "the index came from JOB_COMPLETION_INDEX, and a Kubernetes pod does not see "
+                    "its job's completions count: give the count, --openenv-shard=auto/N",
+                )
             count_text = environ.get("SLURM_ARRAY_TASK_COUNT", "").strip()
             if not count_text:
                 raise _usage(
                     raw,
-                    "the shard count is not known: SLURM_ARRAY_TASK_COUNT is not set (in a "
-                    "Kubernetes Indexed Job give it: --openenv-shard=auto/N with N the job's "
-                    "completions)",
-                )
-            if source != "slurm":
-                raise _usage(
-                    raw,
-                    "the index came from JOB_COMPLETION_INDEX but the count would come from "
-                    "SLURM_ARRAY_TASK_COUNT: give the count, --openenv-shard=auto/N",
+                    "the shard count is not known: SLURM_ARRAY_TASK_COUNT is not set (give it: "
+                    "--openenv-shard=auto/N)",
                 )
     elif not slash:
         raise _usage(raw, "no shard count")
@@ -130,7 +130,7 @@ class ShardCollection:
     merge can name the episodes of a shard that never came) and the items left out."""
 
     #: test function -> {"n": episodes per repeat, "repeats": runs per seed}, over all shards
-    tests: dict[str, dict[str, int]]
+    tests: dict[str, dict[str, Any]]
     #: node ids of the items of other shards
     deselected: list[str]
 

@@ -38,7 +38,7 @@ class RunMetadata:
         self.template = template
         self.started_at = utc_now()
         #: --openenv-shard: the whole run's episode tests, as the collection found them
-        self.shard_tests: dict[str, dict[str, int]] = {}
+        self.shard_tests: dict[str, dict[str, Any]] = {}
 
     def samples(self, played: set[str] | frozenset[str]) -> bool:
         """Whether a policy that sends the sampling options played (or, before any row, is

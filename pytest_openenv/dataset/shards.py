@@ -40,7 +40,7 @@ class ShardFolder:
     count: int
     source: str
     #: test function -> {"n", "repeats"}: the whole run's episode tests
-    tests: dict[str, dict[str, int]]
+    tests: dict[str, dict[str, Any]]
     summary: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -90,7 +90,7 @@ class ShardSet:
 
     shards: list[ShardFolder]
     count: int
-    tests: dict[str, dict[str, int]]
+    tests: dict[str, dict[str, Any]]
     missing: list[int]
     #: the run's identity with no shard: what the run on one machine records
     identity: dict[str, Any]

@@ -62,20 +62,25 @@ def gate_of(metadata: dict[str, Any]) -> GateConfig:
     )
 
 
-def declared_arms(identity: dict[str, Any]) -> list[str]:
-    """The models (or policies) the run named, in order: the order of its figures."""
-    for key in ("model", "policy"):
-        value = identity.get(key)
-        if isinstance(value, list):
-            return [str(name) for name in value]
-        if value:
-            return [str(value)]
-    return []
+def declared_arms(settings: dict[str, Any]) -> list[str]:
+    """The models (or policies) the run named, in order: the order of its figures (as
+    ``controller/accounts.run_arm_names`` reads them from the options)."""
+    from ..errors import EnvConfigError
+    from ..policies.arms import arms_of
+
+    llm = settings.get("llm") if isinstance(settings.get("llm"), dict) else {}
+    policies = settings.get("policies") or ([settings["policy"]] if settings.get("policy") else [])
+    models = llm.get("models") or ([llm["model"]] if llm.get("model") else [])
+    try:
+        return [arm.name for arm in arms_of(tuple(policies) or ("scripted",), tuple(models))]
+    except EnvConfigError:
+        return []
 
 
 def pairs_needed(shards: ShardSet, gate: GateConfig) -> bool:
     """Whether any figure pairs episodes: several models in one test, gate-vs, a baseline."""
-    if gate.vs or gate.baseline is not None or len(declared_arms(shards.identity)) > 1:
+    settings = shards.shards[0].metadata.get("settings") or {}
+    if gate.vs or gate.baseline is not None or len(declared_arms(settings)) > 1:
         return True
     names: dict[tuple[str, str], set[str]] = {}
     for shard in shards.shards:
@@ -139,7 +144,7 @@ def _write(
     llm = settings.get("llm") if isinstance(settings.get("llm"), dict) else {}
     counts = RowCounts.start(
         int(identity.get("repeats") or 1),
-        declared_arms(identity),
+        declared_arms(settings),
         pairs=pairs_needed(shards, gate),
         priced=budget.get("prices") is not None,
         id_prefix=identity.get("id_prefix") or None,
@@ -148,6 +153,7 @@ def _write(
     with (work / RESULTS).open("wb") as results, (work / FAILURES).open("wb") as failures:
         facts = row_facts(work, _rows(shards, counts, results, failures))
     notes: list[str] = []
+    counts.arms.in_collection_order(shards.tests)
     run_counts = counts.counts()
     tally = run_counts.tally
     for name in FROM_SHARD_SUMMARIES:
@@ -178,7 +184,8 @@ def _write(
         write_report(work, secrets=secrets)
     except Exception as exc:  # the data files are written; the report is a view of them
         notes.append(f"WARNING: report.html was not written: {exc}")
-    if int(identity.get("repeats") or 1) > 1 or len(declared_arms(identity)) > 1:
+    several = len(settings.get("policies") or ()) > 1 or len(llm.get("models") or ()) > 1
+    if int(identity.get("repeats") or 1) > 1 or several:
         from ..dataset.preferences import write_preferences
 
         write_preferences(work, secrets)

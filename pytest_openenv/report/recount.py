@@ -117,6 +117,21 @@ class FoldingArms(ArmAccounts):
             arm.absorb(tally)
         return merged
 
+    def in_collection_order(self, tests: dict[str, dict[str, Any]]) -> None:
+        """Meet the groups in the order a run on one machine meets them: its tests in
+        collection order (``tests``: each with its models' id parts in order), not in the
+        id order the rows came in; that order ranks models the run did not name."""
+        test_rank = {test: i for i, test in enumerate(tests)}
+
+        def rank(key: tuple[str, str, str]) -> tuple[int, int]:
+            arms = list(tests.get(key[0], {}).get("arms") or [])
+            return (
+                test_rank.get(key[0], len(test_rank)),
+                arms.index(key[2]) if key[2] in arms else len(arms),
+            )
+
+        self.by_group = {key: self.by_group[key] for key in sorted(self.by_group, key=rank)}
+
     def fold(self) -> None:
         for tally in self.by_group.values():
             if isinstance(tally.passk, FoldingPassK):

@@ -8,6 +8,8 @@ the controller, whose summary line counts them (``controller/xdist.py``).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from ..config.shard import SHARD_COLLECTION, SHARD_WIRE, Shard, ShardCollection
@@ -18,15 +20,18 @@ def select_shard(config: pytest.Config, items: list[pytest.Item], shard: Shard) 
     """Keep the items of ``shard`` (and every item that is not an episode)."""
     kept: list[pytest.Item] = []
     deselected: list[pytest.Item] = []
-    tests: dict[str, dict[str, int]] = {}
+    tests: dict[str, dict[str, Any]] = {}
     for item in items:
         spec = spec_of(item)
         if spec is None:
             kept.append(item)
             continue
         function = item.nodeid.rpartition("[")[0]
-        known = tests.setdefault(function, {"n": 0, "repeats": spec.repeats})
+        known = tests.setdefault(function, {"n": 0, "repeats": spec.repeats, "arms": []})
         known["n"] = max(known["n"], spec.index + 1)
+        if spec.arm not in known["arms"]:
+            # the order a run on one machine meets its models in: the order of its figures
+            known["arms"].append(spec.arm)
         (kept if shard.holds(spec.index) else deselected).append(item)
     collection = ShardCollection(tests, [item.nodeid for item in deselected])
     config.stash[SHARD_COLLECTION] = collection
