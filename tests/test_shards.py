@@ -56,7 +56,9 @@ def differences(one: Any, other: Any, path: str = "") -> list[str]:
         return found
     if isinstance(one, list) and isinstance(other, list) and len(one) == len(other):
         return [
-            d for i, pair in enumerate(zip(one, other)) for d in differences(*pair, f"{path}[{i}]")
+            d
+            for i, pair in enumerate(zip(one, other, strict=True))
+            for d in differences(*pair, f"{path}[{i}]")
         ]
     if isinstance(one, float) and isinstance(other, float):
         return [] if math.isclose(one, other, rel_tol=1e-12) else [f"{path}: {one} != {other}"]
@@ -107,7 +109,7 @@ def play_shards(run_pytest, pytester, count: int, *options: str) -> list[Path]:
 
 
 @pytest.mark.slow
-def test_three_shards_merged_are_the_run_on_one_machine_with_repeats_a_failing_gate_vs_and_a_baseline(
+def test_three_shards_merged_are_one_run_with_repeats_a_failing_gate_a_vs_gate_and_a_baseline(
     pytester, run_pytest
 ):
     pytester.makepyfile(test_suite=SUITE)
@@ -222,7 +224,7 @@ def test_shards_split_every_test_by_episode_index_and_say_so(pytester, run_pytes
     )
     assert metadata["identity"]["shard"] == "1/3"
     assert metadata["shard"]["source"] == "option"
-    assert metadata["shard"]["tests"]["test_suite.py::test_random"] == {"n": 7, "repeats": 1}
+    assert metadata["shard"]["tests"]["test_suite.py::test_random"] == {"n": 7, "repeats": 1, "arms": [""]}
 
 
 @pytest.mark.parametrize(
