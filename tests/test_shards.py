@@ -224,7 +224,8 @@ def test_shards_split_every_test_by_episode_index_and_say_so(pytester, run_pytes
     )
     assert metadata["identity"]["shard"] == "1/3"
     assert metadata["shard"]["source"] == "option"
-    assert metadata["shard"]["tests"]["test_suite.py::test_random"] == {"n": 7, "repeats": 1, "arms": [""]}
+    random_test = metadata["shard"]["tests"]["test_suite.py::test_random"]
+    assert random_test == {"n": 7, "repeats": 1, "arms": [""]}
 
 
 @pytest.mark.parametrize(
