@@ -292,3 +292,53 @@ def test_a_shard_holds_an_episode_by_its_index_whatever_the_count_of_episodes():
     shard = Shard(1, 3)
     assert [i for i in range(10) if shard.holds(i)] == [1, 4, 7]
     assert shard.folder_name == "shard-1-of-3"
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """The Hub stand-in (tests/servers/hub_standin.py) with a token of this test's own."""
+    import secrets as random_tokens
+
+    from servers.hub_standin import HubStandIn
+
+    token = "hf_" + random_tokens.token_hex(16)
+    monkeypatch.setenv("HF_TOKEN", token)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    with HubStandIn(token) as standin:
+        monkeypatch.setenv("HF_ENDPOINT", standin.url)
+        yield standin, token
+
+
+def test_the_merged_folder_pushes_and_holds_no_secret_a_shard_let_through(
+    pytester, run_pytest, hub
+):
+    standin, token = hub
+    pytester.makepyfile(test_suite=SUITE)
+    for index in (0, 1):
+        run_pytest(f"--openenv-shard={index}/2", "-n", "0")
+    first = pytester.path / "openenv-results" / "shard-0-of-2"
+    # a shard played where the token was not known to be one left it in a transcript
+    lines = (first / "results.jsonl").read_text().splitlines(keepends=True)
+    lines[0] = lines[0].replace('"content":"', f'"content":"{token} ', 1)
+    (first / "results.jsonl").write_text("".join(lines))
+    merged = merge("merged", first, first.with_name("shard-1-of-2"), cwd=pytester.path)
+    assert merged.returncode in (0, 1), merged.stderr
+    folder = pytester.path / "merged"
+    for path in folder.rglob("*"):
+        if path.is_file():
+            assert token.encode() not in path.read_bytes(), path
+    assert token not in merged.stdout + merged.stderr
+    pushed = subprocess.run(
+        [sys.executable, "-m", "pytest_openenv", "push", "merged", "alice/merged-run"],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert pushed.returncode == 0, pushed.stderr
+    (commit,) = standin.commits("alice/merged-run")
+    assert commit.files["results.jsonl"] == (folder / "results.jsonl").read_bytes()
+    assert commit.files["summary.json"] == (folder / "summary.json").read_bytes()
+    assert 'load_dataset("alice/merged-run", split="train")' in commit.files["README.md"].decode()

@@ -151,7 +151,7 @@ def _write(
         replayed=bool(llm.get("replay")),
     )
     with (work / RESULTS).open("wb") as results, (work / FAILURES).open("wb") as failures:
-        facts = row_facts(work, _rows(shards, counts, results, failures))
+        facts = row_facts(work, _rows(shards, counts, results, failures, secrets))
     notes: list[str] = []
     counts.arms.in_collection_order(shards.tests)
     run_counts = counts.counts()
@@ -202,10 +202,16 @@ def _write(
 
 
 def _rows(
-    shards: ShardSet, counts: RowCounts, results: BinaryIO, failures: BinaryIO
+    shards: ShardSet,
+    counts: RowCounts,
+    results: BinaryIO,
+    failures: BinaryIO,
+    secrets: KnownSecrets,
 ) -> Iterator[Any]:
     """Each row once, in id order: written to its file, counted, and its facts yielded."""
     for _, train, raw, path in merged_lines(shards.shards):
+        if secrets.active:  # as the run's writer does with every line
+            raw = (secrets.scrub(raw.decode("utf-8").rstrip("\n")) + "\n").encode("utf-8")
         (results if train else failures).write(raw)
         row = parse_line(path, 0, raw)
         counts.add(row, raw.decode("utf-8").rstrip("\n"), train=train)
