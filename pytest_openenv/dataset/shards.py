@@ -194,8 +194,9 @@ def check_shards(folders: list[ShardFolder], *, allow_partial: bool) -> ShardSet
     return shard_set
 
 
-#: one line of a shard's file in the merge: sorted by (episode id, test)
-MergedLine = tuple[tuple[str, str], bool, bytes, Path]
+#: one row of a shard's file in the merge, sorted by (episode id, test): its key, whether it
+#: is a results.jsonl row, its line, the file, and the row parsed (once: parsing is the cost)
+MergedLine = tuple[tuple[str, str], bool, bytes, Path, dict[str, Any]]
 
 
 def _lines(path: Path, train: bool) -> Iterator[MergedLine]:
@@ -212,7 +213,8 @@ def _lines(path: Path, train: bool) -> Iterator[MergedLine]:
                     "again with --openenv-resume to finish it, then merge"
                 )
             record = parse_line(path, number, raw)
-            yield (str(record["episode_id"]), str(record.get("test", ""))), train, raw, path
+            key = (str(record["episode_id"]), str(record.get("test", "")))
+            yield key, train, raw, path, record
 
 
 def merged_lines(shards: list[ShardFolder]) -> Iterator[MergedLine]:

@@ -209,12 +209,14 @@ def _rows(
     secrets: KnownSecrets,
 ) -> Iterator[Any]:
     """Each row once, in id order: written to its file, counted, and its facts yielded."""
-    for _, train, raw, path in merged_lines(shards.shards):
+    for _, train, raw, path, row in merged_lines(shards.shards):
         if secrets.active:  # as the run's writer does with every line
-            raw = (secrets.scrub(raw.decode("utf-8").rstrip("\n")) + "\n").encode("utf-8")
+            line = secrets.scrub(raw.decode("utf-8").rstrip("\n"))
+            raw = (line + "\n").encode("utf-8")
+            row = parse_line(path, 0, raw)
         (results if train else failures).write(raw)
-        row = parse_line(path, 0, raw)
-        counts.add(row, raw.decode("utf-8").rstrip("\n"), train=train)
+        # the line itself is only carried (EpisodeOutcome.line), never read again
+        counts.add(row, "", train=train)
         yield fact_of(row)
 
 
