@@ -342,3 +342,16 @@ def test_the_merged_folder_pushes_and_holds_no_secret_a_shard_let_through(
     assert commit.files["results.jsonl"] == (folder / "results.jsonl").read_bytes()
     assert commit.files["summary.json"] == (folder / "summary.json").read_bytes()
     assert 'load_dataset("alice/merged-run", split="train")' in commit.files["README.md"].decode()
+
+
+def test_a_shard_past_every_tests_n_holds_nothing_and_is_not_missing(tmp_path):
+    from pytest_openenv.dataset.shards import ShardFolder, check_shards
+    from pytest_openenv.errors import ShardsRefused
+
+    tests = {"t.py::test_a": {"n": 2, "repeats": 1, "arms": [""]}}
+    identity = {"identity": {"seed": 0, "shard": "0/3"}}
+    folders = [ShardFolder(tmp_path / f"s{i}", identity, i, 3, "option", tests) for i in (0, 1)]
+    # n=2 over 3 shards: shard 2 holds no episode, so the two folders are the whole run
+    assert check_shards(folders, allow_partial=False).missing == []
+    with pytest.raises(ShardsRefused, match=r"shard 1/3 .* holds t\.py::test_a: ep-000001\."):
+        check_shards(folders[:1], allow_partial=False)

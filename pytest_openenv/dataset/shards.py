@@ -182,8 +182,14 @@ def check_shards(folders: list[ShardFolder], *, allow_partial: bool) -> ShardSet
         sorted(folders, key=lambda folder: folder.index),
         first.count,
         first.tests,
-        [index for index in range(first.count) if index not in seen],
+        [],
         {**first.identity, "shard": None},
+    )
+    # a shard past every test's n holds no episode: its run collected nothing, wrote nothing
+    shard_set.missing.extend(
+        index
+        for index in range(first.count)
+        if index not in seen and any(shard_set.missing_ids(index).values())
     )
     if shard_set.missing and not allow_partial:
         raise ShardsRefused(
