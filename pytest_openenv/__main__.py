@@ -126,12 +126,15 @@ EXIT_MERGE_REFUSED = 4
 
 
 def merge(args: argparse.Namespace) -> int:
+    import pytest
+
     from .errors import CorruptLine, ShardsRefused
     from .report.merge import merge_shards
 
     try:
         result = merge_shards(args.out, list(args.folders), allow_partial=args.allow_partial)
-    except (ShardsRefused, CorruptLine) as exc:
+    except (ShardsRefused, CorruptLine, pytest.UsageError) as exc:
+        # a UsageError: the run's --openenv-baseline cannot be read here as the run read it
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_MERGE_REFUSED
     figures = result.summary["figures"]
