@@ -21,12 +21,12 @@ from typing import Any, BinaryIO
 from ..dataset.card import render_card
 from ..dataset.jsonl import parse_line
 from ..dataset.shards import ShardSet, check_shards, merged_lines, read_shard
-from ..dataset.writer import CARD, FAILURES, METADATA, RESULTS, SUMMARY
+from ..dataset.writer import CARD, FAILURES, METADATA, RESULTS, SUMMARY, DatasetWriter
 from ..errors import ShardsRefused
 from ..util.secrets import KnownSecrets
 from .baseline import DEFAULT_CONFIDENCE, load_baseline
 from .gates import GateConfig, Verdict
-from .judge import best_of_unjudged, judge
+from .judge import RunCounts, best_of_unjudged, judge
 from .recount import RowCounts
 from .row_facts import fact_of, row_facts
 
@@ -175,8 +175,10 @@ def _write(
     exit_status = exit_status_of(verdict, tally.failed + tally.errored, tally.ran)
     summary = summary_of(out, shards, run_counts, gate, verdict, exit_status, facts)
     metadata = merged_metadata(out, shards)
-    writer_json(work / METADATA, metadata, secrets)
-    writer_json(work / SUMMARY, summary, secrets)
+    # the run's own writer of the folder's JSON and card: atomic, scrubbed
+    writer = DatasetWriter(work, resume=True, secrets=secrets)
+    writer.write_json(METADATA, metadata)
+    writer.write_json(SUMMARY, summary)
     # the views are written where the folder will be, then moved with it
     from .page import write_report
 
@@ -189,8 +191,7 @@ def _write(
         from ..dataset.preferences import write_preferences
 
         write_preferences(work, secrets)
-    card = render_card(work, summary, metadata)
-    (work / CARD).write_text(secrets.scrub(card), encoding="utf-8")
+    writer.write_text(CARD, render_card(work, summary, metadata))
     if settings.get("inspect_log"):
         from .inspect_log.write import write_inspect_logs
 
@@ -257,7 +258,7 @@ def exit_status_of(verdict: Verdict | None, not_passed: int, ran: int) -> int:
 def summary_of(
     out: Path,
     shards: ShardSet,
-    counts: Any,
+    counts: RunCounts,
     gate: GateConfig,
     verdict: Verdict | None,
     exit_status: int,
@@ -333,10 +334,3 @@ def merged_metadata(out: Path, shards: ShardSet) -> dict[str, Any]:
         "tests": shards.tests,
     }
     return metadata
-
-
-def writer_json(path: Path, payload: dict[str, Any], secrets: KnownSecrets) -> None:
-    import json
-
-    text = json.dumps(payload, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
-    path.write_text(secrets.scrub(text), encoding="utf-8")
