@@ -72,6 +72,9 @@ class XdistController:
         # the row form --openenv-chat-template chose, and what preflight read of the servers
         node.workerinput["openenv_tool_arguments"] = controller.settings.output.tool_arguments
         node.workerinput["openenv_servers"] = controller.service.remote.handover()
+        # the controller's shard: a worker on another host may see other scheduler variables
+        shard = controller.settings.run.shard
+        node.workerinput["openenv_shard"] = shard.to_json() if shard is not None else None
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
