@@ -173,6 +173,12 @@ def _write(
                 subset=(lambda judged: partial_text(shards, judged)) if shards.partial else None,
             )
     exit_status = exit_status_of(verdict, tally.failed + tally.errored, tally.ran)
+    # in the run's order: the pairs before the card, whose front-matter lists them
+    several = len(settings.get("policies") or ()) > 1 or len(llm.get("models") or ()) > 1
+    if int(identity.get("repeats") or 1) > 1 or several:
+        from ..dataset.preferences import write_preferences
+
+        write_preferences(work, secrets)
     summary = summary_of(out, shards, run_counts, gate, verdict, exit_status, facts)
     metadata = merged_metadata(out, shards)
     # the run's own writer of the folder's JSON and card: atomic, scrubbed
@@ -186,11 +192,6 @@ def _write(
         write_report(work, secrets=secrets)
     except Exception as exc:  # the data files are written; the report is a view of them
         notes.append(f"WARNING: report.html was not written: {exc}")
-    several = len(settings.get("policies") or ()) > 1 or len(llm.get("models") or ()) > 1
-    if int(identity.get("repeats") or 1) > 1 or several:
-        from ..dataset.preferences import write_preferences
-
-        write_preferences(work, secrets)
     writer.write_text(CARD, render_card(work, summary, metadata))
     if settings.get("inspect_log"):
         from .inspect_log.write import write_inspect_logs
@@ -311,6 +312,8 @@ def merged_metadata(out: Path, shards: ShardSet) -> dict[str, Any]:
     metadata["identity"] = {**metadata.get("identity", {}), "shard": None}
     settings = dict(metadata.get("settings") or {})
     settings["output"] = str(out)
+    if settings.get("inspect_log"):  # the merge writes the logs inside the folder
+        settings["inspect_log"] = str(out / "inspect-logs")
     metadata["settings"] = settings
     started = [str(shard.metadata.get("started_at")) for shard in shards.shards]
     finished = [str(shard.metadata.get("finished_at")) for shard in shards.shards]
