@@ -249,17 +249,30 @@ def test_the_scheduler_variables_give_the_shard(environ, shard):
     )
 
 
-def test_kubernetes_index_plays_that_shard_and_metadata_says_where_it_came_from(
-    pytester, run_pytest, monkeypatch
+@pytest.mark.parametrize(
+    ("environ", "option", "source", "said"),
+    [
+        ({"JOB_COMPLETION_INDEX": "1"}, "auto/2", "kubernetes", "(from JOB_COMPLETION_INDEX)"),
+        (
+            {"SLURM_ARRAY_TASK_ID": "1", "SLURM_ARRAY_TASK_COUNT": "2"},
+            "auto",
+            "slurm",
+            "(from SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT)",
+        ),
+    ],
+)
+def test_a_scheduler_index_plays_that_shard_and_the_run_says_where_it_came_from(
+    pytester, run_pytest, monkeypatch, environ, option, source, said
 ):
     pytester.makepyfile(test_suite=SUITE)
-    monkeypatch.setenv("JOB_COMPLETION_INDEX", "1")
-    result = run_pytest("--openenv-shard=auto/2", "-n", "0")
-    assert "plays shard 1/2 (from JOB_COMPLETION_INDEX)" in result.stdout.str()
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    result = run_pytest(f"--openenv-shard={option}", "-n", "0")
+    assert f"plays shard 1/2 {said}" in result.stdout.str()
     metadata = json.loads(
         (pytester.path / "openenv-results" / "shard-1-of-2" / "metadata.json").read_text()
     )
-    assert metadata["shard"]["source"] == "kubernetes"
+    assert metadata["shard"]["source"] == source and metadata["identity"]["shard"] == "1/2"
 
 
 @pytest.mark.parametrize(
