@@ -1,7 +1,9 @@
 """``python -m pytest_openenv push DIR REPO``: upload an output folder to the Hub;
 ``python -m pytest_openenv view DIR``: serve its run report on 127.0.0.1;
 ``python -m pytest_openenv inspect-log DIR [--out OUTDIR]``: write its inspect eval logs;
-``python -m pytest_openenv rescore DIR --out DIR2``: decide its episodes again (``report/rescore``).
+``python -m pytest_openenv rescore DIR --out DIR2``: decide its episodes again (``report/rescore``);
+``python -m pytest_openenv merge OUT DIR... [--allow-partial]``: merge a sharded run's folders
+(exit code: the merged run's, or 4 when the folders are not the shards of one run).
 
 ``push`` is the retry for a run whose upload failed, and the way to publish earlier runs.
 Exit codes: 0 pushed, 1 the upload failed (local files untouched), 2 bad
@@ -113,7 +115,61 @@ def build_parser() -> argparse.ArgumentParser:
             ),
         )
     )
+    merge = commands.add_parser(
+        "merge",
+        help="merge the output folders of a sharded run (--openenv-shard) into one",
+        description=(
+            "Check that DIR... are the shards of one run (same identity but the shard, none "
+            "twice, none missing), then write OUT: their rows once each in id order, and "
+            "summary, gate, card, report and preference pairs recomputed from the rows, as "
+            "the run on one machine writes them. Exits with the code that run would give "
+            "(0 passed, 1 failed), 4 when the folders are refused (nothing is written)."
+        ),
+    )
+    merge.add_argument("out", metavar="OUT", type=Path, help="the merged folder (new or empty)")
+    merge.add_argument("folders", metavar="DIR", type=Path, nargs="+", help="shard folders")
+    merge.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="merge with shards missing; the figures and the gate then say partial",
+    )
     return parser
+
+
+#: ``merge``'s exit code for folders it refuses: pytest's usage error
+EXIT_MERGE_REFUSED = 4
+
+
+def merge(args: argparse.Namespace) -> int:
+    import pytest
+
+    from .errors import CorruptLine, ShardsRefused
+    from .report.merge import merge_shards
+
+    try:
+        result = merge_shards(args.out, list(args.folders), allow_partial=args.allow_partial)
+    except (ShardsRefused, CorruptLine, pytest.UsageError) as exc:
+        # a UsageError: the run's --openenv-baseline cannot be read here as the run read it
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_MERGE_REFUSED
+    figures = result.summary["figures"]
+    shards = result.summary["shards"]
+    partial = (
+        f" (PARTIAL: shard(s) {', '.join(str(i) for i in shards['missing'])} of "
+        f"{shards['count']} missing)"
+        if shards["partial"]
+        else ""
+    )
+    print(
+        f"merged {len(shards['merged'])} of {shards['count']} shards into {result.folder}"
+        f"{partial}: {figures['passed']} passed, {figures['failed']} failed, "
+        f"{figures['errored']} errored"
+    )
+    if result.verdict is not None:
+        for line in result.verdict.lines():
+            print(line)
+    print(f"exit code {result.exit_status} (as the run on one machine)")
+    return result.exit_status
 
 
 def write_inspect_log(args: argparse.Namespace) -> int:
@@ -307,6 +363,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .report.rescore import run as rescore
 
         return rescore(args)
+    if args.command == "merge":
+        return merge(args)
     return EXIT_USAGE  # pragma: no cover - argparse rejects unknown commands
 
 

@@ -44,6 +44,7 @@ Hierarchy::
      │    ├── CheckpointProblem       ``--openenv-model`` names no checkpoint transformers can load
      │    ├── ViewError               ``python -m pytest_openenv view``: bad folder, host, port
      │    ├── RescoreError            ``python -m pytest_openenv rescore``: bad folder or options
+     │    ├── ShardsRefused           ``merge``: folders that are not the shards of one run
      │    ├── HarnessParameterError   (ValueError) an OpenEnv ``eval_parameters`` key we lack
      │    └── TrainingSetupError      (ValueError) ``pytest_openenv.trl``: a tool TRL cannot
      │                                call, a dataset row without a seed
@@ -166,6 +167,11 @@ class ViewError(BadInput):
 
 class RescoreError(BadInput):
     """``rescore``: bad arguments or a folder it cannot rescore; one line, exit code 2."""
+
+
+class ShardsRefused(BadInput):
+    """``python -m pytest_openenv merge``: the folders are not the whole of one sharded run
+    (another run's, a shard twice, a shard missing): nothing is written, exit code 4."""
 
 
 # -- infrastructure faults: the item errors -----------------------------------------------

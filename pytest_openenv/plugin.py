@@ -172,8 +172,15 @@ def read_settings(config: pytest.Config) -> Settings:
     from .config.settings import Settings
 
     settings = Settings.from_config(config)
-    chosen = getattr(config, "workerinput", {}).get("openenv_tool_arguments")
+    workerinput = getattr(config, "workerinput", {})
+    chosen = workerinput.get("openenv_tool_arguments")
     if chosen:
         output = dataclasses.replace(settings.output, tool_arguments=chosen)
         settings = dataclasses.replace(settings, output=output)
+    shard = workerinput.get("openenv_shard")
+    if shard:
+        from .config.shard import Shard
+
+        run = dataclasses.replace(settings.run, shard=Shard(**shard))
+        settings = dataclasses.replace(settings, run=run)
     return settings

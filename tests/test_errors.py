@@ -36,6 +36,7 @@ OUTCOME = {
         "CheckpointProblem",
         "ViewError",
         "RescoreError",
+        "ShardsRefused",
         "HarnessParameterError",
         "TrainingSetupError",
     ],

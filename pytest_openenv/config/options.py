@@ -62,6 +62,7 @@ from .convert import (
 )
 from .prices import price_table
 from .rubric import rubric_text
+from .shard import shard_option
 
 #: seconds one LLM request may take when nothing else is set: the SDKs' own default
 #: (600 s, retried twice) leaves a hung endpoint holding an episode for ~30 minutes
@@ -115,6 +116,16 @@ OPTIONS: list[Option] = [
         None,
         "P",
         into="run.id_prefix",
+    ),
+    Option(
+        "shard",
+        "play only shard I of N of the episodes (0-based, by episode index): I/N, auto/N (I "
+        "from JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID) or auto (N from "
+        "SLURM_ARRAY_TASK_COUNT too); merge shards with python -m pytest_openenv merge",
+        shard_option,
+        None,
+        "I/N",
+        into="run.shard",
     ),
     Option(
         "env-config",

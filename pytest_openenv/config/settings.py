@@ -25,6 +25,7 @@ from .convert import (
     check_seed_range,
 )
 from .options import OPTIONS, default_of, given_as, read_values
+from .shard import Shard
 
 #: the options only a sampling policy (openai, anthropic, transformers) reads
 SAMPLING_OPTIONS = ("temperature", "max-tokens")
@@ -65,6 +66,8 @@ class RunSettings:
     """``--openenv-concurrency``: episodes in flight per pytest process, or ``auto``."""
     prompt_style: str = default_of("prompt-style")
     """``--openenv-prompt-style``: ``native`` or ``openenv`` (OpenEnv's harness wording)."""
+    shard: Shard | None = default_of("shard")
+    """``--openenv-shard``: the part of the episodes this process plays; None: all."""
 
     @property
     def config(self) -> dict[str, Any]:
@@ -297,6 +300,8 @@ class Settings:
         folder = Path(os.path.expanduser(output)) if output else None
         if folder is None:
             folder = Path(config.rootpath) / "openenv-results"
+            if values["shard"] is not None:  # shards on one filesystem never share a folder
+                folder = folder / values["shard"].folder_name
         elif not folder.is_absolute():
             folder = Path(config.invocation_params.dir) / folder
         values["output"] = folder

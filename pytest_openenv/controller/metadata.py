@@ -37,6 +37,8 @@ class RunMetadata:
         #: --openenv-chat-template: what the check found before the run; rows checked at the end
         self.template = template
         self.started_at = utc_now()
+        #: --openenv-shard: the whole run's episode tests, as the collection found them
+        self.shard_tests: dict[str, dict[str, Any]] = {}
 
     def samples(self, played: set[str] | frozenset[str]) -> bool:
         """Whether a policy that sends the sampling options played (or, before any row, is
@@ -82,4 +84,13 @@ class RunMetadata:
             "evaluation": {"repeats": self.settings.run.repeats, **self.gate.to_json()},
             "chat_template": self.template.to_json() if self.template else None,
             "judge": judge.identity() if (judge := self.service.judge()) else None,
+            **self.shard_json(),
         }
+
+    def shard_json(self) -> dict[str, Any]:
+        """``shard``: which part of the run this folder holds, and the whole run's episode
+        tests (what a merge names when a shard is missing); nothing in an unsharded run."""
+        shard = self.settings.run.shard
+        if shard is None:
+            return {}
+        return {"shard": {**shard.to_json(), "tests": self.shard_tests}}

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..config.options import given_as
+from ..config.shard import SHARD_COLLECTION
 from ..dataset.hub import HubPublisher
 from ..dataset.identity import RESUME_REFUSED, USAGE_REFUSED
 from ..episode.outcome import outcome_from_wire, outcome_of
@@ -177,7 +178,13 @@ class ControllerPlugin:
         from ..report.gates import default_gated_note
 
         note = default_gated_note(self.settings)
-        return [f"openenv: {note}"] if note else []
+        lines = [f"openenv: {note}"] if note else []
+        shard = self.settings.run.shard
+        if shard is not None:
+            lines.append(
+                f"openenv: plays {shard.described()}, writes {self.settings.output.folder}"
+            )
+        return lines
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         # the run's wall time starts here, past the checks made before any episode
@@ -301,6 +308,9 @@ class ControllerPlugin:
             self.live.close()  # before pytest writes its summary
         if self.settings.output.resume and self.accounts.active:
             self.accounts.count_rest_of_folder()
+        collected = self.config.stash.get(SHARD_COLLECTION, None)
+        if collected is not None:
+            self.end.run.shard_tests = collected.tests
         try:
             self.end.apply_gate(session)
             self.end.align_junit()

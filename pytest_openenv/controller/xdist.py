@@ -72,6 +72,9 @@ class XdistController:
         # the row form --openenv-chat-template chose, and what preflight read of the servers
         node.workerinput["openenv_tool_arguments"] = controller.settings.output.tool_arguments
         node.workerinput["openenv_servers"] = controller.service.remote.handover()
+        # the controller's shard: a worker on another host may see other scheduler variables
+        shard = controller.settings.run.shard
+        node.workerinput["openenv_shard"] = shard.to_json() if shard is not None else None
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
@@ -89,6 +92,22 @@ class XdistController:
         self.controller.claim_output(ids)
         if isinstance(ids, list):
             self.controller.slimmer.share_collection(ids)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """--openenv-shard: the first worker's selection is the run's (every worker chose
+        alike); its deselected items count in pytest's summary line as ``-k``'s would."""
+        from ..config.shard import SHARD_COLLECTION, SHARD_WIRE, ShardCollection
+
+        config = self.controller.config
+        wire = getattr(node, "workeroutput", {}).get(SHARD_WIRE)
+        if wire is None or SHARD_COLLECTION in config.stash:
+            return
+        collection = ShardCollection.from_wire(wire)
+        config.stash[SHARD_COLLECTION] = collection
+        if collection.deselected:
+            items = [DeselectedItem(nodeid) for nodeid in collection.deselected]
+            config.hook.pytest_deselected(items=items)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
@@ -135,6 +154,13 @@ class XdistController:
     def pytest_unconfigure(self) -> None:
         if self._teardown is not None:
             self._teardown.join()
+
+
+class DeselectedItem:
+    """An item a worker deselected, as the controller knows it: by its node id."""
+
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
 
 
 def _already_under_way() -> None:

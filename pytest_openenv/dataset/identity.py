@@ -10,7 +10,7 @@ played and which file the row went to, ``--openenv-tool-arguments`` fixes the
 type of ``messages``' tool-call arguments (a JSON string or an object: a file with
 both has two types in one field), ``--openenv-prompt-style`` the prompts' wording,
 ``--openenv-train-on`` which episodes fill results.jsonl (a resumed folder filled by the
-other rule would hold both), and
+other rule would hold both), ``--openenv-shard`` which part of the run the folder holds, and
 the row ``schema_version`` the layout of every row. These fields are recorded in ``metadata.json``
 (``identity``) and a resume with any of them different is refused, naming the
 field: otherwise rows of two different runs end up in one dataset. ``--openenv-n``
@@ -52,6 +52,7 @@ IDENTITY_OPTIONS = {
     "train_on": "--openenv-train-on",
     # the judge's model, prompt, rubric and sampling: what its verdicts mean
     "judge": "--openenv-judge / --openenv-judge-rubric",
+    "shard": "--openenv-shard",
     # not an option: the row layout this version writes (``episode/result.py``)
     "schema_version": "",
 }
@@ -64,6 +65,8 @@ FIELD_BEFORE_IT_EXISTED = {
     "judge": None,
     # before the option, every test-passed episode went to results.jsonl
     "train_on": "test",
+    # before shards, a folder held the whole run
+    "shard": None,
 }
 
 
@@ -100,6 +103,8 @@ def run_identity(
             "prompt_style": settings.run.prompt_style,
             "train_on": settings.output.train_on,
             "judge": judge_identity(judge),
+            # a shard's folder holds its part of the run, never another shard's rows
+            "shard": settings.run.shard.name if settings.run.shard is not None else None,
             "schema_version": SCHEMA_VERSION,
         }
     )

@@ -171,6 +171,11 @@ class WorkerPlugin:
             problem = collection_problem(self.settings, items)
             if problem is not None:
                 refuse_collection(config, problem)
+        shard = self.settings.run.shard
+        if self.has_episodes and shard is not None:
+            from .shard_select import select_shard
+
+            select_shard(config, items, shard)
 
     def mark_episode_items(self, items: list[pytest.Item]) -> bool:
         """Stash each episode item's spec, skip what ``--openenv-resume`` has; any found?"""
