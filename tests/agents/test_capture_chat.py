@@ -207,3 +207,43 @@ def test_a_conversation_with_no_answered_call_is_empty(upstream_key: str) -> Non
         with pytest.raises(openai.InternalServerError):
             ask(client(proxy, session.token), [{"role": "user", "content": TASK}])
         assert conversation(session.calls) == ([], [])
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_chat_agent_is_answered_by_an_anthropic_upstream(upstream_key: str, stream: bool) -> None:
+    with proxy_to("anthropic", Faults(echo_auth_in_reply=True)) as (proxy, server):
+        session = proxy.open_session()
+        sdk = client(proxy, session.token)
+        thread = [{"role": "system", "content": "Play."}, {"role": "user", "content": TASK}]
+        first = ask(sdk, thread, max_tokens=300)
+        call = first.choices[0].message.tool_calls[0]
+        thread += [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [call.model_dump(exclude_none=True)],
+            },
+            {"role": "tool", "tool_call_id": call.id, "content": "Legal actions: 4, 8"},
+        ]
+        if stream:
+            chunks = list(ask(sdk, thread, stream=True))
+            deltas = [c.choices[0].delta for c in chunks if c.choices]
+            arguments = "".join(
+                d.tool_calls[0].function.arguments or "" for d in deltas if d.tool_calls
+            )
+        else:
+            arguments = ask(sdk, thread).choices[0].message.tool_calls[0].function.arguments
+
+        assert json.loads(arguments) == {"action_id": 4}
+        body = server.bodies[1]
+        assert body["system"] == "Play."
+        assert body["max_tokens"] == 4096 and server.bodies[0]["max_tokens"] == 300
+        assert body["messages"][1]["content"][0]["type"] == "tool_use"
+        assert body["messages"][2]["content"][0] == {
+            "type": "tool_result",
+            "tool_use_id": call.id,
+            "content": "Legal actions: 4, 8",
+        }
+        # the key went as x-api-key: the model quotes it, the proxy hides it
+        assert "my request said ***" in session.calls[1].response_message["content"]
+        assert KEY not in json.dumps([vars(c) for c in session.calls])
