@@ -44,11 +44,13 @@ Hierarchy::
      │    ├── CheckpointProblem       ``--openenv-model`` names no checkpoint transformers can load
      │    ├── ViewError               ``python -m pytest_openenv view``: bad folder, host, port
      │    ├── HarnessParameterError   (ValueError) an OpenEnv ``eval_parameters`` key we lack
-     │    └── TrainingSetupError      (ValueError) ``pytest_openenv.trl``: a tool TRL cannot
-     │                                call, a dataset row without a seed
+     │    ├── TrainingSetupError      (ValueError) ``pytest_openenv.trl``: a tool TRL cannot
+     │    │                           call, a dataset row without a seed
+     │    └── AgentUnavailable        ``agent:NAME`` unknown, its program not on PATH, no template
      ├── InfrastructureFault          -> the item ERRORS (setup), row in failures.jsonl
      │    ├── EpisodeError            what run_episode raises for any fault below
-     │    │    └── EpisodeTimeout     over --openenv-timeout
+     │    │    ├── EpisodeTimeout     over --openenv-timeout
+     │    │    └── AgentProgramFault  an agent program crashed, flooded its output, left no answer
      │    ├── EnvUnavailable          server down, connection dropped, engine crash
      │    │    ├── CannotConnect      no session could be opened; nothing was sent
      │    │    ├── CapacityReached    every session of the server is taken
@@ -182,6 +184,12 @@ class EpisodeTimeout(EpisodeError):
     """The episode ran over ``--openenv-timeout``."""
 
 
+class AgentProgramFault(EpisodeError):
+    """An agent program (``agent:NAME``) failed as a program: it exited with an error
+    before the env ended the episode, or flooded its output. Losing is not this: an agent
+    that plays and loses is judged by the env like any policy."""
+
+
 class EnvUnavailable(InfrastructureFault):
     """An infrastructure fault: server down, connection dropped, engine crash.
 
@@ -308,6 +316,11 @@ class HarnessRunFailed(OpenEnvError, RuntimeError):
 class TrainingSetupError(BadInput, ValueError):
     """``pytest_openenv.trl``: an env tool TRL cannot expose as a method (a name that is no
     identifier, or one the environment class needs), or a dataset row without a ``seed``."""
+
+
+class AgentUnavailable(BadInput):
+    """``--openenv-policy=agent:NAME`` cannot be started: no agent of that name, its
+    program is not on PATH, or ``agent:command`` has no usable ``--openenv-agent-command``."""
 
 
 class EvaluationRunFailed(OpenEnvError, RuntimeError):

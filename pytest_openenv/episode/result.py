@@ -55,6 +55,8 @@ class Episode:
     max_turns: int | None = None
     prompt_style: str | None = None
     sampling: dict[str, Any] | None = None
+    #: the agent program that played (``agent:NAME``): ``{"name", "version"}``; None: a policy
+    agent: dict[str, str] | None = None
 
     def __repr__(self) -> str:
         return (

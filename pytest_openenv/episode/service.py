@@ -119,6 +119,18 @@ class EpisodeService:
         )
 
     def run(self, spec: EpisodeSpec, env: Any, policy: Policy) -> Episode:
+        # an agent program (``agent_policy.py``) plays the whole episode, not turn by turn
+        drive = getattr(policy, "drive_episode", None)
+        if drive is not None:
+            return run_episode(
+                spec,
+                env,
+                policy,
+                limits=self.limits,
+                system_prompt="",  # the agent's own system prompt is the one the model sees
+                remote=self.remote,
+                drive=drive,
+            )
         return run_episode(
             spec,
             env,
