@@ -91,6 +91,9 @@ class Codex(AgentAdapter):
             f"[mcp_servers.{setup.mcp_name}]",
             f"url = {_toml_string(setup.mcp_url)}",
             "required = true",
+            # headless: the env's tools run without asking (approval_policy "never" refuses
+            # every call that would ask)
+            'default_tools_approval_mode = "approve"',
         ]
         (codex_home / "config.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
         env = isolated_env(setup)

@@ -23,6 +23,15 @@ SERVER_NAME = "openenv"
 START_TIMEOUT = 20.0
 
 
+def warm_up() -> None:
+    """Import what serving needs (uvicorn, starlette, the SDK's server: seconds on a busy
+    machine), so the first episode does not pay it."""
+    import uvicorn  # noqa: F401
+    from mcp.server.lowlevel import Server  # noqa: F401
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager  # noqa: F401
+    from starlette.applications import Starlette  # noqa: F401
+
+
 class McpBridge:
     """Serves ``session``'s tools at ``url`` until ``close``.
 

@@ -109,12 +109,16 @@ class AgentProcess:
     def returncode(self) -> int | None:
         return None if self.proc is None else self.proc.returncode
 
-    def stop(self) -> None:
-        """End the program and every process of its group; wait until they are gone."""
+    def stop(self, hard: bool = False) -> None:
+        """End the program and every process of its group; wait until they are gone.
+
+        ``hard``: SIGKILL at once (past its time limit an agent gets no grace: the item
+        waiting on it gives up soon after)."""
         proc = self.proc
         if proc is None:
             return
-        for sig, grace in ((signal.SIGTERM, TERM_GRACE), (signal.SIGKILL, TERM_GRACE)):
+        signals = ((signal.SIGTERM, TERM_GRACE), (signal.SIGKILL, TERM_GRACE))
+        for sig, grace in signals[1:] if hard else signals:
             try:
                 os.killpg(proc.pid, sig)
             except ProcessLookupError:
@@ -129,8 +133,8 @@ class AgentProcess:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(TERM_GRACE)
 
-    def close(self) -> None:
-        self.stop()
+    def close(self, hard: bool = False) -> None:
+        self.stop(hard)
         for reader in self._readers:
             reader.join(TERM_GRACE)
         proc = self.proc

@@ -76,6 +76,8 @@ class AgentRunner:
         self.model = model
         self._proxy: CaptureProxy | None = None
         self._lock = threading.Lock()
+        #: the agents running now: ended by ``close`` if their episode was abandoned
+        self._running: set[AgentProcess] = set()
 
     def proxy(self) -> CaptureProxy:
         with self._lock:
@@ -109,12 +111,16 @@ class AgentRunner:
             )
             launch = self.adapter.launch(setup)
             process = AgentProcess(launch.argv, launch.env, workdir)
+            with self._lock:
+                self._running.add(process)
             process.start()
             stopped = process.wait_until(_StopWhen(session, model_session, bridge), bounds.deadline)
         finally:
             survivors = 0
             if process is not None:
-                process.close()
+                process.close(hard=stopped in (TIMEOUT, FLOODED))
+                with self._lock:
+                    self._running.discard(process)
                 if process.proc is not None and group_alive(process.proc.pid):
                     survivors = 1
             bridge.close()
@@ -135,8 +141,12 @@ class AgentRunner:
         )
 
     def close(self) -> None:
+        """Stop the proxy, and any agent still running (its episode was given up on)."""
         with self._lock:
             proxy, self._proxy = self._proxy, None
+            running, self._running = list(self._running), set()
+        for process in running:
+            process.stop(hard=True)
         if proxy is not None:
             proxy.close()
 

@@ -49,6 +49,13 @@ class AgentPolicy(Policy):
         """Play the episode ``run_episode`` opened (``agent_loop.play_with_agent``)."""
         return play_with_agent(loop, backend, self)
 
+    def load(self, *, strict: bool) -> None:
+        """Import the MCP server's stack now, in a process that plays: seconds of imports
+        must not count against the first episode's --openenv-timeout."""
+        from ..agents.mcp_bridge import warm_up
+
+        warm_up()
+
     def act(self, turn: Turn) -> Reply:
         raise PolicyUnavailable(f"{self.name} plays whole episodes, not single turns")
 
