@@ -19,8 +19,8 @@ KEY = "sk-proj-MARKERagentkey51c7e0d9aa"
 KEY_MARKER = "MARKERagentkey"
 
 
-@pytest.fixture
-def agent_model() -> Iterator[AgentModelServer]:
+@pytest.fixture(name="agent_model")
+def agent_model_fixture() -> Iterator[AgentModelServer]:
     with serve_agent_model() as server:
         yield server
 

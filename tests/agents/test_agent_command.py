@@ -12,7 +12,7 @@ from agent_helpers import (
     KEY,
     KEY_MARKER,
     MODEL,
-    agent_model,  # noqa: F401 - fixture
+    agent_model_fixture,  # noqa: F401 - fixture
     agent_options,
     assert_played_by,
     program,
