@@ -40,10 +40,12 @@ TASK = "You play tic-tac-toe. Legal actions: 3, 4, 8"
 
 @contextlib.contextmanager
 def proxy_to(
-    kind: str, faults: Faults | None = None, **upstream: Any
+    kind: str, faults: Faults | None = None, model_server: type | None = None, **upstream: Any
 ) -> Iterator[tuple[CaptureProxy, Any]]:
-    """A started proxy whose upstream is a fresh model server of ``kind`` (chat, anthropic)."""
-    server = (OpenAICompatServer if kind == "chat" else AnthropicMessagesServer)(faults).start()
+    """A started proxy whose upstream is a fresh model server of ``kind`` (chat, anthropic);
+    ``model_server``: another class of ours speaking that dialect."""
+    default = OpenAICompatServer if kind == "chat" else AnthropicMessagesServer
+    server = (model_server or default)(faults).start()
     settings = {"api_key_env": KEY_ENV, "model": UPSTREAM_MODEL, "timeout": 10.0, **upstream}
     proxy = CaptureProxy(Upstream(base_url=server.base_url, dialect=kind, **settings))
     try:

@@ -14,6 +14,7 @@ from capture_helpers import (
     proxy_to,
     upstream_key_fixture,  # noqa: F401 - fixture
 )
+from servers.agent_model import AgentModelServer
 from servers.fake_model import Faults
 
 TOOL = {"type": "function", "strict": False, **PLAY_MOVE["function"]}
@@ -140,3 +141,43 @@ def test_a_stateful_request_is_refused_with_a_reason(upstream_key: str) -> None:
                 model="m", input="Hi", previous_response_id="resp_1"
             )
         assert server.requests == 0
+
+
+def test_a_namespaced_tool_is_one_function_upstream_and_a_namespaced_call_back(
+    upstream_key: str,
+) -> None:
+    # Codex offers each MCP server's tools in a namespace
+    namespace = {
+        "type": "namespace",
+        "name": "mcp__openenv",
+        "description": "Tools in the mcp__openenv namespace.",
+        "tools": [TOOL],
+    }
+    hosted = {"type": "web_search"}
+    # this model calls the offered tool whose name ends in play_move, whatever its prefix
+    with proxy_to("chat", model_server=AgentModelServer) as (proxy, server):
+        session = proxy.open_session()
+        sdk = client(proxy, session.token)
+        user = {"role": "user", "content": TASK}
+        first, _ = ask(sdk, [user], True, [namespace, hosted])
+        [call] = first.output
+        assert (call.type, call.namespace, call.name) == (
+            "function_call",
+            "mcp__openenv",
+            "play_move",
+        )
+
+        back = {
+            "type": "function_call",
+            "call_id": call.call_id,
+            "namespace": call.namespace,
+            "name": call.name,
+            "arguments": call.arguments,
+        }
+        result = {"type": "function_call_output", "call_id": call.call_id, "output": "ok"}
+        ask(sdk, [user, back, result], False, [namespace, hosted])
+
+        [offered] = server.bodies[0]["tools"]  # the hosted tool is no function to offer
+        assert offered["function"]["name"] == "mcp__openenv__play_move"
+        sent = session.calls[1].request_messages[2]["tool_calls"][0]["function"]
+        assert sent["name"] == "mcp__openenv__play_move"

@@ -5,7 +5,9 @@ role (``developer`` as ``system``), consecutive ``function_call`` items one assi
 with its tool calls, ``function_call_output`` items tool messages; reasoning items are
 dropped. Function tools map one to one; a custom (free-form) tool becomes a function whose
 one string argument ``input`` carries the text, and its calls go back as
-``custom_tool_call`` items. The proxy is stateless: ``previous_response_id`` is refused.
+``custom_tool_call`` items; a namespace's tools (Codex puts each MCP server's in one) become
+functions named ``NAMESPACE__NAME``, and their calls go back with ``namespace`` and ``name``
+apart. Hosted tools (web search) are dropped: no upstream model runs them. The proxy is stateless: ``previous_response_id`` is refused.
 The answer goes back as a Response, or as the Responses stream (``response.created``, each
 output item added, its deltas and done, ``response.completed``).
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from .chat_form import assistant_message, chat_error, new_id, text_of
@@ -67,7 +70,7 @@ def request_from_responses(body: dict[str, Any]) -> dict[str, Any]:
     items = body.get("input")
     if isinstance(items, str):
         items = [{"role": "user", "content": items}]
-    custom = _custom_tools(body)
+    table = tool_table(body)
     for item in items if isinstance(items, list) else []:
         if not isinstance(item, dict):
             continue
@@ -82,8 +85,9 @@ def request_from_responses(body: dict[str, Any]) -> dict[str, Any]:
                     {"role": "system" if role == "developer" else role, "content": content}
                 )
         elif kind in ("function_call", "custom_tool_call"):
-            name = str(item.get("name", ""))
-            if kind == "custom_tool_call" or name in custom:
+            name = flat_name(item.get("namespace") or None, str(item.get("name", "")))
+            declared = table.get(name)
+            if kind == "custom_tool_call" or (declared is not None and declared.kind == "custom"):
                 arguments = json.dumps({CUSTOM_INPUT: str(item.get("input", ""))})
             else:
                 arguments = str(item.get("arguments") or "")
@@ -124,36 +128,51 @@ def request_from_responses(body: dict[str, Any]) -> dict[str, Any]:
     return request
 
 
-def _custom_tools(body: dict[str, Any]) -> set[str]:
-    tools = body.get("tools")
-    return {
-        str(t.get("name"))
-        for t in (tools if isinstance(tools, list) else [])
-        if isinstance(t, dict) and t.get("type") == "custom"
-    }
+@dataclass(frozen=True)
+class ToolName:
+    """A tool as the Responses request names it: its namespace, its name, its kind."""
+
+    namespace: str | None
+    name: str
+    #: ``function`` (JSON arguments) or ``custom`` (free-form text)
+    kind: str
+
+
+def flat_name(namespace: str | None, name: str) -> str:
+    """A namespaced tool's one name in chat form (``mcp__openenv`` + ``play_move``:
+    ``mcp__openenv__play_move``, the name Claude Code gives the same MCP tool)."""
+    return f"{namespace}__{name}" if namespace else name
+
+
+def _declared(tools: Any, namespace: str | None = None) -> Iterator[tuple[ToolName, dict]]:
+    for tool in tools if isinstance(tools, list) else []:
+        if not isinstance(tool, dict):
+            continue
+        kind = tool.get("type")
+        if kind == "namespace":
+            yield from _declared(tool.get("tools"), str(tool.get("name", "")) or None)
+        elif kind in ("function", "custom"):
+            yield ToolName(namespace, str(tool.get("name", "")), str(kind)), tool
+        # hosted tools (web search, file search ...): no upstream model runs them
+
+
+def tool_table(body: dict[str, Any]) -> dict[str, ToolName]:
+    """The request's function and custom tools (in namespaces too) by their chat-form name."""
+    return {flat_name(t.namespace, t.name): t for t, _ in _declared(body.get("tools"))}
 
 
 def _chat_tools(tools: Any) -> list[dict[str, Any]]:
     out = []
-    for tool in tools if isinstance(tools, list) else []:
-        if not isinstance(tool, dict):
-            continue
-        if tool.get("type") == "function":
-            function = {
-                "name": str(tool.get("name", "")),
-                "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
+    for name, tool in _declared(tools):
+        if name.kind == "function":
+            parameters = tool.get("parameters") or {"type": "object", "properties": {}}
+        else:
+            parameters = {
+                "type": "object",
+                "properties": {CUSTOM_INPUT: {"type": "string"}},
+                "required": [CUSTOM_INPUT],
             }
-        elif tool.get("type") == "custom":
-            function = {
-                "name": str(tool.get("name", "")),
-                "parameters": {
-                    "type": "object",
-                    "properties": {CUSTOM_INPUT: {"type": "string"}},
-                    "required": [CUSTOM_INPUT],
-                },
-            }
-        else:  # hosted tools (web search, file search ...): no upstream model runs them
-            continue
+        function = {"name": flat_name(name.namespace, name.name), "parameters": parameters}
         if tool.get("description"):
             function["description"] = str(tool["description"])
         out.append({"type": "function", "function": function})
@@ -186,31 +205,32 @@ def _output_items(answer: ChatAnswer, request: dict[str, Any]) -> list[dict[str,
                 ],
             }
         )
-    custom = _custom_tools(request)
+    table = tool_table(request)
     for call in answer.message.get("tool_calls") or []:
-        name = call["function"]["name"]
-        if name in custom:
-            items.append(
-                {
-                    "type": "custom_tool_call",
-                    "id": new_id("ctc_"),
-                    "call_id": call["id"],
-                    "name": name,
-                    "input": _custom_input(call["function"]["arguments"]),
-                    "status": "completed",
-                }
-            )
+        flat = call["function"]["name"]
+        # a name the request did not declare goes back as the model said it
+        declared = table.get(flat, ToolName(None, flat, "function"))
+        if declared.kind == "custom":
+            item = {
+                "type": "custom_tool_call",
+                "id": new_id("ctc_"),
+                "call_id": call["id"],
+                "name": declared.name,
+                "input": _custom_input(call["function"]["arguments"]),
+                "status": "completed",
+            }
         else:
-            items.append(
-                {
-                    "type": "function_call",
-                    "id": new_id("fc_"),
-                    "call_id": call["id"],
-                    "name": name,
-                    "arguments": call["function"]["arguments"],
-                    "status": "completed",
-                }
-            )
+            item = {
+                "type": "function_call",
+                "id": new_id("fc_"),
+                "call_id": call["id"],
+                "name": declared.name,
+                "arguments": call["function"]["arguments"],
+                "status": "completed",
+            }
+        if declared.namespace:
+            item["namespace"] = declared.namespace
+        items.append(item)
     return items
 
 
