@@ -18,7 +18,7 @@ from capture_helpers import (
 )
 from servers.fake_model import Faults
 
-from pytest_openenv.agents.capture import conversation
+from pytest_openenv.agents.capture import UpstreamError, conversation
 
 
 def client(proxy, token: str) -> openai.OpenAI:
@@ -247,3 +247,56 @@ def test_a_chat_agent_is_answered_by_an_anthropic_upstream(upstream_key: str, st
         # the key went as x-api-key: the model quotes it, the proxy hides it
         assert "my request said ***" in session.calls[1].response_message["content"]
         assert KEY not in json.dumps([vars(c) for c in session.calls])
+
+
+def test_parallel_calls_cannot_pass_the_turn_limit_together(upstream_key: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with proxy_to("chat", Faults(delay=0.3)) as (proxy, server):
+        session = proxy.open_session(max_calls=2)
+        sdk = client(proxy, session.token)
+
+        def one(_: int) -> str:
+            try:
+                ask(sdk, [{"role": "user", "content": TASK}])
+            except openai.BadRequestError:
+                return "refused"
+            return "answered"
+
+        with ThreadPoolExecutor(4) as pool:
+            outcomes = sorted(pool.map(one, range(4)))
+        assert outcomes == ["answered", "answered", "refused", "refused"]
+        assert server.requests == 2 and session.over_limit
+
+
+def test_a_forward_hook_answers_from_its_own_store_without_the_upstream(
+    upstream_key: str,
+) -> None:
+    store: dict[str, object] = {}
+    replaying = False
+
+    def cached(request, complete):
+        key = json.dumps(request, sort_keys=True)
+        if key not in store:
+            if replaying:
+                raise UpstreamError(503, "no recorded answer for this request")
+            store[key] = complete(request)
+        return store[key]
+
+    with proxy_to("chat") as (proxy, server):
+        proxy.forward = cached
+        session = proxy.open_session()
+        sdk = client(proxy, session.token)
+        first = ask(sdk, [{"role": "user", "content": TASK}])
+        replaying = True
+        again = ask(sdk, [{"role": "user", "content": TASK}], stream=True)
+        arguments = "".join(
+            c.choices[0].delta.tool_calls[0].function.arguments or ""
+            for c in again
+            if c.choices and c.choices[0].delta.tool_calls
+        )
+        assert arguments == first.choices[0].message.tool_calls[0].function.arguments
+        with pytest.raises(openai.InternalServerError, match="no recorded answer"):
+            ask(sdk, [{"role": "user", "content": "Legal actions: 1"}])
+        assert server.requests == 1
+        assert [c.status for c in session.calls] == [200, 200, 503]

@@ -7,9 +7,10 @@ dropped. Function tools map one to one; a custom (free-form) tool becomes a func
 one string argument ``input`` carries the text, and its calls go back as
 ``custom_tool_call`` items; a namespace's tools (Codex puts each MCP server's in one) become
 functions named ``NAMESPACE__NAME``, and their calls go back with ``namespace`` and ``name``
-apart. Hosted tools (web search) are dropped: no upstream model runs them. The proxy is stateless: ``previous_response_id`` is refused.
-The answer goes back as a Response, or as the Responses stream (``response.created``, each
-output item added, its deltas and done, ``response.completed``).
+apart. Hosted tools (web search) are dropped: no upstream model runs them. The proxy is
+stateless: ``previous_response_id`` is refused. The answer goes back as a Response, or as
+the Responses stream (``response.created``, each output item added, its deltas and done,
+``response.completed``, or ``response.incomplete`` for an answer cut at its token limit).
 """
 
 from __future__ import annotations

@@ -13,17 +13,22 @@ import logging
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from .anthropic_form import count_tokens
 from .dialects import Dialect, dialect_for_errors, dialect_of
-from .records import CapturedCall, summed_usage
+from .records import CapturedCall, ChatAnswer, summed_usage
 from .responses_form import StatefulRequest
 from .upstream import Upstream, UpstreamClient, UpstreamError
 
 log = logging.getLogger("pytest_openenv.agents.capture")
+
+#: the upstream's own call: a chat-form request in, the answer and its seconds out
+Complete = Callable[[dict[str, Any]], tuple[ChatAnswer, float]]
+Forward = Callable[[dict[str, Any], Complete], tuple[ChatAnswer, float]]
 
 #: the largest request body an agent may send (a long conversation, not a flood)
 MAX_REQUEST_BYTES = 64 * 1024 * 1024
@@ -49,6 +54,7 @@ class ProxySession:
     limit_hit: threading.Event = field(default_factory=threading.Event, repr=False)
     closed: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _in_flight: int = field(default=0, repr=False)
     _on_close: Any = field(default=None, repr=False)
 
     @property
@@ -62,11 +68,13 @@ class ProxySession:
         with self._lock:
             return sum(1 for call in self.calls if call.answered)
 
-    def refusal(self) -> str | None:
-        """Why the next call is refused, if it is (and the flag it sets)."""
+    def admit(self) -> str | None:
+        """Take a call's place under the limits, or say why the call is refused (and set the
+        flag). Calls in flight hold their place, so parallel calls (sub-agents) cannot pass
+        the turn limit together; ``record`` gives the place back."""
         with self._lock:
             answered = sum(1 for call in self.calls if call.answered)
-            if self.max_calls is not None and answered >= self.max_calls:
+            if self.max_calls is not None and answered + self._in_flight >= self.max_calls:
                 self.over_limit = True
                 self.limit_hit.set()
                 return f"the episode's turn limit of {self.max_calls} model calls is reached"
@@ -78,11 +86,14 @@ class ProxySession:
                     f"the episode's token budget of {self.max_tokens} is spent "
                     f"({spent} tokens used)"
                 )
+            self._in_flight += 1
         return None
 
-    def record(self, call: CapturedCall) -> None:
+    def record(self, call: CapturedCall, admitted: bool = True) -> None:
         with self._lock:
             self.calls.append(call)
+            if admitted:
+                self._in_flight -= 1
 
     def close(self) -> None:
         """Later requests with this token are refused 401."""
@@ -94,8 +105,13 @@ class ProxySession:
 class CaptureProxy:
     """The server and its sessions. Thread-safe; a context manager (start, close)."""
 
-    def __init__(self, upstream: Upstream) -> None:
+    def __init__(self, upstream: Upstream, forward: Forward | None = None) -> None:
         self.upstream = upstream
+        #: how a chat-form request reaches the upstream: None, straight; else
+        #: ``forward(request, complete)``, which may answer itself (a response cache, a
+        #: replay with the endpoint down) or call ``complete``; it raises ``UpstreamError``
+        #: for an answer the agent must not get
+        self.forward = forward
         self._client: UpstreamClient | None = None
         self._sessions: dict[str, ProxySession] = {}
         self._lock = threading.Lock()
@@ -184,10 +200,10 @@ class CaptureProxy:
             request = dialect.to_chat(body)
         except StatefulRequest as exc:
             return 400, str(exc)
-        refusal = session.refusal()
         client = self._client
         if client is None:
             return 503, "the capture proxy is closed"
+        refusal = session.admit()
         call = CapturedCall(
             dialect=dialect.name,
             request_messages=list(request.get("messages") or []),
@@ -198,10 +214,13 @@ class CaptureProxy:
         )
         if refusal is not None:
             call.status, call.error = LIMIT_STATUS, refusal
-            session.record(call)
+            session.record(call, admitted=False)
             return LIMIT_STATUS, refusal
         try:
-            answer, seconds = client.complete(request)
+            if self.forward is None:
+                answer, seconds = client.complete(request)
+            else:
+                answer, seconds = self.forward(request, client.complete)
         except UpstreamError as exc:
             call.status, call.error = exc.status, exc.message
             session.record(call)
