@@ -37,6 +37,7 @@ OUTCOME = {
         "ViewError",
         "HarnessParameterError",
         "TrainingSetupError",
+        "AgentUnavailable",
     ],
     errors.InfrastructureFault: [
         "EpisodeError",
@@ -55,6 +56,7 @@ OUTCOME = {
         "EndpointUnreachable",
         "EndpointStatus",
         "ExpertError",
+        "AgentProgramFault",
     ],
     errors.AgentFault: ["ActionRejected", "ContextExhausted"],
     errors.PushError: ["NotAnOutputFolder"],

@@ -10,12 +10,13 @@ agent, in its own process, until the env is done, the agent exits or a bound end
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ..agents.adapter import AgentAdapter
 from ..agents.capture import conversation
 from ..agents.capture.records import summed_usage
 from ..agents.capture.server import LIMIT_STATUS
-from ..agents.runner import FLOODED, TIMEOUT, AgentBounds, AgentRun
+from ..agents.runner import FLOODED, TIMEOUT, AgentBounds, AgentRun, AgentRunner
 from ..agents.session import EnvTool, ToolAnswer
 from ..envs.base import Backend, StepResult
 from ..errors import AgentProgramFault, EpisodeError, EpisodeTimeout
@@ -24,8 +25,16 @@ from .loop import TOKEN_LIMIT
 from .result import Episode
 
 if TYPE_CHECKING:
-    from .agent_policy import AgentPolicy
     from .loop import _Loop
+
+
+class AgentPlayer(Protocol):
+    """What the loop reads of the agent policy (``agent_policy.AgentPolicy``)."""
+
+    name: str
+    version: str
+    adapter: AgentAdapter
+    runner: AgentRunner
 
 
 class LoopSession:
@@ -55,7 +64,7 @@ class LoopSession:
         return ToolAnswer(text, "error" in step)
 
 
-def play_with_agent(loop: _Loop, backend: Backend, policy: AgentPolicy) -> Episode:
+def play_with_agent(loop: _Loop, backend: Backend, policy: AgentPlayer) -> Episode:
     """Play ``loop``'s episode with the agent ``policy``; raises ``EpisodeError`` for what
     is not the agent's play (its program failing, the model endpoint, the time limit)."""
     current = loop.begin(backend)
@@ -94,7 +103,7 @@ def record_run(loop: _Loop, run: AgentRun, task: str) -> None:
         )
 
 
-def check_run(loop: _Loop, run: AgentRun, policy: AgentPolicy) -> None:
+def check_run(loop: _Loop, run: AgentRun, policy: AgentPlayer) -> None:
     """Raise for an end that is not the agent's play: the time limit, a flood, a model
     endpoint that failed, a program that crashed before the env ended the episode."""
     who = f"{policy.name} ({policy.version})"
