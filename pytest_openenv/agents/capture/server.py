@@ -50,35 +50,38 @@ class ProxySession:
     over_limit: bool = False
     #: a call was refused for the token budget
     over_budget: bool = False
-    #: set when the session is closed or a limit refuses a call: the runner may stop waiting
+    #: set when a limit refuses a call: the runner may stop the agent then
     limit_hit: threading.Event = field(default_factory=threading.Event, repr=False)
     closed: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _in_flight: int = field(default=0, repr=False)
+    #: running sums of ``calls`` (answered calls, prompt and completion tokens)
+    _answered: int = field(default=0, repr=False)
+    _prompt: int = field(default=0, repr=False)
+    _completion: int = field(default=0, repr=False)
     _on_close: Any = field(default=None, repr=False)
 
     @property
     def usage(self) -> tuple[int, int]:
         """(prompt tokens, completion tokens) summed over every call."""
         with self._lock:
-            return summed_usage(self.calls)
+            return self._prompt, self._completion
 
     @property
     def answered_calls(self) -> int:
         with self._lock:
-            return sum(1 for call in self.calls if call.answered)
+            return self._answered
 
     def admit(self) -> str | None:
         """Take a call's place under the limits, or say why the call is refused (and set the
         flag). Calls in flight hold their place, so parallel calls (sub-agents) cannot pass
         the turn limit together; ``record`` gives the place back."""
         with self._lock:
-            answered = sum(1 for call in self.calls if call.answered)
-            if self.max_calls is not None and answered + self._in_flight >= self.max_calls:
+            if self.max_calls is not None and self._answered + self._in_flight >= self.max_calls:
                 self.over_limit = True
                 self.limit_hit.set()
                 return f"the episode's turn limit of {self.max_calls} model calls is reached"
-            spent = sum(summed_usage(self.calls))
+            spent = self._prompt + self._completion
             if self.max_tokens is not None and spent >= self.max_tokens:
                 self.over_budget = True
                 self.limit_hit.set()
@@ -90,8 +93,12 @@ class ProxySession:
         return None
 
     def record(self, call: CapturedCall, admitted: bool = True) -> None:
+        prompt, completion = summed_usage([call])
         with self._lock:
             self.calls.append(call)
+            self._answered += call.answered
+            self._prompt += prompt
+            self._completion += completion
             if admitted:
                 self._in_flight -= 1
 
