@@ -300,3 +300,37 @@ def test_a_forward_hook_answers_from_its_own_store_without_the_upstream(
             ask(sdk, [{"role": "user", "content": "Legal actions: 1"}])
         assert server.requests == 1
         assert [c.status for c in session.calls] == [200, 200, 503]
+
+
+def test_bad_requests_get_their_status_in_the_dialect_s_error_form(upstream_key: str) -> None:
+    import httpx
+
+    with proxy_to("chat") as (proxy, server):
+        session = proxy.open_session()
+        bearer = {"Authorization": f"Bearer {session.token}"}
+        with httpx.Client(base_url=proxy.base_url, timeout=10) as http:
+            broken = http.post("/v1/chat/completions", content=b"{not json", headers=bearer)
+            assert broken.status_code == 400
+            assert broken.json()["error"]["message"] == "the request body is not JSON"
+            anthropic_broken = http.post(
+                "/v1/messages", content=b"[1]", headers={"x-api-key": session.token}
+            )
+            assert anthropic_broken.status_code == 400
+            assert anthropic_broken.json()["type"] == "error"
+            assert http.post("/v1/embeddings", json={}, headers=bearer).status_code == 404
+            assert http.head("/").status_code == 200  # the CLIs' probe needs no token
+            assert http.get("/v1/models").status_code == 401
+            assert http.get("/v1/models/some-model", headers=bearer).json()["id"] == UPSTREAM_MODEL
+        assert server.requests == 0 and session.calls == []
+
+
+def test_a_named_key_variable_that_is_not_set_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pytest_openenv.agents.capture import CaptureProxy, Upstream
+    from pytest_openenv.errors import BadInput
+
+    monkeypatch.delenv("CAPTURE_TEST_MISSING_KEY", raising=False)
+    proxy = CaptureProxy(Upstream("http://127.0.0.1:9/v1", "chat", "CAPTURE_TEST_MISSING_KEY", "m"))
+    with pytest.raises(BadInput, match=r"\$CAPTURE_TEST_MISSING_KEY, which is not set"):
+        proxy.start()
