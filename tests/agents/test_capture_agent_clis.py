@@ -79,16 +79,19 @@ CLIS = {
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(CLIS))
+@pytest.mark.parametrize(
+    ("name", "upstream"),
+    [("claude", "anthropic"), ("claude", "chat"), ("codex", "chat"), ("opencode", "chat")],
+)
 def test_the_real_cli_plays_through_the_proxy_in_its_dialect(
-    upstream_key: str, tmp_path: Path, name: str
+    upstream_key: str, tmp_path: Path, name: str, upstream: str
 ) -> None:
     if shutil.which(name) is None:
         pytest.skip(f"{name} is not installed on this machine")
     configure, dialect = CLIS[name]
     home = tmp_path / "home"
     (home / "work").mkdir(parents=True)
-    with proxy_to("chat", Faults(turn_faults={2: "no_tool_call"})) as (proxy, server):
+    with proxy_to(upstream, Faults(turn_faults={2: "no_tool_call"})) as (proxy, server):
         session = proxy.open_session(max_calls=10)
         command, extra = configure(proxy.base_url, session.token, home)
         # the agent's environment: no variable of ours, and never the upstream key's
@@ -102,7 +105,8 @@ def test_the_real_cli_plays_through_the_proxy_in_its_dialect(
         assert ANSWER in done.stdout
         assert {call.dialect for call in session.calls} == {dialect}
         assert all(call.stream and call.answered for call in session.calls)
-        assert set(server.authorizations) == {f"Bearer {KEY}"}
+        if upstream == "chat":  # (the Messages server keeps no x-api-key to compare)
+            assert set(server.authorizations) == {f"Bearer {KEY}"}
         messages, tools = conversation(session.calls)
         roles = [m["role"] for m in messages]
         # the main thread: the tool call, the CLI's error for it, the final answer
