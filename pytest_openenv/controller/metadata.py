@@ -41,11 +41,26 @@ class RunMetadata:
     def samples(self, played: set[str] | frozenset[str]) -> bool:
         """Whether a policy that sends the sampling options played (or, before any row, is
         named for the run)."""
-        from ..policies.registry import plays_a_model
+        from ..policies.registry import AGENT_PREFIX, plays_a_model
 
         run = self.settings.run
         named = {*run.named_policies, self.service.run_policy_name() or ""}
-        return any(plays_a_model(name) for name in (played or named) if name)
+        # an agent program samples with its own settings, never ours
+        return any(
+            plays_a_model(name) and not name.startswith(AGENT_PREFIX)
+            for name in (played or named)
+            if name
+        )
+
+    def agents(self) -> list[dict[str, Any]]:
+        """The agent programs the run names (``agent:NAME``) with their versions."""
+        from ..policies.registry import AGENT_PREFIX
+
+        found = []
+        for name in self.settings.run.named_policies:
+            if name.startswith(AGENT_PREFIX):
+                found.append(self.service.policy(name).describe())
+        return found
 
     def identity(self) -> dict[str, Any]:
         """What must match for ``--openenv-resume`` to continue a folder (``dataset/identity``)."""
@@ -78,4 +93,5 @@ class RunMetadata:
             "license": self.settings.publish.license,
             "evaluation": {"repeats": self.settings.run.repeats, **self.gate.to_json()},
             "chat_template": self.template.to_json() if self.template else None,
+            **({"agents": agents} if (agents := self.agents()) else {}),
         }

@@ -4,6 +4,7 @@ conversation the model saw, the env's tool calls, the verdict, the policy and th
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 
@@ -65,6 +66,10 @@ def test_a_real_agent_cli_plays_episodes_recorded_as_its_model_saw_them(
         assert row["verify_metrics"]["outcome"] in ("win", "loss", "draw")
         if "failure" in row:  # a lost game fails its test; it never errors
             assert row["failure"]["outcome"] == "failed"
+    metadata = json.loads((pytester.path / "openenv-results" / "metadata.json").read_text())
+    assert metadata["agents"] == [
+        {"policy": f"agent:{agent}", "model": MODEL, "agent": agent, "agent_version": version}
+    ]
     passed = sum(1 for row in rows if row["passed"])
     result.assert_outcomes(passed=passed, failed=2 - passed)
     # the run's key reached the model server through the proxy, and no file or line

@@ -44,6 +44,13 @@ def test_a_command_agent_plays_episodes_recorded_as_the_model_saw_them(
         assert row["metrics"]["prompt_tokens"] > 0
         # one model call per move and one that answers the end in text
         assert row["metrics"]["turns"] == len(row["tool_trace"]) + 1
+    folder = pytester.path / "openenv-results"
+    [described] = json.loads((folder / "metadata.json").read_text())["agents"]
+    assert described["policy"] == "agent:command" and described["agent"] == "command"
+    assert described["agent_version"] == rows[0]["extra"]["agent_version"]
+    assert "| `agent:command` | `command` |" in (folder / "README.md").read_text()
+    # an agent samples with its own settings: the record does not claim ours
+    assert "temperature" not in json.loads((folder / "metadata.json").read_text())["identity"]
     # the real key went to the model server, never to the agent
     assert all(auth == f"Bearer {KEY}" for auth in agent_model.authorizations)
     given = json.loads(seen.read_text())
