@@ -128,3 +128,26 @@ def test_an_agent_that_quits_without_playing_fails_its_episode(
     [row] = read_jsonl(pytester.path / "openenv-results" / "failures.jsonl")
     assert row["failure"]["outcome"] == "failed"
     assert row["done"] is False and row["tool_trace"] == []
+
+
+@pytest.mark.parametrize(
+    ("limit", "says"),
+    [
+        ("--openenv-max-turns=2", "turn"),
+        ("--openenv-episode-max-tokens=100", "token_limit"),
+    ],
+)
+def test_an_agent_stopped_by_a_limit_fails_its_episode_unfinished(
+    run_pytest, pytester: pytest.Pytester, agent_model, limit: str, says: str
+) -> None:
+    template = program("mini_agent", "{prompt_file}", "{mcp_url}", "{model}")
+    options = agent_options(agent_model, "agent:command", f"--openenv-agent-command={template}")
+    options = [o for o in options if not o.startswith("--openenv-max-turns")]
+    result = run_pytest(*options, limit, "--openenv-n=1", "-n", "0")
+    result.assert_outcomes(failed=1)
+    [row] = read_jsonl(pytester.path / "openenv-results" / "failures.jsonl")
+    assert row["failure"]["outcome"] == "failed"
+    assert row["done"] is False
+    assert says in row["extra"]["reason"]
+    if says == "turn":  # two model calls answered, the third refused
+        assert row["metrics"]["turns"] == 2 and len(row["tool_trace"]) == 2
