@@ -151,3 +151,30 @@ def test_an_agent_stopped_by_a_limit_fails_its_episode_unfinished(
     assert says in row["extra"]["reason"]
     if says == "turn":  # two model calls answered, the third refused
         assert row["metrics"]["turns"] == 2 and len(row["tool_trace"]) == 2
+
+
+def test_an_agent_and_a_teacher_play_the_same_seeds_on_xdist_workers(
+    run_pytest, pytester: pytest.Pytester, agent_model
+) -> None:
+    template = program("mini_agent", "{prompt_file}", "{mcp_url}", "{model}")
+    options = agent_options(agent_model, "agent:command", f"--openenv-agent-command={template}")
+    result = run_pytest(*options, "--openenv-policy=scripted", "-n", "2")
+    rows = played_rows(pytester.path / "openenv-results")
+    assert len(rows) == 4, result.stdout.str()[-3000:]
+    by_policy: dict[str, list[dict]] = {}
+    for row in rows:
+        by_policy.setdefault(row["policy"], []).append(row)
+    assert sorted(by_policy) == ["agent:command", "scripted"]
+    for played in by_policy.values():
+        assert sorted(row["seed"] for row in played) == [0, 1]
+    # the agent's model and the scripted teacher both play the first legal move against the
+    # same seeded opponent: the same games
+    for agent_row in by_policy["agent:command"]:
+        [loop_row] = [r for r in by_policy["scripted"] if r["seed"] == agent_row["seed"]]
+        assert [e["arguments"] for e in agent_row["tool_trace"]] == [
+            e["arguments"] for e in loop_row["tool_trace"]
+        ]
+        assert agent_row["reward"] == loop_row["reward"]
+        assert "agent" not in loop_row["extra"]
+    summary = json.loads((pytester.path / "openenv-results" / "summary.json").read_text())
+    assert len(summary["groups"]) == 2
