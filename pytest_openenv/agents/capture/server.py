@@ -133,8 +133,7 @@ class CaptureProxy:
         """
         if self._httpd is None:
             self._client = UpstreamClient(self.upstream)
-            self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-            self._httpd.daemon_threads = True
+            self._httpd = _Server(("127.0.0.1", 0), _handler_for(self))
             self._thread = threading.Thread(
                 target=self._httpd.serve_forever, name="capture-proxy", daemon=True
             )
@@ -237,6 +236,13 @@ class CaptureProxy:
         call.seconds = seconds
         session.record(call)
         return 200, answer
+
+
+class _Server(ThreadingHTTPServer):
+    # many agents connect at once when episodes start together: socketserver's backlog of 5
+    # drops the extra SYNs, and each client retries a second later
+    request_queue_size = 1024
+    daemon_threads = True
 
 
 def _bearer(headers: Any) -> str | None:
