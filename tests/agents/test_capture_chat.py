@@ -334,3 +334,34 @@ def test_a_named_key_variable_that_is_not_set_is_a_clear_error(
     proxy = CaptureProxy(Upstream("http://127.0.0.1:9/v1", "chat", "CAPTURE_TEST_MISSING_KEY", "m"))
     with pytest.raises(BadInput, match=r"\$CAPTURE_TEST_MISSING_KEY, which is not set"):
         proxy.start()
+
+
+def test_a_chunked_request_body_is_read_and_an_oversized_one_refused(upstream_key: str) -> None:
+    import socket
+
+    import httpx
+
+    with proxy_to("chat") as (proxy, server):
+        session = proxy.open_session()
+        body = json.dumps(
+            {"model": "m", "messages": [{"role": "user", "content": TASK}], "tools": [PLAY_MOVE]}
+        ).encode()
+        pieces = (body[i : i + 50] for i in range(0, len(body), 50))  # sent chunked
+        answer = httpx.post(
+            f"{proxy.base_url}/v1/chat/completions",
+            content=pieces,
+            headers={"Authorization": f"Bearer {session.token}"},
+        )
+        assert answer.status_code == 200
+        assert answer.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == (
+            "play_move"
+        )
+        port = int(proxy.base_url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            raw.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                + f"Authorization: Bearer {session.token}\r\n".encode()
+                + b"Content-Length: 999999999999\r\n\r\n"
+            )
+            assert raw.recv(4096).startswith(b"HTTP/1.1 413")
+        assert server.requests == 1

@@ -299,11 +299,34 @@ def _handler_for(proxy: CaptureProxy) -> type[BaseHTTPRequestHandler]:
             return session
 
         def _drain(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            if 0 < length <= MAX_REQUEST_BYTES:
-                self.rfile.read(length)
-            elif length:
+            if self._body() is None:
                 self.close_connection = True
+
+        def _body(self) -> bytes | None:
+            """The request body (``Content-Length`` or chunked); None when it is over
+            ``MAX_REQUEST_BYTES`` or unreadable (the connection is then closed)."""
+            if "chunked" not in (self.headers.get("Transfer-Encoding") or "").lower():
+                try:
+                    length = int(self.headers.get("Content-Length") or 0)
+                except ValueError:
+                    return None
+                return self.rfile.read(length) if 0 <= length <= MAX_REQUEST_BYTES else None
+            parts: list[bytes] = []
+            size = 0
+            while True:
+                try:
+                    chunk = int(self.rfile.readline(64).split(b";")[0].strip() or b"0", 16)
+                except ValueError:
+                    return None
+                size += chunk
+                if size > MAX_REQUEST_BYTES:
+                    return None
+                if chunk == 0:
+                    while self.rfile.readline(8192).strip():  # trailers
+                        pass
+                    return b"".join(parts)
+                parts.append(self.rfile.read(chunk))
+                self.rfile.readline(8)  # the CRLF after each chunk
 
         # -- methods ---------------------------------------------------------------
         def do_HEAD(self) -> None:
@@ -361,13 +384,15 @@ def _handler_for(proxy: CaptureProxy) -> type[BaseHTTPRequestHandler]:
             session = self._session(error_dialect)
             if session is None:
                 return
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_REQUEST_BYTES:
+            raw = self._body()
+            if raw is None:
                 self.close_connection = True
-                self._error(error_dialect, 413, f"request over {MAX_REQUEST_BYTES} bytes")
+                self._error(
+                    error_dialect, 413, f"request body unreadable or over {MAX_REQUEST_BYTES} bytes"
+                )
                 return
             try:
-                body = json.loads(self.rfile.read(length) or b"{}")
+                body = json.loads(raw or b"{}")
             except ValueError:
                 self._error(error_dialect, 400, "the request body is not JSON")
                 return
