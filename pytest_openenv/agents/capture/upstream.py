@@ -2,7 +2,9 @@
 
 The upstream is asked for the whole answer (never a stream): the proxy records it whole and
 renders the agent's stream from it, in the agent's dialect, so each dialect's stream is
-written once instead of translated delta by delta from every other one.
+written once instead of translated delta by delta from every other one. The agent sees no
+byte before the whole answer: Claude Code and Codex wait five minutes for a stream's first
+byte, longer than ``Upstream.timeout``'s default.
 """
 
 from __future__ import annotations
