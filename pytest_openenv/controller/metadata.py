@@ -41,16 +41,11 @@ class RunMetadata:
     def samples(self, played: set[str] | frozenset[str]) -> bool:
         """Whether a policy that sends the sampling options played (or, before any row, is
         named for the run)."""
-        from ..policies.registry import AGENT_PREFIX, plays_a_model
+        from ..policies.registry import samples
 
         run = self.settings.run
         named = {*run.named_policies, self.service.run_policy_name() or ""}
-        # an agent program samples with its own settings, never ours
-        return any(
-            plays_a_model(name) and not name.startswith(AGENT_PREFIX)
-            for name in (played or named)
-            if name
-        )
+        return any(samples(name) for name in (played or named) if name)
 
     def agents(self) -> list[dict[str, Any]]:
         """The agent programs the run names (``agent:NAME``) with their versions."""

@@ -150,6 +150,12 @@ def plays_a_model(name: str) -> bool:
     return kind is not None and kind.plays_model
 
 
+def samples(name: str) -> bool:
+    """Whether ``name`` samples with the run's sampling options (an agent program samples
+    with its own)."""
+    return plays_a_model(name) and not name.startswith(AGENT_PREFIX)
+
+
 def calls_endpoint(name: str) -> bool:
     """Whether ``name`` sends its requests to ``--openenv-llm-endpoint``."""
     kind = kind_of(name)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..policies.registry import calls_endpoint, plays_a_model
+from ..policies.registry import calls_endpoint, plays_a_model, samples
 
 
 def _policy_words(policies: Sequence[str], chosen_by: str | None) -> str:
@@ -71,7 +71,7 @@ def unused_sampling(
     policies: Sequence[str], given: Sequence[tuple[str, str]], *, chosen_by: str | None
 ) -> str | None:
     """Why the sampling options ``given`` (flag, how it was set) would be dropped, or None."""
-    if not given or any(plays_a_model(p) for p in policies):
+    if not given or any(samples(p) for p in policies):
         return None
     shown = " and ".join(how for _, how in given)
     verb = "are" if len(given) > 1 else "is"

@@ -166,3 +166,18 @@ def test_an_agent_on_the_official_api_without_its_key_is_a_usage_error(
         )
     )
     assert "needs ANTHROPIC_API_KEY" in err
+
+
+def test_a_sampling_option_with_only_an_agent_playing_is_a_usage_error(
+    run_pytest, agent_model
+) -> None:
+    err = _usage_error(
+        run_pytest(
+            "--openenv-env=openspiel:tic_tac_toe",
+            "--openenv-policy=agent:codex",
+            f"--openenv-model={MODEL}",
+            f"--openenv-llm-endpoint={agent_model.base_url}",
+            "--openenv-temperature=0.7",
+        )
+    )
+    assert "--openenv-temperature=0.7 is set" in err and "does not sample" in err
