@@ -54,7 +54,7 @@ class RunMetadata:
         found = []
         for name in self.settings.run.named_policies:
             if name.startswith(AGENT_PREFIX):
-                found.append(self.service.policy(name).describe())
+                found.append(self.service.agent_described(name))
         return found
 
     def identity(self) -> dict[str, Any]:

@@ -44,6 +44,8 @@ class EpisodeService:
         self._families: dict[tuple[str, str], EnvFamily] = {}
         self._factories: dict[tuple[str, str], EnvFactory] = {}
         self._policies: dict[tuple[str, str | None], Policy] = {}
+        #: what each agent program built is (name, version) for metadata.json
+        self._agents: dict[tuple[str, str | None], dict[str, Any]] = {}
         self._lock = threading.Lock()
 
     def family(self, env: str, config: str) -> EnvFamily:
@@ -70,7 +72,9 @@ class EpisodeService:
                 settings = self.settings
                 if model is not None:
                     settings = dataclasses.replace(settings, llm=settings.llm.for_model(model))
-                self._policies[key] = build_policy(name, settings, self.overload)
+                built = self._policies[key] = build_policy(name, settings, self.overload)
+                if hasattr(built, "drive_episode"):  # kept past ``close_agents``
+                    self._agents[key] = built.describe()
             return self._policies[key]
 
     def run_family(self) -> EnvFamily | None:
@@ -139,6 +143,23 @@ class EpisodeService:
             system_prompt=self.settings.run.system_prompt,
             remote=self.remote,
         )
+
+    def agent_described(self, name: str) -> dict[str, Any]:
+        """``agent:NAME`` as metadata.json records it (built now if it never was)."""
+        key = (name, None)
+        if key not in self._agents:
+            self.policy(name)
+        return self._agents[key]
+
+    def close_agents(self) -> None:
+        """Close the policies that run agent programs (``agent:NAME``): their proxies and any
+        agent still running. Other policies stay, for the controller's end of the run."""
+        with self._lock:
+            agents = {k: p for k, p in self._policies.items() if hasattr(p, "drive_episode")}
+            for key in agents:
+                del self._policies[key]
+        for policy in agents.values():
+            policy.close()
 
     def close(self) -> None:
         with self._lock:
