@@ -20,7 +20,7 @@ from pathlib import Path
 from .adapter import AgentAdapter, EpisodeSetup
 from .capture import CapturedCall, CaptureProxy, ProxySession, Upstream
 from .mcp_bridge import SERVER_NAME, McpBridge
-from .process import AgentProcess, group_alive
+from .process import AgentProcess
 from .session import AgentEnvSession
 
 #: seconds the agent may take, once the env said done, for the model call that sees the end
@@ -53,8 +53,6 @@ class AgentRun:
     stderr_tail: str
     #: the exception a tool call raised (the env's server went away), if any
     env_fault: BaseException | None
-    #: processes of its group still alive after it was ended (0: none outlived it)
-    survivors: int
     seconds: float
 
     def tail(self, limit: int = 2000) -> str:
@@ -116,13 +114,10 @@ class AgentRunner:
             process.start()
             stopped = process.wait_until(_StopWhen(session, model_session, bridge), bounds.deadline)
         finally:
-            survivors = 0
             if process is not None:
                 process.close(hard=stopped in (TIMEOUT, FLOODED))
                 with self._lock:
                     self._running.discard(process)
-                if process.proc is not None and group_alive(process.proc.pid):
-                    survivors = 1
             bridge.close()
             model_session.close()
             shutil.rmtree(root, ignore_errors=True)
@@ -136,7 +131,6 @@ class AgentRunner:
             stdout_tail=process.stdout.text(),
             stderr_tail=process.stderr.text(),
             env_fault=bridge.fault,
-            survivors=survivors,
             seconds=time.monotonic() - started,
         )
 

@@ -20,14 +20,20 @@ from agent_helpers import (
 from helpers import played_rows, read_jsonl
 
 
+@pytest.mark.parametrize("concurrency", [1, 2])
 def test_a_command_agent_plays_episodes_recorded_as_the_model_saw_them(
-    run_pytest, pytester: pytest.Pytester, agent_model, monkeypatch: pytest.MonkeyPatch
+    run_pytest,
+    pytester: pytest.Pytester,
+    agent_model,
+    monkeypatch: pytest.MonkeyPatch,
+    concurrency: int,
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     seen = pytester.path / "seen.json"
     template = program("mini_agent", "{prompt_file}", "{mcp_url}", "{model}", str(seen))
     result = run_pytest(
         *agent_options(agent_model, "agent:command", f"--openenv-agent-command={template}"),
+        f"--openenv-concurrency={concurrency}",  # 2: two agents in flight, one proxy
         "-n",
         "0",
     )
