@@ -80,3 +80,31 @@ def test_a_real_agent_cli_plays_episodes_recorded_as_its_model_saw_them(
         if path.is_file():
             assert KEY_MARKER.encode() not in path.read_bytes(), path
     assert KEY_MARKER not in result.stdout.str() + result.stderr.str()
+
+
+@pytest.mark.slow
+def test_an_agent_cli_drives_a_generic_openenv_mcp_server(
+    run_pytest, pytester: pytest.Pytester, agent_model
+) -> None:
+    from servers.openenv_servers import serve_in_thread
+
+    with serve_in_thread("mcp_echo") as server:
+        result = run_pytest(
+            "--openenv-env=openenv:mcp_echo",
+            f"--openenv-server={server.url}",
+            "--openenv-n=1",
+            "--openenv-policy=agent:claude-code",
+            f"--openenv-model={MODEL}",
+            f"--openenv-llm-endpoint={agent_model.base_url}",
+            "--openenv-timeout=240",
+            "-n",
+            "0",
+        )
+    result.assert_outcomes(passed=1)
+    [row] = played_rows(pytester.path / "openenv-results")
+    assert row["reward"] == 1.0 and row["done"] is True
+    [entry] = row["tool_trace"]
+    assert entry["tool_name"] == "step"
+    assert entry["arguments"]["tool_name"] == "echo_message"
+    calls = [c for m in row["messages"] for c in m.get("tool_calls", [])]
+    assert [c["function"]["name"] for c in calls] == ["mcp__openenv__step"]

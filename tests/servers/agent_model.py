@@ -4,7 +4,8 @@ gave the env's MCP tool (Claude Code ``mcp__openenv__play_move``, OpenCode
 
 It plays the first legal move, as ``fake_model`` does; once the last tool result lists no
 legal move (the game is over) it answers in text, and a request that offers no such tool
-(an agent's side call: a title, a summary) gets a short text answer::
+(an agent's side call: a title, a summary) gets a short text answer. Offered a generic
+OpenEnv server's ``step`` tool instead, it echoes a message through ``mcp_echo``'s tool::
 
     with serve_agent_model() as server:
         run(f"--openenv-llm-endpoint={server.base_url}", "--openenv-policy=agent:codex", ...)
@@ -13,6 +14,7 @@ legal move (the game is over) it answers in text, and a request that offers no s
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,12 +33,23 @@ def env_tool_name(body: dict[str, Any], suffix: str = "play_move") -> str | None
     return None
 
 
+#: what the model sends an MCP-style env (``openenv_servers``' ``mcp_echo``) through its one
+#: generic ``step`` tool
+ECHO_CALL = {"type": "call_tool", "tool_name": "echo_message", "arguments": {"message": "hello"}}
+
+
 class AgentModelServer(OpenAICompatServer):
     def completion(self, body: dict[str, Any], decision: Decision, usage: tuple[int, int]) -> Any:
         name = env_tool_name(body)
         messages = body.get("messages") or []
         last = messages[-1] if messages else {}
-        if name is None:
+        step = env_tool_name(body, "_step")  # a generic OpenEnv server's one tool
+        if name is None and step is not None:
+            if last.get("role") == "tool":
+                decision = Decision("Done.", ())
+            else:
+                decision = Decision("", ((step, json.dumps(ECHO_CALL)),))
+        elif name is None:
             decision = Decision("ok", ())
         elif last.get("role") == "tool" and not LEGAL.search(_text(last.get("content"))):
             decision = Decision(GAME_OVER, ())
