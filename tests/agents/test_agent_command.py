@@ -19,6 +19,9 @@ from agent_helpers import (
 )
 from helpers import played_rows, read_jsonl
 
+#: each test starts a child pytest run whose agents start Python programs: seconds each
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.parametrize("concurrency", [1, 2])
 def test_a_command_agent_plays_episodes_recorded_as_the_model_saw_them(

@@ -106,6 +106,7 @@ def _usage_error(result: pytest.RunResult) -> str:
     return result.stderr.str()
 
 
+@pytest.mark.slow
 def test_an_unknown_agent_is_a_usage_error(run_pytest, agent_model) -> None:
     err = _usage_error(
         run_pytest(
@@ -118,6 +119,7 @@ def test_an_unknown_agent_is_a_usage_error(run_pytest, agent_model) -> None:
     assert "agent:claude-code, agent:codex, agent:opencode, agent:command" in err
 
 
+@pytest.mark.slow
 def test_an_agent_program_not_on_path_says_how_to_install_it(
     run_pytest, agent_model, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -134,6 +136,7 @@ def test_an_agent_program_not_on_path_says_how_to_install_it(
     assert "npm install -g @anthropic-ai/claude-code" in err
 
 
+@pytest.mark.slow
 def test_an_agent_without_a_model_or_a_template_is_a_usage_error(run_pytest, agent_model) -> None:
     err = _usage_error(
         run_pytest(
@@ -154,6 +157,7 @@ def test_an_agent_without_a_model_or_a_template_is_a_usage_error(run_pytest, age
     assert "needs --openenv-agent-command TEMPLATE" in err
 
 
+@pytest.mark.slow
 def test_an_agent_on_the_official_api_without_its_key_is_a_usage_error(
     run_pytest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -168,6 +172,7 @@ def test_an_agent_on_the_official_api_without_its_key_is_a_usage_error(
     assert "needs ANTHROPIC_API_KEY" in err
 
 
+@pytest.mark.slow
 def test_a_sampling_option_with_only_an_agent_playing_is_a_usage_error(
     run_pytest, agent_model
 ) -> None:
