@@ -12,19 +12,28 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
-
-import httpx
 
 from ...errors import BadInput
 from ...util.secrets import KnownSecrets
 from .anthropic_form import ANTHROPIC_VERSION, answer_from_anthropic, anthropic_request
 from .chat_form import answer_from_chat
+from .httpx_transport import HttpxTransport
 from .records import ChatAnswer
+from .stdlib_transport import HTTPClientTransport
+from .transport import DEFAULT_TRANSPORT, Transport, UpstreamError
+
+__all__ = ["MAX_ANSWER_BYTES", "TRANSPORTS", "Upstream", "UpstreamClient", "UpstreamError"]
 
 #: an upstream answer larger than this is refused (a runaway server, not a model's turn)
 MAX_ANSWER_BYTES = 32 * 1024 * 1024
+#: the transports by name: (headers, timeout in seconds, max answer bytes) -> Transport
+TRANSPORTS: dict[str, Callable[[dict[str, str], float, int], Transport]] = {
+    "http.client": HTTPClientTransport,
+    "httpx": HttpxTransport,
+}
 
 
 @dataclass(frozen=True)
@@ -39,25 +48,19 @@ class Upstream:
     api_key_env: str | None
     #: the model id sent upstream, whatever the agent asked for
     model: str
+    #: seconds for a whole call, connect to the answer's last byte
     timeout: float = 120.0
     #: request fields the run pins, in chat form (``temperature``, ``max_tokens``): they
     #: replace the agent's own
     extra_body: dict[str, Any] = field(default_factory=dict)
+    #: how requests travel: a name in ``TRANSPORTS``
+    transport: str = DEFAULT_TRANSPORT
 
     def url(self) -> str:
         base = self.base_url.rstrip("/")
         if self.dialect == "chat":
             return f"{base}/chat/completions"
         return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
-
-
-class UpstreamError(Exception):
-    """The upstream gave no answer: its status (502 unreachable, 504 too slow) and why."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 class UpstreamClient:
@@ -68,6 +71,12 @@ class UpstreamClient:
             raise BadInput(
                 f"upstream dialect {upstream.dialect!r} is not one the proxy speaks; "
                 "use 'chat' (an OpenAI-compatible server) or 'anthropic'"
+            )
+        make_transport = TRANSPORTS.get(upstream.transport)
+        if make_transport is None:
+            raise BadInput(
+                f"upstream transport {upstream.transport!r} is not one the proxy has; "
+                f"use one of {', '.join(sorted(TRANSPORTS))}"
             )
         environ = dict(os.environ if environ is None else environ)
         key = None
@@ -88,7 +97,7 @@ class UpstreamClient:
                 headers["x-api-key"] = key
         elif key:
             headers["Authorization"] = f"Bearer {key}"
-        self._client = httpx.Client(headers=headers, timeout=upstream.timeout)
+        self._transport = make_transport(headers, upstream.timeout, MAX_ANSWER_BYTES)
         self._url = upstream.url()
 
     def scrub(self, text: str) -> str:
@@ -107,22 +116,13 @@ class UpstreamClient:
         body = self.body_for(request)
         started = time.monotonic()
         try:
-            response = self._client.post(self._url, content=json.dumps(body).encode())
-        except httpx.TimeoutException as exc:
-            raise UpstreamError(504, f"the model endpoint gave no answer in time: {exc}") from exc
-        except httpx.HTTPError as exc:
-            raise UpstreamError(
-                502, self.scrub(f"the model endpoint is unreachable: {exc}")
-            ) from exc
+            status, content = self._transport.post(self._url, json.dumps(body).encode())
+        except UpstreamError as exc:
+            raise UpstreamError(exc.status, self.scrub(exc.message)) from exc
         seconds = time.monotonic() - started
-        if len(response.content) > MAX_ANSWER_BYTES:
-            raise UpstreamError(502, f"the model endpoint answered over {MAX_ANSWER_BYTES} bytes")
-        text = self.scrub(response.text)
-        if response.status_code != 200:
-            raise UpstreamError(
-                response.status_code,
-                f"the model endpoint answered HTTP {response.status_code}: {text[:2000]}",
-            )
+        text = self.scrub(content.decode("utf-8", "replace"))
+        if status != 200:
+            raise UpstreamError(status, f"the model endpoint answered HTTP {status}: {text[:2000]}")
         try:
             payload = json.loads(text)
             if self.upstream.dialect == "anthropic":
@@ -134,4 +134,4 @@ class UpstreamClient:
             ) from exc
 
     def close(self) -> None:
-        self._client.close()
+        self._transport.close()
