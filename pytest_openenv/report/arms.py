@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from ..episode.outcome import EpisodeOutcome
+from ..episode.outcome import EpisodeOutcome, agent_of
+from ..policies.arms import arm_name
 from .paired import Outcome, compare_pair
 from .passk import PassKTally
 from .stats import RunningMean, wilson_interval
@@ -67,6 +68,8 @@ class ArmTally:
     name: str
     policy: str | None = None
     model: str | None = None
+    #: the agent program and its version (``codex 0.171.0``); None for our own loop
+    agent: str | None = None
     #: the group's test function (node id without parameters) and env; "" when merged
     test: str = ""
     env: str = ""
@@ -96,7 +99,8 @@ class ArmTally:
     def label(self) -> str:
         """How lines name the group: ``test_x.py::test_a · openspiel:tic_tac_toe · expert``
         (``... · openai / gpt-4o-mini`` with a model)."""
-        played = f"{self.policy} / {self.model}" if self.policy and self.model else self.name
+        policy = f"agent:{self.agent}" if self.agent else self.policy
+        played = f"{policy} / {self.model}" if policy and self.model else self.name
         return " · ".join(part for part in (short_test(self.test), self.env, played) if part)
 
     def absorb(self, other: ArmTally) -> None:
@@ -113,6 +117,7 @@ class ArmTally:
             self.passk.absorb(other.passk)
         self.policy = self.policy or other.policy
         self.model = self.model or other.model
+        self.agent = self.agent or other.agent
 
     def group_json(self, confidence: float = 0.95, priced: bool = False) -> dict[str, Any]:
         """summary.json's entry of ``groups``: the key fields, then the figures."""
@@ -122,6 +127,7 @@ class ArmTally:
             "env": self.env,
             "policy": self.policy,
             "model": self.model,
+            "agent": self.agent,
             "label": self.label,
             **self.figures(confidence, priced),
             "passk": passk,
@@ -133,6 +139,7 @@ class ArmTally:
             "name": self.name,
             "policy": self.policy,
             "model": self.model,
+            "agent": self.agent,
             "ran": self.ran,
             "passed": self.passed,
             "failed": self.failed,
@@ -224,8 +231,10 @@ class ArmAccounts:
             tally.named = played
         elif played and not tally.named:
             tally.name, tally.policy, tally.model, tally.named = name, None, None, True
+            tally.agent = None
         tally.policy = tally.policy or seen.get("policy")
         tally.model = tally.model or seen.get("model")
+        tally.agent = tally.agent or seen.get("agent") or None
         return tally
 
     @property
@@ -248,7 +257,12 @@ class ArmAccounts:
         tally = self.arm(
             report.nodeid,
             outcome.arm,
-            {"env": outcome.env, "policy": outcome.policy, "model": outcome.model},
+            {
+                "env": outcome.env,
+                "policy": outcome.policy,
+                "model": outcome.model,
+                "agent": outcome.agent,
+            },
             played=not skipped,
         )
         key = pair_key(report.nodeid, outcome.seed, outcome.repeat)
@@ -289,10 +303,10 @@ class ArmAccounts:
     def count_earlier(self, nodeid: str, earlier: dict[str, Any], outcome: str = "passed") -> None:
         """--openenv-resume: an episode of the earlier run, skipped now (or not reached);
         ``outcome``: passed, failed or errored, as its row says."""
-        name = earlier.get("model") or earlier.get("policy")
+        name = arm_name(str(earlier.get("policy") or ""), earlier.get("model"))
         if not name:
             return
-        tally = self.arm(nodeid, str(name), earlier)
+        tally = self.arm(nodeid, name, {**earlier, "agent": agent_of(earlier)})
         passed = outcome == "passed"
         setattr(tally, outcome, getattr(tally, outcome) + 1)
         tally.resumed += passed
