@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from agent_helpers import MODEL, agent_model_fixture  # noqa: F401 - fixture
+from helpers import played_rows
 
 from pytest_openenv.agents import registry
 from pytest_openenv.agents.adapter import AgentAdapter, EpisodeSetup, isolated_env
@@ -186,3 +187,47 @@ def test_a_sampling_option_with_only_an_agent_playing_is_a_usage_error(
         )
     )
     assert "--openenv-temperature=0.7 is set" in err and "does not sample" in err
+
+
+@pytest.mark.slow
+def test_a_system_prompt_with_only_agents_playing_is_a_usage_error_naming_why(
+    run_pytest, agent_model
+) -> None:
+    err = _usage_error(
+        run_pytest(
+            "--openenv-env=openspiel:tic_tac_toe",
+            "--openenv-policy=agent:codex",
+            "--openenv-policy=agent:opencode",
+            f"--openenv-model={MODEL}",
+            f"--openenv-llm-endpoint={agent_model.base_url}",
+            "--openenv-system-prompt=Play well.",
+        )
+    )
+    assert "--openenv-system-prompt=Play well. is set" in err
+    assert "plays with its own system prompt" in err
+
+
+@pytest.mark.slow
+def test_a_system_prompt_with_an_agent_and_our_loop_is_taken_for_our_loop(
+    run_pytest, pytester: pytest.Pytester, agent_model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-system-prompt")
+    result = run_pytest(
+        "--openenv-env=openspiel:tic_tac_toe",
+        "--openenv-n=1",
+        "--openenv-policy=openai",
+        "--openenv-policy=agent:codex",
+        f"--openenv-model={MODEL}",
+        f"--openenv-llm-endpoint={agent_model.base_url}",
+        "--openenv-system-prompt=Play well.",
+        "--openenv-timeout=240",
+        "-n",
+        "0",
+    )
+    assert result.ret in (0, 1), result.stderr.str()[-2000:]
+    rows = played_rows(pytester.path / "openenv-results")
+    own = [row for row in rows if row["policy"] == "openai"]
+    assert own and own[0]["messages"][0]["content"] == "Play well."
+    # the agent's row holds its own system prompt, not ours
+    agent = [row for row in rows if row["policy"] == "agent:codex"]
+    assert agent and "Play well." not in agent[0]["messages"][0]["content"]
