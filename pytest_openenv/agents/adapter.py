@@ -92,6 +92,9 @@ class AgentAdapter:
     program: ClassVar[str] = ""
     #: how a user installs it, for the error when it is missing
     install: ClassVar[str] = ""
+    #: regular expressions of what its requests hold that differs from run to run with the
+    #: same answers (a tool call's measured time): a response cache keys them as one
+    volatile: ClassVar[tuple[str, ...]] = ()
 
     def executable(self) -> str:
         """The program's path; ``AgentUnavailable`` (with how to install it) when missing."""

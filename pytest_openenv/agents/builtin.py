@@ -72,6 +72,8 @@ class Codex(AgentAdapter):
     dialect = "responses"
     program = "codex"
     install = "npm install -g @openai/codex"
+    #: it heads each tool result with the call's measured time
+    volatile = (r"Wall time: [0-9.]+ seconds",)
 
     def launch(self, setup: EpisodeSetup) -> Launch:
         codex_home = setup.home / ".codex"

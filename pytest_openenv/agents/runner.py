@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .adapter import AgentAdapter, EpisodeSetup
+from .call_store import CallStore, KeyedProxy
 from .capture import CapturedCall, CaptureProxy, ProxySession, Upstream
 from .mcp_bridge import SERVER_NAME, McpBridge
 from .process import AgentProcess
@@ -37,6 +38,8 @@ class AgentBounds:
     deadline: float | None
     #: prompt + completion tokens allowed (``--openenv-episode-max-tokens``)
     max_tokens: int | None = None
+    #: the episode's id: what a ``CallStore`` keys its calls by
+    episode_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -68,10 +71,18 @@ class AgentRun:
 class AgentRunner:
     """Plays episodes with one agent program against one upstream model."""
 
-    def __init__(self, adapter: AgentAdapter, upstream: Upstream, model: str) -> None:
+    def __init__(
+        self,
+        adapter: AgentAdapter,
+        upstream: Upstream,
+        model: str,
+        store: CallStore | None = None,
+    ) -> None:
         self.adapter = adapter
         self.upstream = upstream
         self.model = model
+        #: answers calls before the upstream (a response cache); None: straight upstream
+        self.store = store
         self._proxy: CaptureProxy | None = None
         self._lock = threading.Lock()
         #: the agents running now: ended by ``close`` if their episode was abandoned
@@ -80,7 +91,11 @@ class AgentRunner:
     def proxy(self) -> CaptureProxy:
         with self._lock:
             if self._proxy is None:
-                proxy = CaptureProxy(self.upstream)
+                proxy = (
+                    CaptureProxy(self.upstream)
+                    if self.store is None
+                    else KeyedProxy(self.upstream, self.store)
+                )
                 proxy.start()
                 self._proxy = proxy
             return self._proxy
@@ -89,6 +104,8 @@ class AgentRunner:
         proxy = self.proxy()
         model_session = proxy.open_session(max_calls=bounds.max_calls, max_tokens=bounds.max_tokens)
         root = Path(tempfile.mkdtemp(prefix="openenv-agent-"))
+        if self.store is not None:
+            self.store.begin(model_session.token, bounds.episode_id, root)
         bridge = McpBridge(session)
         process: AgentProcess | None = None
         started = time.monotonic()
@@ -120,6 +137,8 @@ class AgentRunner:
                     self._running.discard(process)
             bridge.close()
             model_session.close()
+            if self.store is not None:
+                self.store.end(model_session.token)
             shutil.rmtree(root, ignore_errors=True)
         assert process is not None
         return AgentRun(

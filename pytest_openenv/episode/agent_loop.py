@@ -72,7 +72,10 @@ def play_with_agent(loop: _Loop, backend: Backend, policy: AgentPlayer) -> Episo
     session = LoopSession(loop, backend, current, task)
     if not loop.done:
         bounds = AgentBounds(
-            max_calls=loop.max_turns, deadline=loop.deadline, max_tokens=loop.limits.max_tokens
+            max_calls=loop.max_turns,
+            deadline=loop.deadline,
+            max_tokens=loop.limits.max_tokens,
+            episode_id=loop.spec.episode_id,
         )
         run = policy.runner.play(session, bounds)
         record_run(loop, run, task)

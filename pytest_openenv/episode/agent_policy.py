@@ -23,7 +23,10 @@ from ..config.settings import Settings
 from ..envs.base import Backend
 from ..errors import AgentUnavailable, PolicyUnavailable
 from ..policies.base import Policy, Reply, Turn
+from ..policies.cache import ResponseCache, cache_root
 from ..policies.registry import AGENT_PREFIX
+from ..util.secrets import KnownSecrets
+from .agent_cache import AgentCallCache
 from .agent_loop import play_with_agent
 from .result import Episode
 
@@ -60,12 +63,16 @@ class AgentPolicy(Policy):
         raise PolicyUnavailable(f"{self.name} plays whole episodes, not single turns")
 
     def describe(self) -> dict[str, Any]:
-        return {
+        described = {
             "policy": self.name,
             "model": self.model,
             "agent": self.adapter.name,
             "agent_version": self.version,
         }
+        store = self.runner.store
+        if isinstance(store, AgentCallCache):
+            described.update(cache=str(store.cache.root), replay=store.replay)
+        return described
 
     def close(self) -> None:
         self.runner.close()
@@ -82,7 +89,7 @@ def upstream_for(adapter: AgentAdapter, settings: Settings, model: str) -> Upstr
         base, dialect, key = ANTHROPIC_API, "anthropic", "ANTHROPIC_API_KEY"
     else:
         base, dialect, key = OPENAI_API, "chat", "OPENAI_API_KEY"
-    if not os.environ.get(key):
+    if not os.environ.get(key) and not settings.llm.replay:  # a replay sends no call
         raise pytest.UsageError(
             f"--openenv-policy={AGENT_PREFIX}{adapter.name} without --openenv-llm-endpoint "
             f"sends its model calls to {base}, which needs {key} in the environment; set it, "
@@ -105,10 +112,16 @@ def build_agent_policy(settings: Settings, overload: Any = None, *, name: str) -
             f"--openenv-policy={name} needs --openenv-model M: the model the agent's calls "
             "are answered by (sent to --openenv-llm-endpoint, or the official API)"
         )
-    if settings.llm.cache or settings.llm.replay:
-        raise pytest.UsageError(
-            f"--openenv-cache / --openenv-replay do not apply to --openenv-policy={name}: an "
-            "agent's model calls are not cached yet"
+    root = cache_root(settings.llm)
+    store = None
+    if root is not None:
+        secrets = KnownSecrets.from_settings(settings)
+        store = AgentCallCache(
+            ResponseCache(root, secrets),
+            provider=name,
+            model=model,
+            replay=settings.llm.replay,
+            volatile=adapter.volatile,
         )
     upstream = upstream_for(adapter, settings, model)
     with tempfile.TemporaryDirectory(prefix="openenv-agent-version-") as scratch:
@@ -116,4 +129,4 @@ def build_agent_policy(settings: Settings, overload: Any = None, *, name: str) -
             version = adapter.version(Path(scratch))
         except AgentUnavailable as exc:
             raise pytest.UsageError(f"--openenv-policy={name}: {exc}") from None
-    return AgentPolicy(adapter, version, AgentRunner(adapter, upstream, model))
+    return AgentPolicy(adapter, version, AgentRunner(adapter, upstream, model, store))
