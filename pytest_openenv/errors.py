@@ -46,12 +46,14 @@ Hierarchy::
      │    ├── RescoreError            ``python -m pytest_openenv rescore``: bad folder or options
      │    ├── ShardsRefused           ``merge``: folders that are not the shards of one run
      │    ├── HarnessParameterError   (ValueError) an OpenEnv ``eval_parameters`` key we lack
-     │    └── TrainingSetupError      (ValueError) ``pytest_openenv.trl``: a tool TRL cannot
-     │                                call, a dataset row without a seed
+     │    ├── TrainingSetupError      (ValueError) ``pytest_openenv.trl``: a tool TRL cannot
+     │    │                           call, a dataset row without a seed
+     │    └── AgentUnavailable        ``agent:NAME`` unknown, its program not on PATH, no template
      ├── InfrastructureFault          -> the item ERRORS (setup), row in failures.jsonl
      │    ├── EpisodeError            what run_episode raises for any fault below
      │    │    ├── EpisodeTimeout     over --openenv-timeout
-     │    │    └── JudgeFailed        the judge model gave no usable verdict (--openenv-judge)
+     │    │    ├── JudgeFailed        the judge model gave no usable verdict (--openenv-judge)
+     │    │    └── AgentProgramFault  an agent program crashed, flooded its output, left no answer
      │    ├── EnvUnavailable          server down, connection dropped, engine crash
      │    │    ├── CannotConnect      no session could be opened; nothing was sent
      │    │    ├── CapacityReached    every session of the server is taken
@@ -64,10 +66,12 @@ Hierarchy::
      │    ├── EndpointFault           a chat request over http.client failed after its retries
      │    │    ├── EndpointTimeout    no whole answer within the request's time
      │    │    ├── EndpointUnreachable the connection failed or closed without an answer
-     │    │    └── EndpointStatus     an HTTP status the retries could not turn into a 2xx
+     │    │    ├── EndpointStatus     an HTTP status the retries could not turn into a 2xx
+     │    │    └── UpstreamError      the capture proxy's upstream gave an agent no answer
      │    └── ExpertError             OpenSpiel's bots cannot play this game
      ├── AgentFault                   -> scored by the env's verdict: a FAILURE, never an error
      │    ├── ActionRejected          the env refused an action: a tool error, play goes on
+     │    ├── StatefulRequest         (ValueError) an agent continues a response never kept
      │    └── ContextExhausted        the model's context is full: the episode ends unfinished
      ├── PushError                    the upload did not happen; local files intact
      │    └── NotAnOutputFolder       the folder lacks the files the plugin writes
@@ -203,6 +207,12 @@ class JudgeFailed(EpisodeError):
     usage: object | None = None
 
 
+class AgentProgramFault(EpisodeError):
+    """An agent program (``agent:NAME``) failed as a program: it exited with an error
+    before the env ended the episode, or flooded its output. Losing is not this: an agent
+    that plays and loses is judged by the env like any policy."""
+
+
 class EnvUnavailable(InfrastructureFault):
     """An infrastructure fault: server down, connection dropped, engine crash.
 
@@ -277,6 +287,16 @@ class EndpointStatus(EndpointFault):
         super().__init__(self.message)
 
 
+class UpstreamError(EndpointFault):
+    """The capture proxy's upstream model gave an agent program no answer: ``status`` is what
+    the agent is told (502 unreachable, 504 too slow), ``message`` why."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
 class ServerUnreachable(InfrastructureFault, ConnectionError):
     """A plain HTTP request to a server failed; the message never holds credentials."""
 
@@ -295,6 +315,11 @@ class ActionRejected(AgentFault):
 
     The message goes back to the policy as a tool error; the episode goes on.
     """
+
+
+class StatefulRequest(AgentFault, ValueError):
+    """An agent program's Responses request continues a stored response
+    (``previous_response_id``) the capture proxy never keeps: refused to the agent (400)."""
 
 
 class ContextExhausted(AgentFault):
@@ -329,6 +354,11 @@ class HarnessRunFailed(OpenEnvError, RuntimeError):
 class TrainingSetupError(BadInput, ValueError):
     """``pytest_openenv.trl``: an env tool TRL cannot expose as a method (a name that is no
     identifier, or one the environment class needs), or a dataset row without a ``seed``."""
+
+
+class AgentUnavailable(BadInput):
+    """``--openenv-policy=agent:NAME`` cannot be started: no agent of that name, its
+    program is not on PATH, or ``agent:command`` has no usable ``--openenv-agent-command``."""
 
 
 class EvaluationRunFailed(OpenEnvError, RuntimeError):

@@ -39,6 +39,7 @@ OUTCOME = {
         "ShardsRefused",
         "HarnessParameterError",
         "TrainingSetupError",
+        "AgentUnavailable",
     ],
     errors.InfrastructureFault: [
         "EpisodeError",
@@ -57,9 +58,11 @@ OUTCOME = {
         "EndpointTimeout",
         "EndpointUnreachable",
         "EndpointStatus",
+        "UpstreamError",
         "ExpertError",
+        "AgentProgramFault",
     ],
-    errors.AgentFault: ["ActionRejected", "ContextExhausted"],
+    errors.AgentFault: ["ActionRejected", "StatefulRequest", "ContextExhausted"],
     errors.PushError: ["NotAnOutputFolder"],
     # a run started through OpenEnv's eval API that gave no figures (openenv_harness)
     errors.HarnessRunFailed: [],

@@ -149,7 +149,8 @@ OPTIONS: list[Option] = [
     Option(
         "policy",
         "expert, scripted, random, openai, anthropic, transformers (a local checkpoint "
-        "in-process), or pkg.module:callable (default: the "
+        "in-process), agent:claude-code|codex|opencode|command (an agent program playing "
+        "through MCP), or pkg.module:callable (default: the "
         "env family's best teacher, expert where OpenSpiel's bots play the game, else "
         "scripted; openai when --openenv-llm-endpoint is given); repeat it to compare "
         "policies on the same episodes (ids P-ep-000000, one row per policy in the summary)",
@@ -158,6 +159,16 @@ OPTIONS: list[Option] = [
         "P",
         repeat=True,
         into="run.policies",
+    ),
+    Option(
+        "agent-command",
+        "--openenv-policy=agent:command: the program to run per episode, a command line "
+        "with placeholders {prompt} or {prompt_file}, {mcp_config}, {mcp_url}, {base_url}, "
+        "{proxy_url}, {model}, {workdir} (docs/agents.md)",
+        text,
+        None,
+        "TEMPLATE",
+        into="run.agent_command",
     ),
     Option(
         "system-prompt",

@@ -299,6 +299,7 @@ class Accounts:
         if outcome.has_figures:
             entry.arm, entry.env, entry.policy = outcome.arm, outcome.env, outcome.policy
             entry.model, entry.seed, entry.repeat = outcome.model, outcome.seed, outcome.repeat
+            entry.agent = outcome.agent
             entry.prompt_tokens = outcome.prompt_tokens
             entry.completion_tokens = outcome.completion_tokens
             cost = outcome.cost_usd

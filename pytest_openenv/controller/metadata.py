@@ -43,11 +43,21 @@ class RunMetadata:
     def samples(self, played: set[str] | frozenset[str]) -> bool:
         """Whether a policy that sends the sampling options played (or, before any row, is
         named for the run)."""
-        from ..policies.registry import plays_a_model
+        from ..policies.registry import samples
 
         run = self.settings.run
         named = {*run.named_policies, self.service.run_policy_name() or ""}
-        return any(plays_a_model(name) for name in (played or named) if name)
+        return any(samples(name) for name in (played or named) if name)
+
+    def agents(self) -> list[dict[str, Any]]:
+        """The agent programs the run names (``agent:NAME``) with their versions."""
+        from ..policies.registry import AGENT_PREFIX
+
+        found = []
+        for name in self.settings.run.named_policies:
+            if name.startswith(AGENT_PREFIX):
+                found.append(self.service.agent_described(name))
+        return found
 
     def identity(self) -> dict[str, Any]:
         """What must match for ``--openenv-resume`` to continue a folder (``dataset/identity``)."""
@@ -85,6 +95,7 @@ class RunMetadata:
             "chat_template": self.template.to_json() if self.template else None,
             "judge": judge.identity() if (judge := self.service.judge()) else None,
             **self.shard_json(),
+            **({"agents": agents} if (agents := self.agents()) else {}),
         }
 
     def shard_json(self) -> dict[str, Any]:

@@ -186,6 +186,24 @@ def _names(values: list[str]) -> str:
     return ", ".join(inline_code(v, in_table=True) for v in values) if values else "n/a"
 
 
+def agents_section(metadata: dict[str, Any]) -> list[str]:
+    """The agent programs that played (``--openenv-policy=agent:NAME``) and their versions."""
+    agents = [a for a in metadata.get("agents") or [] if isinstance(a, dict)]
+    if not agents:
+        return []
+    lines = ["## Agents", "", "| policy | agent | version |", "|---|---|---|"]
+    for agent in agents:
+        lines.append(
+            "| "
+            + " | ".join(
+                inline_code(str(agent.get(key) or ""), in_table=True)
+                for key in ("policy", "agent", "agent_version")
+            )
+            + " |"
+        )
+    return [*lines, ""]
+
+
 def figures_table(figures: dict[str, Any], settings: dict[str, Any]) -> list[str]:
     f = figures
     low, high = f.get("pass_rate_ci95") or [None, None]
@@ -574,6 +592,7 @@ def build_card(
         *judging_section(summary, settings),
         *judge_model_section(summary),
         *models_section(summary),
+        *agents_section(metadata),
         *chart_section(chart),
         *files_section(rows, split_rule(metadata)),
         *loading_section(repo_id, rows, snippet_model(metadata)),

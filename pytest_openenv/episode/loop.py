@@ -306,7 +306,8 @@ class _Loop:
         step["observation"] = content
         return result
 
-    def run(self, backend: Backend) -> Episode:
+    def begin(self, backend: Backend) -> StepResult:
+        """Reset the env for this episode; the task becomes the first user message."""
         spec = self.spec
         self.backend = backend
         try:
@@ -328,7 +329,11 @@ class _Loop:
         self.done = current.done
         self.add_reward(float(current.reward or 0.0), "reset")
         self.current = current
-        final_text = task
+        return current
+
+    def run(self, backend: Backend) -> Episode:
+        current = self.begin(backend)
+        final_text = self.steps[0]["observation"]
         while not self.done and self.turns < self.max_turns:
             self.check_time()
             self.turns += 1
@@ -562,11 +567,13 @@ def run_episode(
     system_prompt: str | None = None,
     clock: Callable[[], float] = time.monotonic,
     remote: RemoteServers | None = None,
+    drive: Callable[[_Loop, Backend], Episode] | None = None,
 ) -> Episode:
     """Run one episode to its end. Raises ``EpisodeError`` for infrastructure faults.
 
     ``remote``: what this process knows of its deployed servers (which ignore the
-    seed); None: ``env``'s own, if it has one.
+    seed); None: ``env``'s own, if it has one. ``drive``: who plays the opened episode
+    instead of the policy's turn-by-turn loop (an agent program: ``agent_loop.py``).
     """
     loop = _Loop(spec, env, policy, limits, system_prompt, clock, remote)
     try:
@@ -578,7 +585,7 @@ def run_episode(
         limit_time = getattr(backend, "limit_time", None)
         if limit_time is not None:
             limit_time(limits.timeout)
-        return loop.run(backend)
+        return loop.run(backend) if drive is None else drive(loop, backend)
     except EnvUnavailable as exc:
         raise loop.failed(EpisodeError(f"env unavailable during {spec.episode_id}: {exc}")) from exc
     except PolicyUnavailable as exc:

@@ -20,6 +20,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..policies.arms import arm_name
+
 #: the report attribute an episode's outcome travels in
 OUTCOME_ATTR = "openenv_outcome"
 
@@ -43,8 +45,10 @@ class EpisodeOutcome:
     env: str = ""
     policy: str = ""
     model: str | None = None
-    #: the name the run knows the arm by (its model, or its policy without one)
+    #: the name the run knows the arm by (``policies.arms.arm_name``)
     arm: str = ""
+    #: the agent program that played, with its version (``codex 0.171.0``); "" for our loop
+    agent: str = ""
     seed: int = 0
     repeat: int = 0
     prompt_tokens: int = 0
@@ -93,7 +97,8 @@ class EpisodeOutcome:
             env=row["env"],
             policy=row["policy"],
             model=row["model"],
-            arm=(row["model"] or row["policy"]) if arm is None else arm,
+            arm=arm_name(row["policy"], row["model"]) if arm is None else arm,
+            agent=agent_of(row),
             seed=row["seed"],
             repeat=row["extra"].get("repeat", 0),
             prompt_tokens=metrics["prompt_tokens"],
@@ -175,3 +180,13 @@ def outcome_from_wire(data: dict[str, Any]) -> None:
     wire = data.get(OUTCOME_ATTR)
     if isinstance(wire, dict):
         data[OUTCOME_ATTR] = EpisodeOutcome.from_wire(wire)
+
+
+def agent_of(row: dict[str, Any]) -> str:
+    """``codex 0.171.0``: the agent program and version a row names, "" for our own loop."""
+    extra = row.get("extra") if isinstance(row.get("extra"), dict) else {}
+    name = extra.get("agent")
+    if not name:
+        return ""
+    version = extra.get("agent_version")
+    return f"{name} {version}" if version else str(name)

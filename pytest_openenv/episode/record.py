@@ -104,7 +104,8 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
         "`total-reward` or `min-reward`, a threshold; `unfinished`: none, the env did not end "
         "the episode), `verdict_rule` (that rule in words; a "
         "guessed threshold says so), `attempt` (only on a failed episode played again by "
-        "--openenv-resume-failed: 2, 3, ...)",
+        "--openenv-resume-failed: 2, 3, ...), `agent` and `agent_version` (only on a row an "
+        "agent program played: --openenv-policy=agent:NAME)",
     ),
     ("env", "string", "`family:variant`"),
     ("seed", "int", "the episode's seed (base seed + index)"),
@@ -257,6 +258,8 @@ def episode_row(
             # what decided the verdict: the env's own word, or a threshold (ours or guessed)
             "judged_by": e.decision.basis if e.decision is not None else "",
             "verdict_rule": e.decision.rule_text() if e.decision is not None else "",
+            # only on rows an agent program played (as ``attempt`` only on a replayed one)
+            **agent_fields(getattr(e, "agent", None)),
         },
         "env": e.env,
         "seed": e.seed,
@@ -269,6 +272,13 @@ def episode_row(
     if e.judge is not None:
         row["judge"] = dict(e.judge)
     return stable_row(row, tool_arguments)
+
+
+def agent_fields(agent: dict[str, str] | None) -> dict[str, str]:
+    """``extra``'s ``agent`` and ``agent_version`` of a row an agent program played."""
+    if not agent:
+        return {}
+    return {"agent": agent["name"], "agent_version": agent["version"]}
 
 
 def placeholder_row(

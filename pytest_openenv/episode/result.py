@@ -58,6 +58,8 @@ class Episode:
     #: the judge's verdict and figures (``episode/judged.py``: the row's ``judge``); None: no
     #: judge decided this episode
     judge: dict[str, Any] | None = None
+    #: the agent program that played (``agent:NAME``): ``{"name", "version"}``; None: a policy
+    agent: dict[str, str] | None = None
 
     def __repr__(self) -> str:
         return (

@@ -48,6 +48,8 @@ class EpisodeService:
         self._policies: dict[tuple[str, str | None], Policy] = {}
         #: ``--openenv-judge``: built once, on first use (None: not yet, or no judge)
         self._judge: Judge | None = None
+        #: what each agent program built is (name, version) for metadata.json
+        self._agents: dict[tuple[str, str | None], dict[str, Any]] = {}
         self._lock = threading.Lock()
 
     def family(self, env: str, config: str) -> EnvFamily:
@@ -74,7 +76,9 @@ class EpisodeService:
                 settings = self.settings
                 if model is not None:
                     settings = dataclasses.replace(settings, llm=settings.llm.for_model(model))
-                self._policies[key] = build_policy(name, settings, self.overload)
+                built = self._policies[key] = build_policy(name, settings, self.overload)
+                if hasattr(built, "drive_episode"):  # kept past ``close_agents``
+                    self._agents[key] = built.describe()
             return self._policies[key]
 
     def run_family(self) -> EnvFamily | None:
@@ -149,18 +153,48 @@ class EpisodeService:
             return self._judge
 
     def run(self, spec: EpisodeSpec, env: Any, policy: Policy) -> Episode:
-        played = run_episode(
-            spec,
-            env,
-            policy,
-            limits=self.limits,
-            system_prompt=self.settings.run.system_prompt,
-            remote=self.remote,
-        )
+        # an agent program (``agent_policy.py``) plays the whole episode, not turn by turn
+        drive = getattr(policy, "drive_episode", None)
+        if drive is not None:
+            played = run_episode(
+                spec,
+                env,
+                policy,
+                limits=self.limits,
+                system_prompt="",  # the agent's own system prompt is the one the model sees
+                remote=self.remote,
+                drive=drive,
+            )
+        else:
+            played = run_episode(
+                spec,
+                env,
+                policy,
+                limits=self.limits,
+                system_prompt=self.settings.run.system_prompt,
+                remote=self.remote,
+            )
         judge = self.judge()
         if judge is None:
             return played
         return judged_episode(played, judge)
+
+    def agent_described(self, name: str) -> dict[str, Any]:
+        """``agent:NAME`` as metadata.json records it (built now if it never was)."""
+        key = (name, None)
+        if key not in self._agents:
+            self.policy(name)
+        return self._agents[key]
+
+    def close_agents(self) -> None:
+        """Close the policies that run agent programs (``agent:NAME``): their proxies and any
+        agent still running. Other policies stay, for the controller's end of the run."""
+        with self._lock:
+            agents = {k: p for k, p in self._policies.items() if hasattr(p, "drive_episode")}
+            for key in agents:
+                del self._policies[key]
+        for policy in agents.values():
+            policy.close()
 
     def close(self) -> None:
         with self._lock:

@@ -3,8 +3,10 @@ same episodes (``--openenv-policy`` / ``--openenv-model`` repeated, or the marke
 ``policies=[...]`` / ``models=[...]``).
 
 An arm is named by its model (``Qwen/Qwen2.5-7B``), or by its policy when it has no
-model (``scripted``). With more than one arm each episode id starts with the arm's
-*id part*: the name with every run of characters other than letters, digits, ``.``,
+model (``scripted``). An agent program is an arm of its own on a model
+(``agent:codex / Qwen/Qwen2.5-7B``): three agents and our own loop on one model play the
+same seeds and are compared as models are. With more than one arm each episode id starts
+with the arm's *id part*: the name with every run of characters other than letters, digits, ``.``,
 ``_`` and ``-`` turned into one ``_`` (``Qwen_Qwen2.5-7B-ep-000000``), because node
 ids and file names must hold no ``:``, ``/`` or ``[]``. Rows keep the exact name in
 ``model`` / ``policy``.
@@ -16,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import EnvConfigError
-from .registry import plays_a_model
+from .registry import AGENT_PREFIX, plays_a_model
 
 _NOT_IN_IDS = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -24,6 +26,14 @@ _NOT_IN_IDS = re.compile(r"[^A-Za-z0-9._-]+")
 def id_part(name: str) -> str:
     """``name`` as it may stand in a node id and a file name."""
     return _NOT_IN_IDS.sub("_", name).strip("_") or "arm"
+
+
+def arm_name(policy: str, model: str | None) -> str:
+    """The name the run knows an arm by: the model, the policy without one, and an agent's
+    policy with its model (the agent, not only the model, is what plays)."""
+    if model and policy.startswith(AGENT_PREFIX):
+        return f"{policy} / {model}"
+    return model or policy
 
 
 @dataclass(frozen=True)
@@ -34,8 +44,8 @@ class Arm:
 
     @property
     def name(self) -> str:
-        """The exact name: the model, or the policy when there is none."""
-        return self.model or self.policy
+        """The exact name (``arm_name``)."""
+        return arm_name(self.policy, self.model)
 
 
 def arms_of(policies: tuple[str, ...], models: tuple[str, ...]) -> list[Arm]:

@@ -357,19 +357,16 @@ class CachedPolicy(Policy):
         return {**self.inner.describe(), "cache": str(self.cache.root), "replay": self.replay}
 
 
-def wrap_with_cache(
-    policy: Policy, llm: LLMSettings, spec: str, secrets: KnownSecrets | None = None
-) -> Policy:
-    """Apply ``--openenv-cache`` / ``--openenv-replay`` to a model-backed policy.
-
-    ``secrets``: what no entry may hold (the environment's by default)."""
+def cache_root(llm: LLMSettings) -> Path | None:
+    """``--openenv-cache``'s folder (None: no cache); a usage error for one that cannot be
+    used, or ``--openenv-replay`` with nothing to replay."""
     folder, replay = llm.cache, llm.replay
     if replay and not folder:
         raise pytest.UsageError(
             "--openenv-replay needs --openenv-cache DIR (the recorded responses to replay)"
         )
     if not folder:
-        return policy
+        return None
     root = Path(folder).expanduser()
     if not root.is_absolute():
         root = Path.cwd() / root
@@ -380,6 +377,19 @@ def wrap_with_cache(
             f"--openenv-cache={folder!r} does not exist, so --openenv-replay has nothing to "
             "replay; record it first by running without --openenv-replay"
         )
+    return root
+
+
+def wrap_with_cache(
+    policy: Policy, llm: LLMSettings, spec: str, secrets: KnownSecrets | None = None
+) -> Policy:
+    """Apply ``--openenv-cache`` / ``--openenv-replay`` to a model-backed policy.
+
+    ``secrets``: what no entry may hold (the environment's by default)."""
+    root = cache_root(llm)
+    if root is None:
+        return policy
+    replay = llm.replay
     identity = policy.cache_identity()
     provider, sampling = identity if identity is not None else (f"callable:{spec}", {})
     return CachedPolicy(

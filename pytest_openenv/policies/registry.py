@@ -55,6 +55,8 @@ class PolicyKind:
     calls_endpoint: bool = False
     #: plays the env's expert move (``Turn.expert``)
     wants_expert: bool = False
+    #: its factory takes the policy's name too (``name=``): one factory, many names
+    named: bool = False
 
     def load_factory(self) -> PolicyFactory:
         module, _, attr = self.factory.partition(":")
@@ -85,6 +87,17 @@ BUILT_IN: dict[str, PolicyKind] = {
 }
 
 
+#: ``agent:NAME``: an agent program plays the whole episode through the env's MCP tools; the
+#: episode layer owns its factory (the agent runner and the loop meet there)
+AGENT_PREFIX = "agent:"
+AGENT = PolicyKind(
+    "pytest_openenv.episode.agent_policy:build_agent_policy",
+    plays_model=True,
+    calls_endpoint=True,
+    named=True,
+)
+
+
 def teachers() -> list[str]:
     """The built-in policies that play no model (what a family may refuse to be played by)."""
     return [name for name, kind in BUILT_IN.items() if not kind.plays_model]
@@ -105,6 +118,8 @@ def kind_of(name: str) -> PolicyKind | None:
     """The kind of ``name``; None for ``pkg.module:callable`` and for a name no one registered."""
     if name in BUILT_IN:
         return BUILT_IN[name]
+    if name.startswith(AGENT_PREFIX):
+        return AGENT
     if ":" in name:
         return None
     entry_point = installed_policies().get(name)
@@ -135,6 +150,12 @@ def plays_a_model(name: str) -> bool:
     return kind is not None and kind.plays_model
 
 
+def samples(name: str) -> bool:
+    """Whether ``name`` samples with the run's sampling options (an agent program samples
+    with its own)."""
+    return plays_a_model(name) and not name.startswith(AGENT_PREFIX)
+
+
 def calls_endpoint(name: str) -> bool:
     """Whether ``name`` sends its requests to ``--openenv-llm-endpoint``."""
     kind = kind_of(name)
@@ -154,8 +175,11 @@ def build_policy(name: str, settings: Settings, overload: OverloadSignal | None 
 
         policy = load_policy(name)
     else:
-        policy = kind.load_factory()(settings, overload)
-        if not kind.plays_model:
+        factory: Any = kind.load_factory()
+        policy = (
+            factory(settings, overload, name=name) if kind.named else factory(settings, overload)
+        )
+        if not kind.plays_model or kind is AGENT:
             return policy
     from ..util.secrets import KnownSecrets
     from .cache import wrap_with_cache
@@ -166,7 +190,7 @@ def build_policy(name: str, settings: Settings, overload: OverloadSignal | None 
 def check_known(name: str) -> None:
     """Raise ``pytest.UsageError`` unless ``name`` is a policy this registry can build."""
     if ":" in name or kind_of(name) is not None:
-        return
+        return  # agent:NAME: its factory names the agents when NAME is none of them
     others = sorted(installed_policies())
     raise pytest.UsageError(
         f"--openenv-policy={name!r} is unknown; choose one of: "

@@ -68,6 +68,8 @@ class ArmTally(Counts):
     name: str = ""
     policy: str | None = None
     model: str | None = None
+    #: the agent program and its version (``codex 0.171.0``); None for our own loop
+    agent: str | None = None
     #: the group's test function (node id without parameters) and env; "" when merged
     test: str = ""
     env: str = ""
@@ -79,6 +81,7 @@ class ArmTally(Counts):
         self.add(entry)
         self.policy = self.policy or entry.policy or None
         self.model = self.model or entry.model
+        self.agent = self.agent or entry.agent or None
         if not entry.ran:
             return
         passed = entry.outcome == "passed"
@@ -92,7 +95,8 @@ class ArmTally(Counts):
     def label(self) -> str:
         """How lines name the group: ``test_x.py::test_a · openspiel:tic_tac_toe · expert``
         (``... · openai / gpt-4o-mini`` with a model)."""
-        played = f"{self.policy} / {self.model}" if self.policy and self.model else self.name
+        policy = f"agent:{self.agent}" if self.agent else self.policy
+        played = f"{policy} / {self.model}" if policy and self.model else self.name
         return " · ".join(part for part in (short_test(self.test), self.env, played) if part)
 
     def absorb(self, other: ArmTally) -> None:
@@ -106,6 +110,7 @@ class ArmTally(Counts):
             self.passk.absorb(other.passk)
         self.policy = self.policy or other.policy
         self.model = self.model or other.model
+        self.agent = self.agent or other.agent
 
     def group_json(self, confidence: float = 0.95, priced: bool = False) -> dict[str, Any]:
         """summary.json's entry of ``groups``: the key fields, then the figures."""
@@ -115,6 +120,7 @@ class ArmTally(Counts):
             "env": self.env,
             "policy": self.policy,
             "model": self.model,
+            "agent": self.agent,
             "label": self.label,
             **self.figures(confidence, priced),
             "passk": passk,
@@ -126,6 +132,7 @@ class ArmTally(Counts):
             "name": self.name,
             "policy": self.policy,
             "model": self.model,
+            "agent": self.agent,
             "ran": self.ran,
             "passed": self.passed,
             "failed": self.failed,

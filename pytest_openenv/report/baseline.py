@@ -197,6 +197,7 @@ def read_rows(folder: Path) -> list[EarlierRow]:
     """Each episode of an earlier output folder, the last row of an episode winning;
     [] when its rows cannot be read (the unpaired test still works)."""
     from ..dataset.jsonl import iter_records
+    from ..policies.arms import arm_name
     from .arms import pair_key
 
     found: dict[Any, EarlierRow] = {}
@@ -206,7 +207,7 @@ def read_rows(folder: Path) -> list[EarlierRow]:
                 extra = row.get("extra") if isinstance(row.get("extra"), dict) else {}
                 test = str(row.get("test", ""))
                 key = pair_key(test, row.get("seed"), extra.get("repeat"))
-                arm = row.get("model") or row.get("policy")
+                arm = arm_name(str(row.get("policy") or ""), row.get("model"))
                 if key is None or not arm:
                     continue
                 failure = row.get("failure") if isinstance(row.get("failure"), dict) else {}

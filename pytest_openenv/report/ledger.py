@@ -30,7 +30,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..episode.outcome import judge_figures
+from ..episode.outcome import agent_of, judge_figures
+from ..policies.arms import arm_name
 from .stats import RunningMean
 
 #: where an entry's outcome comes from: this run's play, an earlier run's results.jsonl
@@ -63,6 +64,8 @@ class Entry:
     env: str = ""
     policy: str = ""
     model: str | None = None
+    #: the agent program that played, with its version (``codex 0.171.0``); "" for our loop
+    agent: str = ""
     seed: int | None = None
     repeat: int = 0
     #: every attempt's spend (a re-run's tokens were spent all the same)
@@ -136,10 +139,11 @@ def entry_of_row(row: dict[str, Any], *, failure_file: bool, played: bool = Fals
         verdict=verdict and not errored,
         reward=None if errored else _number(row.get("reward"), float),
         turns=None if errored else _number(metrics.get("turns"), int),
-        arm=str(row.get("model") or row.get("policy") or ""),
+        arm=arm_name(str(row.get("policy") or ""), row.get("model")),
         env=str(row.get("env") or ""),
         policy=str(row.get("policy") or ""),
         model=row.get("model") or None,
+        agent=agent_of(row),
         seed=_number(row.get("seed"), int),
         repeat=_number(extra.get("repeat", 0), int) or 0,
         attempt=attempt_of(row),

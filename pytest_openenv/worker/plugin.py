@@ -295,4 +295,7 @@ class WorkerPlugin:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.runahead.close()
         self.service.remote.close()  # kept sessions go back to their servers
+        # an agent program whose episode was given up on (past --openenv-timeout) is ended
+        # with its process group, and the capture proxy stops
+        self.service.close_agents()
         self.sigterm.restore()

@@ -23,6 +23,7 @@ from ..episode.record import (
     with_failure,
 )
 from ..episode.result import Episode
+from ..policies.arms import arm_name
 from .items import EPISODE_KEY, ERROR_KEY, PREPARED_KEY, STOP_KEY, spec_of
 from .judge_fixture import judge_failure, judge_section_of
 
@@ -137,7 +138,7 @@ def attach_to_report(
             record,
             line,
             # the name the run knows the arm by, for a played and an errored episode alike
-            arm=spec.model or spec.policy,
+            arm=arm_name(spec.policy, spec.model),
             # the verdict's own words for the item status line
             detail=episode.status_line() if episode is not None else None,
             # answers no token or cost budget can count

@@ -59,7 +59,12 @@ def check_run_policy(config: pytest.Config, service: EpisodeService) -> list[Pol
 def check_what_plays(config: pytest.Config, policies: tuple[str, ...], settings: Settings) -> None:
     """A model or sampling option none of the run's policies uses is a usage error."""
     from ..config.options import given_as
-    from .what_plays import unplayed_model, unused_endpoint, unused_sampling
+    from .what_plays import (
+        unplayed_model,
+        unused_endpoint,
+        unused_sampling,
+        unused_system_prompt,
+    )
 
     models = settings.llm.named_models
     chosen_by = None
@@ -72,6 +77,9 @@ def check_what_plays(config: pytest.Config, policies: tuple[str, ...], settings:
         models_given=given_as(config, "model") or f"--openenv-model={models[0] if models else ''}",
         chosen_by=chosen_by,
     ) or unused_sampling(policies, settings.llm.sampling_given, chosen_by=chosen_by)
+    problem = problem or unused_system_prompt(
+        policies, given_as(config, "system-prompt"), chosen_by=chosen_by
+    )
     endpoint = settings.llm.endpoint
     if endpoint and given_as(config, "llm-endpoint") is not None:
         from ..util.endpoints import redact

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..policies.registry import calls_endpoint, plays_a_model
+from ..policies.registry import AGENT_PREFIX, calls_endpoint, plays_a_model, samples
 
 
 def _policy_words(policies: Sequence[str], chosen_by: str | None) -> str:
@@ -71,7 +71,7 @@ def unused_sampling(
     policies: Sequence[str], given: Sequence[tuple[str, str]], *, chosen_by: str | None
 ) -> str | None:
     """Why the sampling options ``given`` (flag, how it was set) would be dropped, or None."""
-    if not given or any(plays_a_model(p) for p in policies):
+    if not given or any(samples(p) for p in policies):
         return None
     shown = " and ".join(how for _, how in given)
     verb = "are" if len(given) > 1 else "is"
@@ -80,6 +80,23 @@ def unused_sampling(
         "sampling options reach only --openenv-policy=openai (needs OPENAI_API_KEY), "
         "anthropic (needs ANTHROPIC_API_KEY), transformers, or --openenv-llm-endpoint=URL, "
         "each with --openenv-model; name one of those, or leave the option out"
+    )
+
+
+def unused_system_prompt(
+    policies: Sequence[str], prompt_given: str | None, *, chosen_by: str | None
+) -> str | None:
+    """Why ``--openenv-system-prompt`` would reach none of ``policies`` (each an agent
+    program, which plays with its own system prompt), or None."""
+    if prompt_given is None or not policies:
+        return None
+    if not all(p.startswith(AGENT_PREFIX) for p in policies):
+        return None
+    return (
+        f"{prompt_given} is set but {_policy_words(policies, chosen_by)}: an agent program "
+        "plays with its own system prompt, so ours would never reach the model; leave the "
+        "option out, or add a policy of our own loop (e.g. --openenv-policy=openai) that it "
+        "is meant for"
     )
 
 

@@ -1,0 +1,1 @@
+"""Agent programs as the policy: the capture proxy, the runner, the MCP bridge, adapters."""
