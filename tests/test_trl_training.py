@@ -84,6 +84,16 @@ def taught_student(
     return taught_checkpoint(folder, lessons, steps=400)
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread() -> Any:
+    """A model this small gains nothing from a second thread, and beside other processes
+    (xdist, other jobs) two threads per process spin against each other."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def student(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Answers seeds 0 and 1 right and 2 and 3 wrong."""
@@ -119,6 +129,7 @@ def grpo(
         save_strategy="no",
         report_to=[],
         use_cpu=True,
+        gradient_checkpointing=False,  # memory a model this small does not need, for time
         dataloader_num_workers=0,
         disable_tqdm=True,
         seed=0,
