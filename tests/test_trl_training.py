@@ -19,14 +19,14 @@ import transformers
 import trl
 from helpers import read_jsonl
 from servers.openenv_servers import serve_in_thread
-from tiny_models import Lesson, taught_checkpoint
+from tiny_models import Lesson, random_checkpoint, taught_checkpoint
 from transformers.utils import get_json_schema
 from trl.chat_template_utils import qwen3_template
 
 from pytest_openenv.envs.registry import build_family
 from pytest_openenv.episode.loop import EnvFactory, run_episode
 from pytest_openenv.episode.spec import EpisodeSpec
-from pytest_openenv.errors import TrainingSetupError
+from pytest_openenv.errors import EvaluationRunFailed, TrainingSetupError
 from pytest_openenv.policies.callable import CallablePolicy
 from pytest_openenv.trl import (
     EvalCallback,
@@ -426,3 +426,19 @@ def test_training_and_evaluation_play_on_a_deployed_server_and_keep_its_password
     written = "\n".join(p.read_text() for p in (tmp_path / "evals").rglob("*") if p.is_file())
     assert "hunter2" not in written
     assert "hunter2" not in json.dumps(trainer.state.log_history)
+
+
+def test_an_evaluation_without_figures_names_its_arguments_but_not_the_server_password(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model, tokenizer = load(random_checkpoint(tmp_path / "model"))
+    callback = EvalCallback(
+        "nosuchfamily:x", server="http://bob:hunter2@127.0.0.1:9", output=tmp_path / "evals"
+    )
+    state, control = transformers.TrainerState(), transformers.TrainerControl()
+    with pytest.raises(EvaluationRunFailed, match="exit code 4") as failed:
+        callback.on_train_begin(None, state, control, model=model, processing_class=tokenizer)
+    assert "--openenv-server=http://127.0.0.1:9" in str(failed.value)
+    assert "--openenv-env=nosuchfamily:x" in str(failed.value)
+    shown = capsys.readouterr()
+    assert "hunter2" not in str(failed.value) + shown.out + shown.err

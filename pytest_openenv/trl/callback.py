@@ -25,6 +25,7 @@ from ..policies.llm.checkpoint import Checkpoint
 from ..policies.llm.template_fit import probe
 from ..policies.llm.transformers_local import LocalSampling, TransformersPolicy
 from ..report.paired import Outcome, compare_pair
+from ..util.endpoints import redact
 from ..util.render_bound import bounded_render
 from .best import BEST_RULES, BestRule, is_new_best, rule_text, save_checkpoint
 
@@ -236,6 +237,14 @@ class EvalCallback(TrainerCallback):
         args += [f"--openenv-server={server}" for server in self.servers]
         return args + self.pytest_args
 
+    def shown_args(self, folder: Path) -> list[str]:
+        """``run_args`` as a message may show them: server URLs without their passwords."""
+        prefix = "--openenv-server="
+        return [
+            prefix + redact(arg[len(prefix) :]) if arg.startswith(prefix) else arg
+            for arg in self.run_args(folder)
+        ]
+
     def play(self, step: int, model: Any, processing_class: Any) -> Path:
         """One run with the model as it is now; its output folder."""
         folder = self.output / f"step-{step:06d}"
@@ -252,7 +261,7 @@ class EvalCallback(TrainerCallback):
         if code not in WITH_FIGURES or not (folder / "summary.json").exists():
             raise EvaluationRunFailed(
                 f"the evaluation at step {step} ended with exit code {code} and no figures "
-                f"(pytest arguments: {' '.join(self.run_args(folder))}); its output is above"
+                f"(pytest arguments: {' '.join(self.shown_args(folder))}); its output is above"
             )
         return folder
 
