@@ -61,6 +61,7 @@ def tree_digest(folder: Path) -> dict[str, str]:
 def test_example_folders_are_the_documented_ones():
     assert sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir()) == [
         "env_properties",
+        "grpo_after_sft",
         "reasoning_gym_eval",
         "sft_warmup",
         "snapshots",
