@@ -8,6 +8,7 @@ whole episode (``agent_loop.py``).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import tempfile
 from pathlib import Path
@@ -98,9 +99,27 @@ def upstream_for(adapter: AgentAdapter, settings: Settings, model: str) -> Upstr
     return Upstream(base, dialect, key, model, timeout=llm.request_timeout)  # type: ignore[arg-type]
 
 
+#: what the MCP bridge serves the env's tools with (the ``agents`` extra)
+SERVING_MODULES = ("mcp", "uvicorn", "starlette")
+
+
+def importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ValueError:  # a module set to None in sys.modules: importing it fails as missing
+        return False
+
+
 def build_agent_policy(settings: Settings, overload: Any = None, *, name: str) -> AgentPolicy:
     """The ``agent:NAME`` policy; every problem is a ``pytest.UsageError`` naming the fix."""
     agent = name[len(AGENT_PREFIX) :]
+    missing = [module for module in SERVING_MODULES if not importable(module)]
+    if missing:
+        raise pytest.UsageError(
+            f"--openenv-policy={name} serves the env's tools to the agent over MCP, which needs "
+            f"{', '.join(missing)}: pip install 'pytest-openenv[agents]' (or pip install "
+            f"{' '.join(missing)})"
+        )
     try:
         adapter = build_adapter(agent, settings.run.agent_command)
         adapter.executable()

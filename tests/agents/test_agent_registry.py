@@ -231,3 +231,20 @@ def test_a_system_prompt_with_an_agent_and_our_loop_is_taken_for_our_loop(
     # the agent's row holds its own system prompt, not ours
     agent = [row for row in rows if row["policy"] == "agent:codex"]
     assert agent and "Play well." not in agent[0]["messages"][0]["content"]
+
+
+def test_an_agent_without_the_mcp_stack_installed_is_a_usage_error_naming_the_extra(
+    run_pytest, pytester: pytest.Pytester, agent_model
+) -> None:
+    # a module set to None in sys.modules imports as a missing package does
+    pytester.makeconftest("import sys\nsys.modules['mcp'] = None\n")
+    err = _usage_error(
+        run_pytest(
+            "--openenv-env=openspiel:tic_tac_toe",
+            "--openenv-policy=agent:codex",
+            f"--openenv-model={MODEL}",
+            f"--openenv-llm-endpoint={agent_model.base_url}",
+        )
+    )
+    assert "serves the env's tools to the agent over MCP, which needs mcp" in err
+    assert "pip install 'pytest-openenv[agents]'" in err

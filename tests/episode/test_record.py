@@ -50,7 +50,8 @@ def shape(row: dict[str, Any]) -> dict[str, Any]:
 def test_the_card_describes_every_field_a_row_has(played: dict[str, Any]) -> None:
     described = [name for name, _, _ in FIELDS]
     assert len(described) == len(set(described))
-    assert set(described) == {*played, "failure"}
+    # ``judge`` only on the rows of a run a judge model decided (--openenv-judge)
+    assert set(described) == {*played, "failure", "judge"}
     table = [line.split("|")[1].strip().strip("`") for line in schema_section()[6:-1]]
     assert table == described
 
