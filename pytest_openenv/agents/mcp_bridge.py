@@ -54,7 +54,10 @@ class McpBridge:
     def start(self) -> str:
         import uvicorn
 
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP named, not left 0: asyncio turns Nagle off (TCP_NODELAY) only on the
+        # connections of a socket whose proto says TCP, and with Nagle on, every answer's body
+        # waits out the agent's delayed ACK (40 ms per env step) behind its headers
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         self._socket = sock
