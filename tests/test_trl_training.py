@@ -248,6 +248,9 @@ def test_grpo_rewards_equal_seed_by_seed_what_a_run_judges_of_the_same_moves(
         else:
             assert "openenv/p_vs_step0" not in entry
     assert callback.stopped_because is None
+    # the trainer's own entry of each step (its loss and rewards) is logged beside them
+    trained = [e["step"] for e in trainer.state.log_history if "reward" in e and "loss" in e]
+    assert trained == [1, 2], trainer.state.log_history
 
 
 @pytest.mark.slow

@@ -153,12 +153,19 @@ def grpo(args: argparse.Namespace, student: Path, work: Path) -> dict[str, Any]:
     start = time.perf_counter()
     trainer.train()
     wall = time.perf_counter() - start
+    # each step's own entry (its loss and the mean reward of its rollouts); the closing
+    # summary of the whole training holds a reward too, which is no step's
     rewards = {
         int(e["step"]): e["reward"]
         for e in trainer.state.log_history
-        if "reward" in e and "openenv/pass_rate" not in e
+        if "reward" in e and "loss" in e
     }
-    return {"callback": callback, "wall": wall, "rewards": rewards}
+    return {
+        "callback": callback,
+        "wall": wall,
+        "rewards": rewards,
+        "steps": int(trainer.state.global_step),
+    }
 
 
 def report(result: dict[str, Any], timings: list[tuple[str, float]]) -> None:
@@ -190,7 +197,7 @@ def report(result: dict[str, Any], timings: list[tuple[str, float]]) -> None:
     print("|---|---|")
     for name, seconds in timings:
         print(f"| {name} | {seconds:.0f} s |")
-    steps = len(result["rewards"])
+    steps = result["steps"]
     print(f"| GRPO, {steps} steps (evaluations left out) | {result['wall'] - evals:.0f} s |")
     for step, seconds in sorted(callback.seconds.items()):
         print(f"| evaluation at step {step}, {callback.n} seeds | {seconds:.0f} s |")

@@ -379,7 +379,11 @@ class EvalCallback(TrainerCallback):
     def log(self, state: Any, entry: dict[str, Any]) -> None:
         figures = {key: value for key, value in entry.items() if value is not None}
         if self.trainer is not None:
-            # the base class's log: GRPOTrainer's own would take (and clear) its pending metrics
+            # the base class's log: GRPOTrainer's own would take (and clear) its pending metrics;
+            # and a log clears the trainer's should_log, which would drop this step's own entry
+            # of loss and rewards, so it is put back as the step had it
+            should_log = self.trainer.control.should_log
             Trainer.log(self.trainer, figures)
+            self.trainer.control.should_log = should_log
         else:
             state.log_history.append({**figures, "step": int(state.global_step)})
