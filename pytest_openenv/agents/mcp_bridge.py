@@ -9,6 +9,7 @@ server runs under uvicorn on a thread of its own with its own event loop.
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 import threading
 from collections.abc import AsyncIterator
@@ -32,6 +33,18 @@ def warm_up() -> None:
     from starlette.applications import Starlette  # noqa: F401
 
 
+class _EndedStreamFilter(logging.Filter):
+    """Drops the SDK's report of a session's event stream closing under it: every agent is
+    stopped at its episode's end with that stream open, which is no fault of anyone's."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return type(error).__name__ != "ClosedResourceError"
+
+
+_ENDED_STREAM_FILTER = _EndedStreamFilter()
+
+
 class McpBridge:
     """Serves ``session``'s tools at ``url`` until ``close``.
 
@@ -39,8 +52,15 @@ class McpBridge:
     error and kept in ``fault``: the episode is an infrastructure error, not the agent's.
     """
 
-    def __init__(self, session: AgentEnvSession, name: str = SERVER_NAME) -> None:
+    def __init__(
+        self,
+        session: AgentEnvSession,
+        name: str = SERVER_NAME,
+        wake: threading.Event | None = None,
+    ) -> None:
         self.session = session
+        #: set after every tool call: the env may be done now
+        self.wake = wake or threading.Event()
         self.name = name
         self.fault: BaseException | None = None
         #: tool calls the agent made through the bridge
@@ -54,6 +74,9 @@ class McpBridge:
     def start(self) -> str:
         import uvicorn
 
+        # the SDK's logger, not ours: adding the same filter object twice is a no-op
+        logging.getLogger("mcp.server.streamable_http").addFilter(_ENDED_STREAM_FILTER)
+
         # IPPROTO_TCP named, not left 0: asyncio turns Nagle off (TCP_NODELAY) only on the
         # connections of a socket whose proto says TCP, and with Nagle on, every answer's body
         # waits out the agent's delayed ACK (40 ms per env step) behind its headers
@@ -66,7 +89,7 @@ class McpBridge:
         server = uvicorn.Server(config)
         self._server = server
         self._thread = threading.Thread(
-            target=server.run, kwargs={"sockets": [sock]}, name="openenv-mcp", daemon=True
+            target=self._serve, args=(server, sock), name="openenv-mcp", daemon=True
         )
         self._thread.start()
         started = threading.Event()
@@ -106,7 +129,9 @@ class McpBridge:
                 content=[types.TextContent(type="text", text=answer[0])], isError=answer[1]
             )
 
-        manager = StreamableHTTPSessionManager(app=server, json_response=True, stateless=True)
+        # one MCP session per agent, kept across its calls: a stateless manager builds a
+        # transport and a server task per request, twice the bridge's CPU per tool call
+        manager = StreamableHTTPSessionManager(app=server, json_response=True, stateless=False)
 
         @contextlib.asynccontextmanager
         async def lifespan(app: Any) -> AsyncIterator[None]:
@@ -118,24 +143,44 @@ class McpBridge:
     def _call(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
         with self._step:  # one step at a time: an env session is not shared by two moves
             self.calls += 1
-            if self.fault is not None:
-                return "Error: the environment is unavailable", True
             try:
-                answer = self.session.call(name, arguments)
-            except Exception as exc:
-                self.fault = exc
-                return "Error: the environment is unavailable", True
-            return answer.text, answer.is_error
+                if self.fault is not None:
+                    return "Error: the environment is unavailable", True
+                try:
+                    answer = self.session.call(name, arguments)
+                except Exception as exc:
+                    self.fault = exc
+                    return "Error: the environment is unavailable", True
+                return answer.text, answer.is_error
+            finally:
+                self.wake.set()
 
-    def close(self) -> None:
+    @staticmethod
+    def _serve(server: Any, sock: socket.socket) -> None:
+        try:
+            server.run(sockets=[sock])
+        finally:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def close(self, wait: bool = True) -> None:
+        """Stop serving; ``wait=False`` returns at once and the server ends on its own
+        within uvicorn's tick (a tenth of a second), which an episode need not wait out once
+        its agent is gone."""
         server, thread = self._server, self._thread
         if server is not None:
             server.should_exit = True
-        if thread is not None:
+        if thread is None:
+            if self._socket is not None:
+                with contextlib.suppress(OSError):
+                    self._socket.close()
+        elif wait:
             thread.join(START_TIMEOUT)
-        if self._socket is not None:
-            with contextlib.suppress(OSError):
-                self._socket.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether the server has ended (after ``close``)."""
+        return self._thread is None or not self._thread.is_alive()
 
     def __enter__(self) -> McpBridge:
         self.start()

@@ -24,8 +24,9 @@ TAIL_BYTES = 16 * 1024
 FLOOD_BYTES = 32 * 1024 * 1024
 #: seconds a program has to end after SIGTERM before SIGKILL
 TERM_GRACE = 2.0
-#: seconds between looks at the program and the episode
-POLL = 0.05
+#: most seconds between looks at the program and the episode: a look also comes at once
+#: when the program exits or its episode wakes the wait (a model call, a tool call)
+POLL = 0.5
 
 
 class _Tail:
@@ -54,6 +55,8 @@ class AgentProcess:
         self.stdout = _Tail(TAIL_BYTES)
         self.stderr = _Tail(TAIL_BYTES)
         self.proc: subprocess.Popen[bytes] | None = None
+        #: ``time.monotonic()`` just before the program was started
+        self.started = 0.0
         self._readers: list[threading.Thread] = []
 
     @property
@@ -61,6 +64,7 @@ class AgentProcess:
         return self.stdout.total + self.stderr.total > FLOOD_BYTES
 
     def start(self) -> None:
+        self.started = time.monotonic()
         self.proc = subprocess.Popen(
             self.argv,
             cwd=self.cwd,
@@ -87,22 +91,41 @@ class AgentProcess:
                     self.stop()  # a reader ends the flood at once, not at the next look
                     return
 
-    def wait_until(self, stop: Callable[[], str | None], deadline: float | None) -> str | None:
-        """Wait for the program to exit, ``stop()`` to give a reason, or ``deadline``.
+    def wait_until(
+        self,
+        stop: Callable[[], str | None],
+        deadline: float | None,
+        wake: threading.Event | None = None,
+    ) -> str | None:
+        """Wait for the program to exit, ``stop()`` to give a reason, or ``deadline``;
+        ``stop()`` is asked again whenever ``wake`` is set, and at least every ``POLL``.
 
         Returns the reason it was stopped (``timeout``, ``flooded`` or ``stop()``'s), None
         when it exited by itself.
         """
-        assert self.proc is not None
-        while self.proc.poll() is None:
+        proc = self.proc
+        assert proc is not None
+        wake = wake or threading.Event()
+        exited = threading.Event()
+
+        def watch() -> None:
+            with contextlib.suppress(ChildProcessError):
+                proc.wait()
+            exited.set()
+            wake.set()
+
+        threading.Thread(target=watch, name="openenv-agent-exit", daemon=True).start()
+        while not exited.is_set():
             if self.flooded:
                 return "flooded"
             reason = stop()
             if reason is not None:
                 return reason
-            if deadline is not None and time.monotonic() > deadline:
+            now = time.monotonic()
+            if deadline is not None and now > deadline:
                 return "timeout"
-            time.sleep(POLL)
+            wake.wait(POLL if deadline is None else min(POLL, max(deadline - now, 0.0)))
+            wake.clear()
         return "flooded" if self.flooded else None
 
     @property
@@ -146,11 +169,30 @@ class AgentProcess:
 
 
 def group_alive(pgid: int) -> bool:
-    """Whether any process of group ``pgid`` is still running."""
+    """Whether any process of group ``pgid`` is still running.
+
+    A zombie does not count: a child the agent left behind is reaped by init, which may
+    take its time, and signalling the group "succeeds" while its zombie waits.
+    """
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True  # no /proc to tell zombies by: the signal's answer stands
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rpartition(b")")[2].split()
+        except OSError:
+            continue  # it ended while we looked
+        # after the command's closing parenthesis: state, ppid, pgrp
+        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] != b"Z":
+            return True
+    return False

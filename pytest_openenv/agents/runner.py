@@ -20,6 +20,7 @@ from pathlib import Path
 from .adapter import AgentAdapter, EpisodeSetup
 from .call_store import CallStore, KeyedProxy
 from .capture import CapturedCall, CaptureProxy, ProxySession, Upstream
+from .confine import landlock_abi, wrap
 from .mcp_bridge import SERVER_NAME, McpBridge
 from .process import AgentProcess
 from .session import AgentEnvSession
@@ -57,6 +58,10 @@ class AgentRun:
     #: the exception a tool call raised (the env's server went away), if any
     env_fault: BaseException | None
     seconds: float
+    #: seconds from the agent's start to its first model call (None: it made none)
+    startup_seconds: float | None = None
+    #: seconds its process group took to end once it exited or was stopped
+    stop_seconds: float = 0.0
 
     def tail(self, limit: int = 2000) -> str:
         """The end of its stderr and stdout, for a failure message."""
@@ -77,16 +82,24 @@ class AgentRunner:
         upstream: Upstream,
         model: str,
         store: CallStore | None = None,
+        writable: tuple[str, ...] = (),
     ) -> None:
         self.adapter = adapter
         self.upstream = upstream
         self.model = model
         #: answers calls before the upstream (a response cache); None: straight upstream
         self.store = store
+        #: folders the agent may write to besides its episode's (``--openenv-agent-writable``)
+        self.writable = writable
+        #: whether the kernel confines the agent's writes to its folders (Landlock): where it
+        #: cannot, the agent runs as the user's own programs do, and ``describe`` says so
+        self.confined = landlock_abi() > 0
         self._proxy: CaptureProxy | None = None
         self._lock = threading.Lock()
         #: the agents running now: ended by ``close`` if their episode was abandoned
         self._running: set[AgentProcess] = set()
+        #: MCP bridges of ended episodes still shutting down (waited for by ``close``)
+        self._closing: list[McpBridge] = []
 
     def proxy(self) -> CaptureProxy:
         with self._lock:
@@ -102,14 +115,18 @@ class AgentRunner:
 
     def play(self, session: AgentEnvSession, bounds: AgentBounds) -> AgentRun:
         proxy = self.proxy()
-        model_session = proxy.open_session(max_calls=bounds.max_calls, max_tokens=bounds.max_tokens)
+        # the proxy's and the bridge's calls wake the wait on the agent: it stops the agent
+        # as soon as the episode is over, not at its next look
+        wake = threading.Event()
+        model_session = proxy.open_session(bounds.max_calls, bounds.max_tokens, wake)
         root = Path(tempfile.mkdtemp(prefix="openenv-agent-"))
         if self.store is not None:
             self.store.begin(model_session.token, bounds.episode_id, root)
-        bridge = McpBridge(session)
+        bridge = McpBridge(session, wake=wake)
         process: AgentProcess | None = None
         started = time.monotonic()
         stopped: str | None = None
+        stop_seconds = 0.0
         try:
             workdir, home = root / "work", root / "home"
             workdir.mkdir()
@@ -125,24 +142,35 @@ class AgentRunner:
                 model=self.model,
             )
             launch = self.adapter.launch(setup)
-            process = AgentProcess(launch.argv, launch.env, workdir)
+            argv = wrap(launch.argv, [str(root), *self.writable]) if self.confined else launch.argv
+            process = AgentProcess(argv, launch.env, workdir)
             with self._lock:
                 self._running.add(process)
             process.start()
-            stopped = process.wait_until(_StopWhen(session, model_session, bridge), bounds.deadline)
+            stop_when = _StopWhen(session, model_session, bridge)
+            stopped = process.wait_until(stop_when, bounds.deadline, wake)
         finally:
             if process is not None:
-                process.close(hard=stopped in (TIMEOUT, FLOODED))
+                stopping = time.monotonic()
+                # nothing of an agent is kept once its episode is over (its folder is
+                # removed), so it gets no grace then either: SIGTERM's can cost a second
+                process.close(hard=stopped in (TIMEOUT, FLOODED, DONE))
+                stop_seconds = time.monotonic() - stopping
                 with self._lock:
                     self._running.discard(process)
-            bridge.close()
+            # its agent is gone: the bridge ends on its own, and the episode goes on now
+            bridge.close(wait=False)
+            with self._lock:
+                self._closing = [b for b in self._closing if not b.closed] + [bridge]
             model_session.close()
             if self.store is not None:
                 self.store.end(model_session.token)
             shutil.rmtree(root, ignore_errors=True)
         assert process is not None
+        calls = list(model_session.calls)
+        first = min((call.received for call in calls), default=None)
         return AgentRun(
-            calls=list(model_session.calls),
+            calls=calls,
             stopped=stopped,
             returncode=process.returncode,
             over_limit=model_session.over_limit,
@@ -151,6 +179,8 @@ class AgentRunner:
             stderr_tail=process.stderr.text(),
             env_fault=bridge.fault,
             seconds=time.monotonic() - started,
+            startup_seconds=None if first is None else first - process.started,
+            stop_seconds=stop_seconds,
         )
 
     def close(self) -> None:
@@ -158,8 +188,11 @@ class AgentRunner:
         with self._lock:
             proxy, self._proxy = self._proxy, None
             running, self._running = list(self._running), set()
+            closing, self._closing = self._closing, []
         for process in running:
             process.stop(hard=True)
+        for bridge in closing:
+            bridge.close()
         if proxy is not None:
             proxy.close()
 

@@ -266,6 +266,20 @@ def json_object(flag: str, raw: Any) -> dict[str, Any]:
     return value
 
 
+def folders(flag: str, raw: Any) -> tuple[str, ...]:
+    """Repeatable existing folders, as absolute paths (``~`` expanded); one that is not a
+    folder is refused now, not met when the first episode starts."""
+    values = [raw] if isinstance(raw, str) else [str(value) for value in raw]
+    found: list[str] = []
+    for value in values:
+        path = os.path.abspath(path_text(flag, value.strip()))
+        if not value.strip() or not os.path.isdir(path):
+            raise bad_value(flag, value, "an existing folder")
+        if path not in found:
+            found.append(path)
+    return tuple(found)
+
+
 def text(flag: str, raw: Any) -> str:
     return str(raw)
 
@@ -460,6 +474,7 @@ KIND: dict[Callable[[str, Any], Any], IniKind] = {
     boolean: "bool",
     server_urls: "list",
     names: "list",
+    folders: "list",
     positive_number: "float",
     concurrency: "int-or-auto",
     json_object: "table",

@@ -36,6 +36,7 @@ from .convert import (
     concurrency,
     confidence,
     failure_reports,
+    folders,
     fraction,
     gate_metric,
     http_url,
@@ -169,6 +170,17 @@ OPTIONS: list[Option] = [
         None,
         "TEMPLATE",
         into="run.agent_command",
+    ),
+    Option(
+        "agent-writable",
+        "a folder an agent program may write to besides its episode's own (repeatable): "
+        "on Linux every other write of the agent and of what it starts is refused "
+        "(Landlock), as a read-only folder's would be",
+        folders,
+        (),
+        "DIR",
+        repeat=True,
+        into="run.agent_writable",
     ),
     Option(
         "system-prompt",

@@ -52,6 +52,8 @@ class RunSettings:
     """Every ``--openenv-policy``, in order (several: each plays the same episodes)."""
     agent_command: str | None = default_of("agent-command")
     """``--openenv-agent-command``: the program ``agent:command`` runs, a template."""
+    agent_writable: tuple[str, ...] = ()
+    """``--openenv-agent-writable``: folders an agent may write to besides its episode's."""
     system_prompt: str | None = default_of("system-prompt")
     """``--openenv-system-prompt``; None: the family's prompt; '' sends no system message."""
     max_turns: int | None = default_of("max-turns")

@@ -70,6 +70,7 @@ def play_with_agent(loop: _Loop, backend: Backend, policy: AgentPlayer) -> Episo
     current = loop.begin(backend)
     task = loop.steps[0]["observation"]
     session = LoopSession(loop, backend, current, task)
+    timing: dict[str, float | None] = {}
     if not loop.done:
         bounds = AgentBounds(
             max_calls=loop.max_turns,
@@ -78,6 +79,9 @@ def play_with_agent(loop: _Loop, backend: Backend, policy: AgentPlayer) -> Episo
             episode_id=loop.spec.episode_id,
         )
         run = policy.runner.play(session, bounds)
+        timing = {"startup_s": run.startup_seconds, "stop_s": round(run.stop_seconds, 4)}
+        if run.startup_seconds is not None:
+            timing["startup_s"] = round(run.startup_seconds, 4)
         record_run(loop, run, task)
         if run.env_fault is not None:
             raise run.env_fault
@@ -85,7 +89,7 @@ def play_with_agent(loop: _Loop, backend: Backend, policy: AgentPlayer) -> Episo
     if loop.done and loop.family.reads_final_state:
         loop.final_state = loop.read_state(backend)
     episode = loop.finish(loop.last_observation())
-    episode.agent = {"name": policy.adapter.name, "version": policy.version}
+    episode.agent = {"name": policy.adapter.name, "version": policy.version, **timing}
     return episode
 
 

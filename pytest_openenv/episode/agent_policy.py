@@ -69,6 +69,11 @@ class AgentPolicy(Policy):
             "model": self.model,
             "agent": self.adapter.name,
             "agent_version": self.version,
+            # where the kernel cannot refuse them, an agent's writes outside its folder land
+            "agent_writes": "its episode's folder"
+            + "".join(f", {folder}" for folder in self.runner.writable)
+            if self.runner.confined
+            else "anywhere its user may write (no Landlock on this machine)",
         }
         store = self.runner.store
         if isinstance(store, AgentCallCache):
@@ -148,4 +153,5 @@ def build_agent_policy(settings: Settings, overload: Any = None, *, name: str) -
             version = adapter.version(Path(scratch))
         except AgentUnavailable as exc:
             raise pytest.UsageError(f"--openenv-policy={name}: {exc}") from None
-    return AgentPolicy(adapter, version, AgentRunner(adapter, upstream, model, store))
+    runner = AgentRunner(adapter, upstream, model, store, settings.run.agent_writable)
+    return AgentPolicy(adapter, version, runner)

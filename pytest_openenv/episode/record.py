@@ -105,7 +105,8 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
         "the episode), `verdict_rule` (that rule in words; a "
         "guessed threshold says so), `attempt` (only on a failed episode played again by "
         "--openenv-resume-failed: 2, 3, ...), `agent` and `agent_version` (only on a row an "
-        "agent program played: --openenv-policy=agent:NAME)",
+        "agent program played: --openenv-policy=agent:NAME) with `agent_startup_s` (its "
+        "start to its first model call) and `agent_stop_s` (its process group ending)",
     ),
     ("env", "string", "`family:variant`"),
     ("seed", "int", "the episode's seed (base seed + index)"),
@@ -274,11 +275,16 @@ def episode_row(
     return stable_row(row, tool_arguments)
 
 
-def agent_fields(agent: dict[str, str] | None) -> dict[str, str]:
-    """``extra``'s ``agent`` and ``agent_version`` of a row an agent program played."""
+def agent_fields(agent: dict[str, Any] | None) -> dict[str, Any]:
+    """``extra``'s ``agent``, ``agent_version`` and the agent's own seconds of a row an agent
+    program played."""
     if not agent:
         return {}
-    return {"agent": agent["name"], "agent_version": agent["version"]}
+    fields = {"agent": agent["name"], "agent_version": agent["version"]}
+    for key in ("startup_s", "stop_s"):
+        if agent.get(key) is not None:
+            fields[f"agent_{key}"] = agent[key]
+    return fields
 
 
 def placeholder_row(

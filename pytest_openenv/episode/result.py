@@ -58,8 +58,9 @@ class Episode:
     #: the judge's verdict and figures (``episode/judged.py``: the row's ``judge``); None: no
     #: judge decided this episode
     judge: dict[str, Any] | None = None
-    #: the agent program that played (``agent:NAME``): ``{"name", "version"}``; None: a policy
-    agent: dict[str, str] | None = None
+    #: the agent program that played (``agent:NAME``): ``{"name", "version"}`` and its own
+    #: seconds (``startup_s``, ``stop_s``); None: a policy of ours
+    agent: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         return (

@@ -37,6 +37,7 @@ def test_a_command_agent_plays_episodes_recorded_as_the_model_saw_them(
     result = run_pytest(
         *agent_options(agent_model, "agent:command", f"--openenv-agent-command={template}"),
         f"--openenv-concurrency={concurrency}",  # 2: two agents in flight, one proxy
+        f"--openenv-agent-writable={pytester.path}",  # where it writes what it was given
         "-n",
         "0",
     )
@@ -57,6 +58,7 @@ def test_a_command_agent_plays_episodes_recorded_as_the_model_saw_them(
     [described] = json.loads((folder / "metadata.json").read_text())["agents"]
     assert described["policy"] == "agent:command" and described["agent"] == "command"
     assert described["agent_version"] == rows[0]["extra"]["agent_version"]
+    assert described["agent_writes"] == f"its episode's folder, {pytester.path}"
     assert "| `agent:command` | `command` |" in (folder / "README.md").read_text()
     # an agent samples with its own settings: the record does not claim ours
     assert "temperature" not in json.loads((folder / "metadata.json").read_text())["identity"]
@@ -85,6 +87,7 @@ def test_a_hanging_agent_and_its_child_are_ended_at_the_timeout(
             "agent:command",
             f"--openenv-agent-command={template}",
             "--openenv-timeout=6",
+            f"--openenv-agent-writable={pytester.path}",
             n=1,
         ),
         "-n",
@@ -96,8 +99,16 @@ def test_a_hanging_agent_and_its_child_are_ended_at_the_timeout(
     assert "--openenv-timeout=6s" in row["failure"]["message"]
     assert row["policy"] == "agent:command"
     for pid in map(int, pids.read_text().split()):
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
+        assert not running(pid), pid
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` still runs: a zombie (dead, waiting for init to reap it) does not."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(b")")[2].split()[0] != b"Z"
 
 
 @pytest.mark.parametrize(
@@ -122,6 +133,43 @@ def test_an_agent_that_floods_or_crashes_errors_with_the_reason(
     assert says in row["failure"]["message"]
     if kind == "crash":  # the agent's own words, from its stderr's tail
         assert "agent crashed: cannot reach its model" in row["failure"]["message"]
+
+
+def test_an_agent_writes_only_inside_its_folder_and_the_folders_it_is_given(
+    run_pytest, pytester: pytest.Pytester, agent_model
+) -> None:
+    outside = pytester.path / "outside.txt"
+    template = program("hostile_agent", "escape", str(outside)) + " {prompt}"
+    command = f"--openenv-agent-command={template}"
+    result = run_pytest(*agent_options(agent_model, "agent:command", command, n=1), "-n", "0")
+    result.assert_outcomes(errors=1)
+    assert not outside.exists()
+    [row] = read_jsonl(pytester.path / "openenv-results" / "failures.jsonl")
+    message = row["failure"]["message"]
+    assert "wrote inside.txt" in message  # its own folder stays writable
+    assert f"could not write {outside}: Permission denied" in message
+    # a folder given with --openenv-agent-writable is written as the agent asked
+    given = pytester.path / "given"
+    given.mkdir()
+    template = program("hostile_agent", "escape", str(given / "out.txt")) + " {prompt}"
+    command = f"--openenv-agent-command={template}"
+    options = agent_options(agent_model, "agent:command", command, n=1)
+    result = run_pytest(*options, f"--openenv-agent-writable={given}", "--openenv-output=again")
+    result.assert_outcomes(errors=1)
+    assert (given / "out.txt").read_text() == "written by the agent"
+
+
+def test_an_agent_writable_folder_that_does_not_exist_is_a_usage_error(
+    run_pytest, pytester: pytest.Pytester, agent_model
+) -> None:
+    missing = pytester.path / "no-such-folder"
+    template = program("mini_agent", "{prompt_file}", "{mcp_url}", "{model}")
+    options = agent_options(agent_model, "agent:command", f"--openenv-agent-command={template}")
+    result = run_pytest(*options, f"--openenv-agent-writable={missing}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"--openenv-agent-writable='{missing}' is invalid: expected an existing folder" in (
+        result.stderr.str()
+    )
 
 
 def test_an_agent_that_quits_without_playing_fails_its_episode(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 
 import pytest
 from agent_helpers import (
@@ -16,6 +17,7 @@ from agent_helpers import (
     MODEL,
     agent_model_fixture,  # noqa: F401 - fixture
     agent_options,
+    assert_played_by,
 )
 from chat_templates import QWEN25, tokenizer_folder
 from helpers import played_rows
@@ -23,16 +25,28 @@ from helpers import played_rows
 from pytest_openenv.dataset.chat_template.render import Renderer
 from pytest_openenv.dataset.chat_template.source import load_chat_template
 
-AGENTS = {"claude-code": "claude", "codex": "codex", "opencode": "opencode"}
+#: agent -> its program on PATH, how it names the env's tool, what its system prompt says
+AGENTS = {
+    "claude-code": ("claude", "mcp__openenv__play_move", "Claude"),
+    "codex": ("codex", "mcp__openenv__play_move", "Codex"),
+    "opencode": ("opencode", "openenv_play_move", "opencode"),
+}
 N = 10
 OWN_LOOP = "openai"
+
+
+def version_of(program: str, home: str) -> str:
+    out = subprocess.run(
+        [program, "--version"], capture_output=True, text=True, env={"HOME": home}, timeout=60
+    ).stdout
+    return next(word for word in out.split() if any(c.isdigit() for c in word))
 
 
 @pytest.mark.slow
 def test_three_agent_clis_and_our_loop_play_the_same_seeds_as_compared_arms(
     run_pytest, pytester: pytest.Pytester, agent_model, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for program in AGENTS.values():
+    for program, _, _ in AGENTS.values():
         assert shutil.which(program), f"{program} is not on PATH"
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     template = tokenizer_folder(pytester.path / "models" / "qwen2.5", QWEN25, bos_token="<s>")
@@ -57,9 +71,30 @@ def test_three_agent_clis_and_our_loop_play_the_same_seeds_as_compared_arms(
     for arm, played in by_arm.items():
         assert len(played) == N, (arm, result.stdout.str()[-3000:])
         assert all(r["verify_metrics"]["outcome"] in ("win", "loss", "draw") for r in played)
+        assert {r["policy"] for r in played} == {OWN_LOOP if arm == MODEL else arm.split(" / ")[0]}
         assert sorted(r["seed"] for r in played) == sorted(r["seed"] for r in by_arm[MODEL])
     passed = sum(1 for row in rows if row["passed"])
     result.assert_outcomes(passed=passed, failed=len(rows) - passed)
+
+    # each agent's rows: the conversation its model saw, played through the env's tool
+    versions = {}
+    for agent, (program, tool, prompt_word) in AGENTS.items():
+        versions[agent] = version_of(program, str(pytester.path))
+        for row in by_arm[f"agent:{agent} / {MODEL}"]:
+            assert row["model"] == MODEL
+            assert (row["extra"]["agent"], row["extra"]["agent_version"]) == (
+                agent,
+                versions[agent],
+            )
+            assert_played_by(row, tool)
+            # the agent's own system prompt and tools are what the model saw
+            assert row["messages"][0]["role"] == "system"
+            assert prompt_word in row["messages"][0]["content"]
+            assert len(row["tools"]) > 1
+            assert any(row["task"]["prompt"] in m["content"] for m in row["messages"][1:4])
+            assert row["metrics"]["prompt_tokens"] > 0
+            if "failure" in row:  # a lost game fails its test; it never errors
+                assert row["failure"]["outcome"] == "failed"
 
     # the rows load with datasets and render through the chat template, tool calls intact
     from datasets import load_dataset
@@ -75,6 +110,16 @@ def test_three_agent_clis_and_our_loop_play_the_same_seeds_as_compared_arms(
             assert entry["result"]["data"] in text
     metadata = json.loads((out / "metadata.json").read_text())
     assert metadata["chat_template"]["row_problems"] == []
+    assert metadata["agents"] == [
+        {
+            "policy": f"agent:{agent}",
+            "model": MODEL,
+            "agent": agent,
+            "agent_version": versions[agent],
+            "agent_writes": "its episode's folder",
+        }
+        for agent in AGENTS
+    ]
 
     # each agent is a group of its own, named with its version; the arms are compared paired
     summary = json.loads((out / "summary.json").read_text())

@@ -48,6 +48,8 @@ class CapturedCall:
     agent_model: str = ""
     #: whether the agent asked for a stream
     stream: bool = False
+    #: ``time.monotonic()`` when the request arrived: the first one ends the agent's start-up
+    received: float = 0.0
 
     @property
     def answered(self) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -52,6 +53,8 @@ class ProxySession:
     over_budget: bool = False
     #: set when a limit refuses a call: the runner may stop the agent then
     limit_hit: threading.Event = field(default_factory=threading.Event, repr=False)
+    #: set after every call recorded or refused: whoever waits on the episode looks again
+    wake: threading.Event = field(default_factory=threading.Event, repr=False)
     closed: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _in_flight: int = field(default=0, repr=False)
@@ -80,11 +83,13 @@ class ProxySession:
             if self.max_calls is not None and self._answered + self._in_flight >= self.max_calls:
                 self.over_limit = True
                 self.limit_hit.set()
+                self.wake.set()
                 return f"the episode's turn limit of {self.max_calls} model calls is reached"
             spent = self._prompt + self._completion
             if self.max_tokens is not None and spent >= self.max_tokens:
                 self.over_budget = True
                 self.limit_hit.set()
+                self.wake.set()
                 return (
                     f"the episode's token budget of {self.max_tokens} is spent "
                     f"({spent} tokens used)"
@@ -101,6 +106,7 @@ class ProxySession:
             self._completion += completion
             if admitted:
                 self._in_flight -= 1
+        self.wake.set()
 
     def close(self) -> None:
         """Later requests with this token are refused 401."""
@@ -171,15 +177,21 @@ class CaptureProxy:
 
     # -- sessions ----------------------------------------------------------------------
     def open_session(
-        self, max_calls: int | None = None, max_tokens: int | None = None
+        self,
+        max_calls: int | None = None,
+        max_tokens: int | None = None,
+        wake: threading.Event | None = None,
     ) -> ProxySession:
-        """A new episode's token, with its turn limit and token budget."""
+        """A new episode's token, with its turn limit and token budget; ``wake`` is set
+        after each of its calls (the runner's, shared with the MCP bridge)."""
         session = ProxySession(
             token=f"capture-{secrets.token_urlsafe(24)}",
             max_calls=max_calls,
             max_tokens=max_tokens,
             _on_close=self._forget,
         )
+        if wake is not None:
+            session.wake = wake
         with self._lock:
             self._sessions[session.token] = session
         return session
@@ -200,6 +212,7 @@ class CaptureProxy:
         self, session: ProxySession, dialect: Dialect, body: dict[str, Any]
     ) -> tuple[int, Any]:
         """(status, the answer or the error message); records the call."""
+        received = time.monotonic()
         stream = bool(body.get("stream"))
         agent_model = str(body.get("model", ""))
         try:
@@ -217,6 +230,7 @@ class CaptureProxy:
             response_message={},
             agent_model=agent_model,
             stream=stream,
+            received=received,
         )
         if refusal is not None:
             call.status, call.error = LIMIT_STATUS, refusal
@@ -243,6 +257,13 @@ class _Server(ThreadingHTTPServer):
     # drops the extra SYNs, and each client retries a second later
     request_queue_size = 1024
     daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # an agent killed at its episode's end resets its keep-alive connection: that is
+        # the episode ending, not an error to print into the run's output
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 def _bearer(headers: Any) -> str | None:

@@ -4,6 +4,8 @@
 - ``flood``: writes to stdout without end
 - ``crash``: writes a line to stderr and exits with status 3
 - ``quit``: exits 0 at once without playing
+- ``escape``: writes a file in its working directory, then tries PIDS (a path outside its
+  folder); says on stderr what each write did and exits with status 3
 """
 
 from __future__ import annotations
@@ -29,6 +31,14 @@ def main() -> None:
         sys.exit(3)
     elif kind == "quit":
         sys.exit(0)
+    elif kind == "escape":
+        for target in (Path("inside.txt"), pids):
+            try:
+                target.write_text("written by the agent")
+                print(f"wrote {target}", file=sys.stderr, flush=True)
+            except OSError as exc:
+                print(f"could not write {target}: {exc.strerror}", file=sys.stderr, flush=True)
+        sys.exit(3)
 
 
 if __name__ == "__main__":
