@@ -77,3 +77,17 @@ wait_for() {
         return "$code"
     fi
 }
+
+# Copy the tree to DEST: the files git tracks and the new ones it does not ignore. A job
+# that installs or builds from a copy of its own can run beside the others: an install or a
+# build writes the tree's *.egg-info, which another job's would read half-written.
+tree_copy() {
+    local dest=$1
+    mkdir -p "$dest"
+    if git rev-parse --git-dir >/dev/null 2>&1; then
+        git ls-files -z -co --exclude-standard |
+            tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -xf - -C "$dest"
+    else
+        tar --exclude=.git --exclude='*.egg-info' -cf - . | tar -xf - -C "$dest"
+    fi
+}

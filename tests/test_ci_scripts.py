@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -165,6 +166,36 @@ def test_a_background_job_that_fails_fails_the_run_and_shows_its_output(tmp_path
     assert "== good (in the background), exit 0:\n  fine" in result.stdout
     assert "== bad (in the background), exit 3:\n  broken" in result.stdout
     assert "FAILED: bad" in result.stderr and "not reached" not in result.stdout
+
+
+def test_a_lowest_versions_python_that_fails_fails_the_job_after_both_ran() -> None:
+    """The Pythons run side by side, each a process of its own: a failing step in one (here
+    no such interpreter) ends that one, and the job fails naming it once both are done."""
+    result = subprocess.run(
+        ["bash", str(CI / "lowest")],
+        cwd=ROOT,
+        env={**os.environ, "CI_LOWEST_PYTHONS": "9.8 9.9"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0, result.stdout
+    for version in ("9.8", "9.9"):
+        assert f"no Python {version} on this machine" in result.stdout
+        assert f"FAILED: lowest versions on Python {version}" in result.stderr
+    assert "lowest-versions job wall time" in result.stdout
+
+
+def test_a_tree_copy_holds_what_git_tracks_and_not_what_it_ignores(tmp_path: Path) -> None:
+    assert list(ROOT.rglob("__pycache__")), "the tree has no ignored folder to leave out"
+    script = f"set -euo pipefail; source .ci/lib.sh; tree_copy {tmp_path}/copy"
+    subprocess.run(["bash", "-c", script], cwd=ROOT, check=True, timeout=120)
+    copy = tmp_path / "copy"
+    assert (copy / "pyproject.toml").read_bytes() == (ROOT / "pyproject.toml").read_bytes()
+    assert (copy / "pytest_openenv" / "plugin.py").exists()
+    assert (copy / ".ci" / "run").exists()
+    assert not list(copy.rglob("__pycache__")) and not list(copy.glob("*.egg-info"))
+    assert not (copy / ".git").exists()
 
 
 def test_the_agent_programs_are_pinned_by_the_lock_at_exact_versions() -> None:
