@@ -47,6 +47,13 @@ def pytest_configure(config: pytest.Config) -> None:
         compile_for_child_runs()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first: under xdist a minute-long test collected last (the examples',
+    the agent CLIs') would run alone at the end while the other workers sit idle. Every
+    worker sorts the same collection the same way, as xdist requires."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def compile_for_child_runs() -> None:
     """Write the bytecode of the package and of the suite's helpers, once per run.
 

@@ -236,7 +236,7 @@ def pytest_configure(config):
 def test_a_server_killed_mid_run_costs_only_its_episodes_in_flight(
     run_pytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: str
 ) -> None:
-    n, concurrency = 30, 4
+    n, concurrency = 20, 4
     servers = [ServerProcess("tictactoe", step_delay=0.1) for _ in range(3)]
     dead = servers[2]
     try:
