@@ -40,8 +40,13 @@ def is_worker(config: pytest.Config) -> bool:
 
 
 def plays_episodes(config: pytest.Config) -> bool:
-    """This process runs items: an xdist worker, or a run without xdist (not its controller)."""
-    return is_worker(config) or config.getoption("dist", "no") == "no"
+    """This process runs items: an xdist worker, or a run without xdist (not its controller).
+
+    xdist distributes only with a mode and workers both: ``--dist`` set in an ini's addopts
+    and no ``-n`` (or ``-n 0``) is a run of its own, which must play."""
+    if is_worker(config):
+        return True
+    return config.getoption("dist", "no") == "no" or not config.getoption("tx", None)
 
 
 def collects_items(config: pytest.Config) -> bool:

@@ -86,6 +86,18 @@ def test_each_worker_keeps_c_episodes_in_flight(run_pytest, pytester: pytest.Pyt
     assert c < server.max_in_flight <= 2 * c, server.max_in_flight
 
 
+@pytest.mark.parametrize("workers", [[], ["-n", "0"]])
+def test_a_dist_mode_without_workers_is_a_run_of_its_own_that_plays(
+    run_pytest, pytester: pytest.Pytester, workers: list[str]
+) -> None:
+    # ``--dist`` in an ini's addopts, the run started without workers: xdist distributes
+    # nothing, so this process must play the episodes itself
+    pytester.makeini("[pytest]\naddopts = --dist=worksteal\n")
+    result = run_pytest("--openenv-env=openspiel:tic_tac_toe", "--openenv-n=3", *workers)
+    result.assert_outcomes(passed=3)
+    assert len(all_rows(pytester)) == 3
+
+
 @pytest.mark.parametrize("stop", [["-x"], ["--maxfail=1"]])
 @pytest.mark.slow
 def test_x_and_maxfail_still_stop_the_run_early(
