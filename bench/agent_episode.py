@@ -1,9 +1,12 @@
-"""What an agent episode costs beside our own loop's, measured in one run: the MCP bridge per
-env tool call, each agent program's start-up, and whole episodes at a set model latency.
+"""What an agent episode costs beside our own loop's, measured in one run: the capture proxy
+per model call, the MCP bridge per env tool call, each agent program's start-up, and whole
+episodes at a set model latency.
 
     python bench/agent_episode.py [--calls 300] [--agents claude-code,codex,opencode]
-                                  [--latency 0.05] [--episodes 5]
+                                  [--latency 0.05] [--episodes 5] [--proxy-calls 100]
 
+0. ``bench/capture_proxy.py`` with ``--proxy-calls`` calls a row, one round: the proxy's
+   wall and CPU per model call in each dialect against the same calls made directly.
 1. The env's tool served over MCP (``pytest_openenv/agents/mcp_bridge.py``): ``--calls``
    calls through the ``mcp`` SDK's streamable-HTTP client against the same calls made on the
    session directly. The client runs in a child process, as an agent program does, so this
@@ -274,6 +277,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--agents", default="claude-code,codex,opencode")
+    parser.add_argument(
+        "--proxy-calls", type=int, default=100, help="per row of the proxy's bench; 0: none"
+    )
     parser.add_argument("--latency", type=float, default=0.05, help="model seconds per call")
     parser.add_argument("--episodes", type=int, default=5, help="per policy; 0: no such row")
     parser.add_argument("--client", metavar="URL", help=argparse.SUPPRESS)  # the child's part
@@ -281,6 +287,15 @@ def main() -> None:
     if args.client:
         client_main(args.client, args.calls)
         return
+    if args.proxy_calls:
+        # the capture proxy's own bench, in this same run: its upstream and each proxy in
+        # processes of their own, so its CPU figure is the proxy's alone
+        print("the capture proxy per model call (bench/capture_proxy.py):", flush=True)
+        proxy_bench = ROOT / "bench" / "capture_proxy.py"
+        calls = str(args.proxy_calls)
+        subprocess.run(
+            [sys.executable, proxy_bench, "--calls", calls, "--rounds", "1"], check=False
+        )
     bridge_row(args.calls)
     startups = startup_row([a for a in args.agents.split(",") if a], args.latency)
     timeline_row(list(startups), args.latency)
