@@ -141,7 +141,7 @@ def play(url: str, policy: ScriptedPolicy | None = None) -> tuple[Any, float]:
     return outcome, time.monotonic() - started
 
 
-@settings(max_examples=80, deadline=None, database=None)
+@settings(max_examples=50, deadline=None, database=None)
 @given(script=st.lists(reply, min_size=1, max_size=4))
 @example(script=[Reply(GOOD), Reply(silence=TIMEOUT + 2, payload=GOOD)])  # a silent server
 @pytest.mark.slow
