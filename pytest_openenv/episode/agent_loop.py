@@ -79,9 +79,11 @@ def play_with_agent(loop: _Loop, backend: Backend, policy: AgentPlayer) -> Episo
             episode_id=loop.spec.episode_id,
         )
         run = policy.runner.play(session, bounds)
-        timing = {"startup_s": run.startup_seconds, "stop_s": round(run.stop_seconds, 4)}
-        if run.startup_seconds is not None:
-            timing["startup_s"] = round(run.startup_seconds, 4)
+        startup = run.startup_seconds
+        timing = {
+            "startup_s": None if startup is None else round(startup, 4),
+            "stop_s": round(run.stop_seconds, 4),
+        }
         record_run(loop, run, task)
         if run.env_fault is not None:
             raise run.env_fault

@@ -54,6 +54,9 @@ def test_a_command_agent_plays_episodes_recorded_as_the_model_saw_them(
         assert row["metrics"]["prompt_tokens"] > 0
         # one model call per move and one that answers the end in text
         assert row["metrics"]["turns"] == len(row["tool_trace"]) + 1
+        # the agent's own seconds, inside the episode's
+        assert 0 < row["extra"]["agent_startup_s"] < row["metrics"]["wall_time_s"]
+        assert 0 <= row["extra"]["agent_stop_s"] < row["metrics"]["wall_time_s"]
     folder = pytester.path / "openenv-results"
     [described] = json.loads((folder / "metadata.json").read_text())["agents"]
     assert described["policy"] == "agent:command" and described["agent"] == "command"
